@@ -1,0 +1,50 @@
+"""``tempo``: the command-line interface.
+
+Each sub-command lives in its own module exposing ``register(subparsers)``; this module only
+dispatches, so importing it stays cheap.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# module name -> the sub-commands it registers (imported lazily, in this order)
+COMMAND_MODULES = (
+    "tempo_assets.cli.release_cmd",
+    "tempo_assets.cli.graph_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tempo",
+        description="Tempo: leakage-proof temporal evaluation of protein function prediction.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tempo_assets.core.errors import TempoInputError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TempoInputError as exc:
+        print(f"tempo: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
