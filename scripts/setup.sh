@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up Tempo on a fresh machine: a virtual environment with the project and its packages,
+# and a project-local DAGSTER_HOME with telemetry off.
+#   bash scripts/setup.sh          # what the main job needs
+#   bash scripts/setup.sh --test   # plus what the test suite needs (cafaeval 1.3.0 reference venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_tests=0
+[ "${1:-}" = "--test" ] && want_tests=1
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+if [ "$want_tests" = 1 ]; then
+  .venv/bin/python -m pip install -q -e ".[test]"
+else
+  .venv/bin/python -m pip install -q -e .
+fi
+
+mkdir -p .dagster_home
+if [ ! -f .dagster_home/dagster.yaml ]; then
+  printf 'telemetry:\n  enabled: false\n' > .dagster_home/dagster.yaml
+fi
+
+if [ "$want_tests" = 1 ]; then
+  # The reference evaluator lives in its own environment: cafaeval and cafaeval-protea install
+  # the same module name, and neither may shadow the other.
+  if [ ! -x .venv-cafaeval/bin/python ]; then
+    "$PYTHON" -m venv .venv-cafaeval
+  fi
+  .venv-cafaeval/bin/python -m pip install -q "cafaeval==1.3.0"
+fi
