@@ -13,6 +13,7 @@ import sys
 COMMAND_MODULES = (
     "tempo_assets.cli.release_cmd",
     "tempo_assets.cli.graph_cmd",
+    "tempo_assets.cli.audit_cmd",
 )
 
 
