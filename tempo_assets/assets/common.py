@@ -1,0 +1,209 @@
+"""Shared wiring for asset bodies: time-binding metadata and role-tagged inputs."""
+from __future__ import annotations
+
+import json
+from datetime import date
+from typing import Any, Iterable, Mapping
+
+import dagster as dg
+
+from tempo_assets.core.dates import parse_date
+from tempo_assets.io_managers import Artefact
+
+
+def role_in(role: str, mapping: dg.PartitionMapping | None = None) -> dg.AssetIn:
+    """An input read under ``role`` (train, valid, refit, test) through ``mapping``.
+
+    Window assets read release/cutoff partitions with ``AllPartitionMapping`` (Dagster's
+    ``StaticPartitionMapping`` refuses dynamic partitions); the IO manager gates which of them
+    the role allows.
+    """
+    return dg.AssetIn(partition_mapping=mapping or dg.AllPartitionMapping(), metadata={"tempo/role": role})
+
+
+def all_in() -> dg.AssetIn:
+    """A cutoff asset reading its own and earlier partitions of an upstream (e.g. the previous)."""
+    return dg.AssetIn(partition_mapping=dg.AllPartitionMapping())
+
+
+def _iso(value: date | str) -> str:
+    return parse_date(value).isoformat()
+
+
+def _dedup(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        seen.setdefault(json.dumps(entry, sort_keys=True, default=str), dict(entry))
+    return [seen[k] for k in sorted(seen)]
+
+
+def binding_metadata(
+    cutoff: date | str,
+    *,
+    reader=None,
+    artefacts: Iterable[Artefact] = (),
+    window: str | None = None,
+    window_role: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Metadata every output carries (PROTOCOL.md): cutoff, max_source_date, sources, window.
+
+    ``sources`` lists the raw files read (release, path, sha256, date) through ``reader``
+    (a ``CutoffReader``) or by the upstream artefacts, plus a reference to each artefact read;
+    ``max_source_date`` is the latest date of all of them.
+    """
+    artefacts = list(artefacts)
+    files: list[Mapping[str, Any]] = []
+    dates: list[date] = []
+    if reader is not None:
+        files.extend(reader.sources)
+        if reader.max_source_date is not None:
+            dates.append(parse_date(reader.max_source_date))
+    for artefact in artefacts:
+        files.extend(s for s in artefact.meta.get("sources", []) if "path" in s)
+        dates.append(artefact.max_source_date)
+    refs = [{"artefact": f"{a.meta.get('asset')}[{a.meta.get('partition')}]", "sha256": a.meta.get("sha256")}
+            for a in artefacts]
+    sources = _dedup([{k: (str(v) if isinstance(v, date) else v) for k, v in f.items()} for f in files]) + _dedup(refs)
+    metadata: dict[str, Any] = {
+        "cutoff": _iso(cutoff),
+        "max_source_date": _iso(max(dates)) if dates else _iso(cutoff),
+        "sources": dg.MetadataValue.json(sources),
+    }
+    if window is not None:
+        metadata["window"] = window
+        metadata["window_role"] = window_role
+    metadata.update(extra)
+    return metadata
+
+
+def scalar_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Ints/floats/strings from a report, for the UI (nested values go as JSON)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if hasattr(value, "item"):
+            value = value.item()
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value if value is not None else "none"
+        elif isinstance(value, (dict, list)):
+            try:
+                out[key] = dg.MetadataValue.json(json.loads(json.dumps(value, default=str)))
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def corpus_index(corpus: Mapping[str, Any]):
+    """The faiss index of a stored ``knn_corpus`` value (rebuilt: an exact flat index is cheap)."""
+    from tempo_assets.core.knn import KnnIndex
+
+    return KnnIndex.build(corpus["ids"], corpus["matrix"])
+
+
+def query_rows(embedded: Mapping[str, Any], proteins: Iterable[str]):
+    """``(ids, matrix)`` of the ``proteins`` present in an ``embeddings`` value, in sorted order."""
+    position = {p: i for i, p in enumerate(embedded["ids"])}
+    ids = sorted(p for p in set(proteins) if p in position)
+    return ids, embedded["matrix"][[position[p] for p in ids]]
+
+
+def neighbours_of(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins: Iterable[str], k: int):
+    """Top-``k`` corpus neighbours (self excluded) of ``proteins`` embedded in ``embedded``."""
+    ids, matrix = query_rows(embedded, proteins)
+    return corpus_index(corpus).search(ids, matrix, k, exclude_self=True)
+
+
+def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[str, Any], new_ontology,
+                   old_sequence_ids: Iterable[str]):
+    """NK/LK/PK growth from an older release's experimental annotations to a newer one's.
+
+    The older annotations are first expressed in the newer ontology (``align_terms``), so an edge
+    added between releases is not counted as growth.
+    """
+    from tempo_assets.core.growth import align_terms, annotation_growth
+
+    old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
+    return annotation_growth(old_aligned, new_annotations["experimental"], sequences=set(old_sequence_ids))
+
+
+def term_depths(ontology, terms: Iterable[str]):
+    """Depth of each term in ``ontology`` (a feature of candidates)."""
+    import pandas as pd
+
+    terms = sorted(set(terms))
+    return pd.Series([ontology.depth(t) if t in ontology else 0 for t in terms], index=terms, dtype=float)
+
+
+def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """Corpus of the proteins with both an embedding and an experimental term at one release."""
+    experimental = annotations["experimental"]
+    position = {p: i for i, p in enumerate(embedded["ids"])}
+    ids = sorted(set(experimental["protein"]) & set(position))
+    return {
+        "ids": ids,
+        "matrix": embedded["matrix"][[position[p] for p in ids]],
+        "annotations": experimental[experimental["protein"].isin(ids)].reset_index(drop=True),
+        "embedder_id": embedded["embedder_id"],
+    }
+
+
+def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins, ia, ontology, k: int,
+                     growth=None):
+    """A ``core.selection.CandidateSource``: neighbours of ``proteins`` in ``corpus`` with term weights.
+
+    With ``growth`` the source also carries the ground truth (with its ``mode``) and known terms.
+    """
+    from tempo_assets.core.selection import CandidateSource
+
+    neighbours = neighbours_of(corpus, embedded, proteins, k)
+    depth = term_depths(ontology, corpus["annotations"]["term"].unique())
+    return CandidateSource(
+        neighbours=neighbours, corpus_annotations=corpus["annotations"],
+        ground_truth=None if growth is None else growth.ground_truth,
+        known=None if growth is None else growth.known, ia=ia, term_depth=depth)
+
+
+NAMESPACE = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
+
+
+def evaluate_growth(eval_ontology, growth, predictions, n_boot: int = 0, seed: int = 0):
+    """Per (mode, aspect): Fmax and its tau, weighted Fmax, Smin, coverage, targets, bootstrap CI.
+
+    Modes are scored separately, never pooled (PROTOCOL.md); PK known terms are removed by the
+    evaluator. A target whose true terms were never predicted scores zero (it stays in the
+    denominator). Returns ``(summary, curves)``; ``curves`` is the whole threshold frame.
+    """
+    import pandas as pd
+
+    from tempo_assets.core.evaluation import bootstrap_ci, evaluate_frames, fmax_score, smin_loss
+
+    rows, curves = [], []
+    for mode in ("NK", "LK", "PK"):
+        for aspect, ns in NAMESPACE.items():
+            targets = growth.targets[(growth.targets["mode"] == mode) & (growth.targets["aspect"] == aspect)]
+            if targets.empty:
+                continue
+            truth = growth.ground_truth.merge(targets[["protein", "aspect"]], on=["protein", "aspect"])[["protein", "term"]]
+            preds = predictions[predictions["protein"].isin(targets["protein"]) & (predictions["aspect"] == aspect)]
+            preds = preds[["protein", "term", "score"]]
+            known = None
+            if mode == "PK":
+                known = growth.known[growth.known["protein"].isin(targets["protein"]) & (growth.known["aspect"] == aspect)]
+                known = known[["protein", "term"]]
+            df_all = evaluate_frames(eval_ontology, truth, preds, known=known)
+            if ns not in df_all.index.get_level_values("ns"):
+                rows.append({"mode": mode, "aspect": aspect, "targets": len(targets), "fmax": 0.0})
+                continue
+            fmax, tau = fmax_score(df_all, ns)
+            smin, _ = smin_loss(df_all, ns)
+            curve = df_all.loc[ns].reset_index()
+            row = {"mode": mode, "aspect": aspect, "targets": len(targets), "fmax": float(fmax), "tau": float(tau),
+                   "wfmax": float(curve["f_w"].max()) if "f_w" in curve else float("nan"), "smin": float(smin)}
+            if n_boot:
+                ci = bootstrap_ci(eval_ontology, truth, preds, metric="f", n_boot=n_boot, seed=seed,
+                                  known=known).get(ns, {})
+                row.update({"fmax_low": ci.get("low"), "fmax_high": ci.get("high")})
+            rows.append(row)
+            curves.append(curve.assign(mode=mode, aspect=aspect))
+    curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    return pd.DataFrame(rows), curves_frame

@@ -1,0 +1,31 @@
+"""Per-release protein embeddings: the configured embedder, or the release's precomputed file."""
+
+import dagster as dg
+
+from tempo_assets.assets.common import binding_metadata
+from tempo_assets.core.embeddings import embed_proteins
+from tempo_assets.io_managers import Artefact
+from tempo_assets.partitions import RELEASES
+from tempo_assets.resources import ArchiveResource, EmbedderResource
+
+
+@dg.asset(partitions_def=RELEASES, group_name="embeddings")
+def embeddings(
+    context: dg.AssetExecutionContext, archive: ArchiveResource, embedder: EmbedderResource,
+    sequences: Artefact,
+) -> dg.Output:
+    """One vector per protein with a sequence at the release's cutoff (cached by sequence sha256)."""
+    release = context.partition_key
+    reader = archive.reader(release)
+    # a precomputed file dated after the release's cutoff raises CutoffViolation here
+    precomputed = reader.embeddings_path(release) if reader.has(release, "embeddings") else None
+    model = embedder.embedder(str(precomputed) if precomputed else None)
+    frame = sequences.value
+    result = embed_proteins(model, dict(zip(frame["protein"], frame["sequence"])), cache=embedder.cache())
+    stats = dict(result.stats)
+    value = {"ids": list(result.ids), "matrix": result.matrix, "embedder_id": stats["embedder_id"]}
+    return dg.Output(value, metadata=binding_metadata(
+        archive.cutoff_of(release), reader=reader, artefacts=[sequences],
+        embedder_id=stats["embedder_id"], proteins=len(result.ids),
+        cache_hits=int(stats.get("hits", 0)), cache_misses=int(stats.get("misses", 0)),
+        missing=len(stats.get("missing", []) or []), precomputed=bool(precomputed)))

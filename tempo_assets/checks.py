@@ -1,0 +1,122 @@
+"""Blocking asset checks ``<asset>__<rule>``: they make the time bindings visible in the UI.
+
+Assets already refuse to produce a violating artefact and the IO manager refuses to read one;
+these checks re-verify the stored sidecars so a failure shows, and stops downstream, in the run.
+"""
+
+import dagster as dg
+
+from tempo_assets.assets.corpus import knn_corpus
+from tempo_assets.assets.ia import ia_weights
+from tempo_assets.assets.labels import reranker_labels
+from tempo_assets.assets.recipe import frozen_recipe
+from tempo_assets.assets.releases import release_annotations
+from tempo_assets.assets.scoring import test_score
+from tempo_assets.assets.selection import valid_selection
+from tempo_assets.assets.submission import submission
+from tempo_assets.core.dates import parse_date
+from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
+
+
+def within_cutoff(store: ArtefactStore, archive: ArchiveResource, asset: str, partition: str) -> dg.AssetCheckResult:
+    meta = store.read_meta(asset, partition)
+    limit = archive.cutoff_of(partition)
+    latest = parse_date(meta["max_source_date"])
+    late = [s for s in meta.get("sources", []) if "date" in s and parse_date(s["date"]) > limit]
+    return dg.AssetCheckResult(
+        passed=latest <= limit and parse_date(meta["cutoff"]) == limit and not late,
+        metadata={"cutoff": limit.isoformat(), "max_source_date": latest.isoformat(), "late_sources": len(late)})
+
+
+def _within_cutoff_check(asset_def, partitions_def):
+    name = asset_def.key.to_user_string()
+
+    @dg.asset_check(asset=asset_def, name=f"{name}__within_cutoff", blocking=True, partitions_def=partitions_def,
+                    description=f"{name}: nothing it read is dated after its partition's cutoff")
+    def _check(context: dg.AssetCheckExecutionContext, archive: ArchiveResource,
+               artefact_store: ArtefactStoreResource) -> dg.AssetCheckResult:
+        return within_cutoff(artefact_store.store(), archive, name, context.partition_key)
+
+    return _check
+
+
+def window_lineage(meta: dict, archive: ArchiveResource, window_key: str, last_role: str) -> list[str]:
+    """Sources of a window artefact read after the release ``last_role`` allows (empty = pass)."""
+    window = parse_window_key(window_key)
+    limit = archive.cutoff_of(window.release_for(last_role))
+    bad = [s.get("path") or s.get("artefact") for s in meta.get("sources", [])
+           if "date" in s and parse_date(s["date"]) > limit]
+    ids = archive.release_ids()
+    bound = ids.index(window.release_for(last_role))
+    for source in meta.get("sources", []):
+        ref = source.get("artefact", "")
+        if "[" in ref:
+            key = ref.split("[", 1)[1].rstrip("]")
+            if key in ids and ids.index(key) > bound:
+                bad.append(ref)
+    if parse_date(meta["max_source_date"]) > limit:
+        bad.append(f"max_source_date {meta['max_source_date']}")
+    return bad
+
+
+@dg.asset_check(asset=valid_selection, name="valid_selection__no_test_lineage", blocking=True, partitions_def=WINDOWS,
+                description="valid_selection read nothing after t0 (no TEST growth) and is tagged valid")
+def valid_selection__no_test_lineage(context, archive: ArchiveResource, artefact_store: ArtefactStoreResource):
+    meta = artefact_store.store().read_meta("valid_selection", context.partition_key)
+    bad = window_lineage(meta, archive, context.partition_key, "t0")
+    return dg.AssetCheckResult(passed=not bad and meta.get("window_role") == "valid",
+                               metadata={"violations": dg.MetadataValue.json(bad), "window_role": str(meta.get("window_role"))})
+
+
+@dg.asset_check(asset=frozen_recipe, name="frozen_recipe__hash_matches", blocking=True, partitions_def=WINDOWS,
+                description="the stored recipe still hashes to the frozen recipe_hash")
+def frozen_recipe__hash_matches(context, artefact_store: ArtefactStoreResource):
+    from tempo_assets.core.selection import recipe_hash
+
+    artefact = artefact_store.store().open("frozen_recipe", context.partition_key)
+    actual = recipe_hash(artefact.value["recipe"])
+    return dg.AssetCheckResult(passed=actual == artefact.meta.get("recipe_hash"), metadata={"recipe_hash": actual})
+
+
+@dg.asset_check(asset=test_score, name="test_score__recipe_frozen_before_test", blocking=True, partitions_def=WINDOWS,
+                description="the recipe test_score applied was frozen before TEST was read, and is unchanged")
+def test_score__recipe_frozen_before_test(context, artefact_store: ArtefactStoreResource):
+    store = artefact_store.store()
+    meta = store.read_meta("test_score", context.partition_key)
+    recipe = store.read_meta("frozen_recipe", context.partition_key)
+    same = meta.get("recipe_hash") == recipe.get("recipe_hash")
+    before = recipe["written_at"] < meta["test_read_at"] and meta.get("recipe_frozen_at") == recipe["written_at"]
+    return dg.AssetCheckResult(passed=bool(same and before), metadata={
+        "recipe_hash": str(recipe.get("recipe_hash")), "frozen_at": recipe["written_at"], "test_read_at": meta["test_read_at"]})
+
+
+@dg.asset_check(asset=test_score, name="test_score__scored_once", blocking=True, partitions_def=WINDOWS,
+                description="TEST of this window was materialised exactly once")
+def test_score__scored_once(context):
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=test_score.key, asset_partitions=[context.partition_key]), limit=5).records
+    return dg.AssetCheckResult(passed=len(records) <= 1, metadata={"materialisations": len(records)})
+
+
+@dg.asset_check(asset=test_score, name="test_score__no_lineage_past_t1", blocking=True, partitions_def=WINDOWS,
+                description="test_score read nothing after t1")
+def test_score__no_lineage_past_t1(context, archive: ArchiveResource, artefact_store: ArtefactStoreResource):
+    meta = artefact_store.store().read_meta("test_score", context.partition_key)
+    bad = window_lineage(meta, archive, context.partition_key, "t1")
+    return dg.AssetCheckResult(passed=not bad, metadata={"violations": dg.MetadataValue.json(bad)})
+
+
+CHECKS = [
+    _within_cutoff_check(release_annotations, RELEASES),
+    _within_cutoff_check(knn_corpus, CUTOFFS),
+    _within_cutoff_check(ia_weights, CUTOFFS),
+    _within_cutoff_check(reranker_labels, CUTOFFS),
+    _within_cutoff_check(submission, CUTOFFS),
+    valid_selection__no_test_lineage,
+    frozen_recipe__hash_matches,
+    test_score__recipe_frozen_before_test,
+    test_score__scored_once,
+    test_score__no_lineage_past_t1,
+]

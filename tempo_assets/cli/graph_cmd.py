@@ -1,0 +1,144 @@
+"""``tempo init | cutoffs | windows | materialize``: the asset graph from the command line."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+def ensure_dagster_home() -> Path:
+    """``$DAGSTER_HOME`` (default ``<repo>/.dagster_home``) with telemetry disabled."""
+    from tempo_assets.resources import default_dagster_home
+
+    home = Path(default_dagster_home())
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(DAGSTER_YAML, encoding="utf-8")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def current_plan():
+    from tempo_assets.partitions import plan_partitions
+    from tempo_assets.resources import default_archive_root, open_archive
+
+    return plan_partitions(open_archive(default_archive_root()))
+
+
+def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str]]:
+    """``(job, partition)`` runs the target needs, in dependency order, without duplicates."""
+    from tempo_assets.partitions import parse_window_key, previous_release, unique
+
+    windows = plan.windows if target == "all" else ([key] if target == "window" else [])
+    releases, cutoffs = [], []
+    for w in map(parse_window_key, windows):
+        releases += list(w.releases)
+        cutoffs += [w.t_minus_1, w.t0]
+    if target in ("cutoff", "all"):
+        submit = [key] if target == "cutoff" else plan.cutoffs[-1:]
+        for c in submit:
+            releases += [previous_release(plan.releases, c), c]
+            cutoffs.append(c)
+    for c in list(cutoffs):
+        releases += [previous_release(plan.releases, c), c]
+    order = {r: i for i, r in enumerate(plan.releases)}
+    steps = [("release_job", r) for r in sorted(unique(releases), key=order.get)]
+    steps += [("cutoff_job", c) for c in sorted(unique(cutoffs), key=order.get)]
+    steps += [("window_job", w) for w in windows]
+    if target in ("cutoff", "all"):
+        steps += [("submission_job", c) for c in submit]
+    return steps
+
+
+def run_steps(steps, instance, resources=None, echo=print) -> list[tuple[str, str, str, float]]:
+    """Materialise each step unless all its artefacts exist; returns (job, key, status, seconds)."""
+    import dagster as dg
+
+    from tempo_assets.definitions import ASSETS, build_resources
+    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.resources import default_artefacts_root
+    from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS
+    from tempo_assets.checks import CHECKS
+
+    resources = resources or build_resources()
+    store = ArtefactStore(resources["artefact_store"].root if "artefact_store" in resources else default_artefacts_root())
+    selections = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
+                  "submission_job": ["submission"]}
+    report = []
+    for number, (job, key) in enumerate(steps, start=1):
+        names = selections[job]
+        if all(store.exists(n, key) for n in names):
+            echo(f"[{number}/{len(steps)}] {job} {key}: already materialised, skipped")
+            report.append((job, key, "skipped", 0.0))
+            continue
+        started = time.perf_counter()
+        result = dg.materialize(ASSETS + CHECKS, selection=names, partition_key=key, instance=instance,
+                                resources=resources, raise_on_error=False)
+        seconds = time.perf_counter() - started
+        status = "ok" if result.success else "FAILED"
+        echo(f"[{number}/{len(steps)}] {job} {key}: {status} in {seconds:.1f}s")
+        report.append((job, key, status, seconds))
+        if not result.success:
+            break
+    return report
+
+
+def _init(args) -> int:
+    import dagster as dg
+
+    from tempo_assets.partitions import register_partitions
+
+    home = ensure_dagster_home()
+    plan = current_plan()
+    added = register_partitions(dg.DagsterInstance.get(), plan)
+    print(f"DAGSTER_HOME={home}")
+    for name, keys in plan.as_dict().items():
+        print(f"{name}: {len(keys)} ({len(added[name])} new)")
+    return 0
+
+
+def _list(attribute: str):
+    def run(args) -> int:
+        for key in getattr(current_plan(), attribute):
+            print(key)
+        return 0
+    return run
+
+
+def _materialize(args) -> int:
+    import dagster as dg
+
+    from tempo_assets.partitions import register_partitions
+
+    ensure_dagster_home()
+    plan = current_plan()
+    instance = dg.DagsterInstance.get()
+    register_partitions(instance, plan)
+    if args.window and args.window not in plan.windows:
+        print(f"tempo: error: unknown window {args.window!r} (see `tempo windows`)", file=sys.stderr)
+        return 2
+    if args.cutoff and args.cutoff not in plan.cutoffs:
+        print(f"tempo: error: unknown cutoff {args.cutoff!r} (see `tempo cutoffs`)", file=sys.stderr)
+        return 2
+    target = "all" if args.all else ("window" if args.window else "cutoff")
+    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance)
+    return 0 if all(status != "FAILED" for _, _, status, _ in report) else 1
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("init", help="create $DAGSTER_HOME and register the archive's partitions")
+    parser.set_defaults(func=_init)
+    parser = subparsers.add_parser("cutoffs", help="list cutoff partition keys, oldest first")
+    parser.set_defaults(func=_list("cutoffs"))
+    parser = subparsers.add_parser("windows", help="list window partition keys, oldest first")
+    parser.set_defaults(func=_list("windows"))
+    parser = subparsers.add_parser("materialize", help="materialise what a target needs, in dependency order")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--all", action="store_true", help="every window through test_score and the latest submission")
+    group.add_argument("--window", metavar="KEY", help="one window through test_score")
+    group.add_argument("--cutoff", metavar="KEY", help="one cutoff's submission")
+    parser.set_defaults(func=_materialize)

@@ -1,0 +1,1205 @@
+"""CAFA evaluation, number for number with cafaeval 1.3.0, on sparse data.
+
+Reproduces ``cafaeval`` 1.3.0 (Piovesan et al., CAFA-evaluator) as printed: every cell of
+``evaluation_all.tsv`` and ``evaluation_best_{f,f_w,s,f_micro,f_micro_w}.tsv``. cafaeval builds
+dense ``proteins x terms`` matrices and thresholds them 99 times; here every protein's
+propagated scores are turned once into a threshold-bin code (``searchsorted`` on the exact
+``numpy.arange(th_step, 1, th_step)`` grid), propagated level by level over a CSR parent graph,
+and counted per bin; per-threshold counts are reverse cumulative sums.
+
+Reproduced cafaeval rules (see ``parser.py``, ``graph.py``, ``evaluation.py`` of cafaeval):
+
+* OBO: a line is ``tag: value`` split on the first ``": "``; only ``is_a`` and
+  ``relationship: part_of``; obsolete terms, namespace-less terms and ``namespace: external``
+  are dropped; parents outside the namespace (or obsolete) are dropped; ``alt_id`` maps to the
+  set of primaries claiming it; term index = file order inside the namespace; namespaces in
+  order of their first kept term. ``orphans=False`` evaluates only terms with a parent.
+* Ground truth: whitespace-split lines, first namespace whose primaries (then alt ids) know the
+  term, unknown terms dropped, rows in order of first appearance, boolean ``max`` propagation.
+* Predictions: lines with more than two fields; only proteins of that namespace's ground truth;
+  an id that is an alt_id in its namespace is replaced by all its primaries; duplicate pairs
+  keep the max, starting from 0 (so NaN and negative scores never count, scores above 1 and
+  ``inf`` count at every threshold); ``max_terms``: an insertion happens only while the raw
+  row holds ``<= max_terms`` non-zero terms (so up to ``max_terms + 1`` survive, file order).
+* Propagation ``max`` (a term takes the max of its descendants) or ``fill`` (only a term whose
+  own score is 0 takes the max of its children).
+* Metrics at ``tau`` in the grid with ``score >= tau``; IA weights (missing or 0 -> 0, NaN/inf
+  -> 0, only ``ia > 0`` terms weighted); ``norm`` cafa/pred/gt; micro averages; ``s``; rows with
+  ``cov == 0`` removed; best rows by first ``idxmax``/``idxmin`` with ``cov_max``.
+
+Float exactness: unweighted per-protein quantities are integers and the per-threshold sums over
+proteins use the same 1-D ``numpy`` sums on the same arrays in the same protein order, so they
+are bit-identical. Weighted per-protein sums are sequential sums in a canonical order (cafaeval
+uses numpy's pairwise sum over the dense row): they can differ in the last ulp, but equal term
+sets give equal sums, so ratios that are exactly 1 stay exactly 1. A printed digit could only
+differ if a weighted value sat within ~1e-15 of a rounding boundary.
+
+Deliberate differences (documented, all on inputs where cafaeval crashes or has no rule):
+
+* A namespace whose inserted predictions are all zero/NaN: cafaeval raises ``IndexError`` in
+  ``propagate``; here it yields no rows (every ``cov`` is 0).
+* Malformed ground-truth, IA or score fields raise :class:`EvaluationInputError` naming the
+  file and line (cafaeval raises a bare ``ValueError``); a non-numeric score on a line that
+  cafaeval never converts (protein or term outside the ground truth) is skipped and counted.
+* An alt_id claimed by several primaries is expanded in sorted order (cafaeval iterates a
+  ``set``, so with ``max_terms`` its own result depends on the hash seed).
+* OBO/GT/prediction files may be gzipped.
+* ``n_cpu`` is accepted and ignored: the sparse kernel is single-threaded and fast.
+
+LAFA mode (``toi`` and/or ``known``, following cafaeval-protea 0.1.0's ``-toi``/``-known``):
+``toi`` terms (alt ids mapped) are intersected with the evaluated terms and with the IA terms;
+``known`` pairs are mapped and propagated like ground truth and removed from that protein's
+ground truth and predictions. Coverage fix (PROTOCOL.md): a protein whose remaining ground truth
+inside the evaluated terms is empty is not counted at all. cafaeval-protea drops such a protein
+from the denominator ``ne`` but still counts its predictions in ``n``, precision and
+misinformation (so its coverage can exceed 1); we drop it everywhere.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.io import atomic_write, open_text
+
+__all__ = [
+    "EvalOntology",
+    "EvaluationInputError",
+    "best_rows",
+    "bootstrap_ci",
+    "cafa_eval",
+    "evaluate_frames",
+    "fmax_score",
+    "paired_bootstrap",
+    "read_ia",
+    "smin_loss",
+    "threshold_curve",
+    "threshold_grid",
+    "write_results",
+]
+
+logger = logging.getLogger(__name__)
+
+NAMESPACE_ALIASES = {
+    "BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component",
+    "P": "biological_process", "F": "molecular_function", "C": "cellular_component",
+}
+BASE_COLUMNS = ["n", "tp", "fp", "fn", "pr", "rc"]
+FRAME_COLUMNS = ["n", "tp", "fp", "fn", "pr", "rc", "ns", "tau", "cov", "mi", "ru", "f", "s",
+                 "pr_micro", "rc_micro", "f_micro"]
+BEST_METRICS = [("f", "max"), ("f_w", "max"), ("s", "min"), ("f_micro", "max"),
+                ("f_micro_w", "max")]
+
+
+class EvaluationInputError(TempoInputError):
+    """Bad evaluator input (OBO, ground truth, predictions, IA, toi, known)."""
+
+
+def threshold_grid(th_step: float = 0.01) -> np.ndarray:
+    """cafaeval's threshold grid, exactly ``numpy.arange(th_step, 1, th_step)``."""
+    if not (0 < th_step < 1):
+        raise EvaluationInputError(f"th_step must be in (0, 1), got {th_step!r}")
+    return np.arange(th_step, 1, th_step)
+
+
+# --------------------------------------------------------------------------------------------
+# ontology (cafaeval's reading rules)
+
+
+@dataclass
+class _Namespace:
+    """One namespace graph, indexed like cafaeval's ``Graph``."""
+
+    name: str
+    terms: list[str]
+    index: dict[str, int]
+    alt: dict[str, tuple[int, ...]]
+    parent_ptr: np.ndarray  # (n_terms + 1,) CSR over children -> parents
+    parent_idx: np.ndarray  # (n_edges,)
+    level: np.ndarray  # (n_terms,) 0 for terms without children, else 1 + max(child level)
+    has_parent: np.ndarray  # (n_terms,) bool
+    ia: np.ndarray | None = None  # (n_terms,) float, cafaeval's cleaned IA
+    toi_mask: np.ndarray = field(default=None)  # (n_terms,) bool
+    toi_ia_mask: np.ndarray | None = None
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.terms)
+
+
+def _read_obo_cafaeval(path: str | Path) -> dict[str, dict[str, dict]]:
+    """``namespace -> term -> {alt_id, rel}`` with cafaeval's line rules."""
+    term_dict: dict[str, dict[str, dict]] = {}
+    term_id = None
+    namespace = None
+    alt_ids: list[str] = []
+    rels: list[str] = []
+    obsolete = True
+    seen_line = False
+
+    def flush():
+        if term_id is not None and obsolete is False and namespace is not None:
+            term_dict.setdefault(namespace, {})[term_id] = {"alt_id": alt_ids, "rel": rels}
+
+    with open_text(path) as handle:
+        for raw in handle:
+            seen_line = True
+            text = raw.strip()
+            cut = text.find(": ")
+            if cut < 0:
+                continue
+            key, value = text[:cut], text[cut + 2:]
+            if key == "id":
+                flush()
+                term_id = value
+                alt_ids, rels = [], []
+                obsolete = False
+                namespace = None
+            elif key == "alt_id":
+                alt_ids.append(value)
+            elif key == "namespace" and value != "external":
+                namespace = value
+            elif key == "is_obsolete":
+                obsolete = True
+            elif key == "is_a":
+                rels.append(value.split("!")[0].strip())
+            elif key == "relationship" and value.startswith("part_of"):
+                parts = value.split()
+                if len(parts) > 1:
+                    rels.append(parts[1].strip())
+        flush()
+    if not seen_line:
+        raise EvaluationInputError("empty OBO file", path)
+    if not term_dict:
+        raise EvaluationInputError("no term with a namespace in this OBO file", path)
+    return term_dict
+
+
+def _build_namespace(name: str, terms: dict[str, dict], orphans: bool) -> _Namespace:
+    ids = list(terms)
+    index = {t: i for i, t in enumerate(ids)}
+    alt_sets: dict[str, set[int]] = {}
+    children_edges: list[tuple[int, int]] = []
+    for term_id, info in terms.items():
+        i = index[term_id]
+        for alt in info["alt_id"]:
+            alt_sets.setdefault(alt, set()).add(i)
+        for parent in info["rel"]:
+            j = index.get(parent)
+            if j is not None:
+                children_edges.append((i, j))
+    n = len(ids)
+    edges = np.array(sorted(set(children_edges)), dtype=np.int64).reshape(-1, 2)
+    child, parent = edges[:, 0], edges[:, 1]
+    parent_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(child, minlength=n), out=parent_ptr[1:])
+    parent_idx = parent[np.argsort(child, kind="stable")]
+    # heights by Kahn's algorithm from the leaves (cafaeval's top_sort raises on a cycle)
+    n_children = np.bincount(parent, minlength=n)
+    level = np.zeros(n, dtype=np.int64)
+    frontier = np.flatnonzero(n_children == 0)
+    remaining = n_children.copy()
+    visited = 0
+    while frontier.size:
+        visited += frontier.size
+        starts, stops = parent_ptr[frontier], parent_ptr[frontier + 1]
+        counts = stops - starts
+        src = np.repeat(frontier, counts)
+        dst = parent_idx[_ranges(starts, counts)]
+        np.maximum.at(level, dst, level[src] + 1)
+        np.subtract.at(remaining, dst, 1)
+        touched = np.unique(dst)
+        frontier = touched[remaining[touched] == 0]
+    if visited != n:
+        raise EvaluationInputError(f"namespace {name}: is_a/part_of graph has a cycle")
+    has_parent = np.diff(parent_ptr) > 0
+    toi_mask = np.ones(n, dtype=bool) if orphans else has_parent.copy()
+    alt = {a: tuple(sorted(s)) for a, s in alt_sets.items()}
+    return _Namespace(name, ids, index, alt, parent_ptr, parent_idx, level, has_parent,
+                      toi_mask=toi_mask)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each pair; int64 (sum(counts),)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts.astype(np.int64), counts) + offsets
+
+
+def read_ia(source: str | Path | Mapping | pd.Series) -> dict[str, float]:
+    """IA weights from a ``term<whitespace>ia`` file (cafaeval's format) or a mapping."""
+    if isinstance(source, pd.Series):
+        return {str(k): float(v) for k, v in source.items()}
+    if isinstance(source, Mapping):
+        return {str(k): float(v) for k, v in source.items()}
+    weights: dict[str, float] = {}
+    with open_text(source) as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            parts = raw.split()
+            if len(parts) != 2:
+                raise EvaluationInputError(
+                    f"IA line must be 'term ia', got {len(parts)} fields", source, lineno)
+            try:
+                weights[parts[0]] = float(parts[1])
+            except ValueError:
+                raise EvaluationInputError(f"IA value is not a number: {parts[1]!r}",
+                                           source, lineno) from None
+    if not weights:
+        raise EvaluationInputError("empty IA file", source)
+    return weights
+
+
+class EvalOntology:
+    """GO graphs per namespace, read with cafaeval 1.3.0's rules (not ``core.ontology``'s).
+
+    Attributes
+    ----------
+    namespaces : dict[str, _Namespace]
+        In cafaeval's order (first kept term of each namespace in the file).
+    """
+
+    def __init__(self, namespaces: dict[str, _Namespace], path: str | Path | None = None):
+        self.namespaces = namespaces
+        self.path = path
+        self.has_ia = any(ns.ia is not None for ns in namespaces.values())
+
+    @classmethod
+    def from_obo(cls, path: str | Path, ia: str | Path | Mapping | pd.Series | None = None,
+                 orphans: bool = True) -> "EvalOntology":
+        """Read an OBO file (plain or gzipped) and optional IA weights (file or mapping)."""
+        term_dict = _read_obo_cafaeval(path)
+        namespaces = {name: _build_namespace(name, terms, orphans)
+                      for name, terms in term_dict.items()}
+        ontology = cls(namespaces, path)
+        if ia is not None:
+            ontology.set_ia(read_ia(ia))
+        return ontology
+
+    def set_ia(self, weights: Mapping[str, float]) -> None:
+        """Attach IA weights like cafaeval's ``Graph.set_ia``."""
+        missing = 0
+        for ns in self.namespaces.values():
+            values = np.zeros(ns.n_terms, dtype=float)
+            for i, term in enumerate(ns.terms):
+                value = weights.get(term)
+                if value:  # cafaeval: a missing or 0 weight stays 0
+                    values[i] = value
+                else:
+                    missing += 1
+            np.nan_to_num(values, copy=False, nan=0, posinf=0, neginf=0)
+            ns.ia = values
+            ns.toi_ia_mask = values > 0
+        self.has_ia = True
+        logger.debug("IA: %d terms without a weight (weigh 0)", missing)
+
+    def term_namespace_first(self, term: str) -> tuple[str, tuple[int, ...]] | None:
+        """cafaeval's ground-truth lookup: first namespace whose primaries, then alt ids, know it."""
+        for name, ns in self.namespaces.items():
+            i = ns.index.get(term)
+            if i is not None:
+                return name, (i,)
+            alts = ns.alt.get(term)
+            if alts is not None:
+                return name, alts
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# ground truth, predictions, propagation
+
+
+@dataclass
+class _Truth:
+    """Propagated ground truth of one namespace; rows in cafaeval's protein order."""
+
+    proteins: list[str]
+    row_of: dict[str, int]
+    keys: np.ndarray  # sorted int64 row * n_terms + term
+
+
+def _read_pairs(path: str | Path, what: str) -> tuple[list[str], list[str]]:
+    proteins: list[str] = []
+    terms: list[str] = []
+    seen = False
+    with open_text(path) as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            parts = raw.split()
+            if not parts:
+                continue
+            seen = True
+            if len(parts) < 2:
+                raise EvaluationInputError(f"{what} line needs 'protein term'", path, lineno)
+            proteins.append(parts[0])
+            terms.append(parts[1])
+    if not seen:
+        raise EvaluationInputError(f"empty {what} file", path)
+    return proteins, terms
+
+
+def _group_pairs(ontology: EvalOntology, proteins: Iterable[str], terms: Iterable[str],
+                 ) -> dict[str, dict[str, list[int]]]:
+    """cafaeval's ``gt_parser`` grouping: ``ns -> protein (first-seen order) -> [term index]``."""
+    grouped: dict[str, dict[str, list[int]]] = {}
+    cache: dict[str, tuple[str, tuple[int, ...]] | None] = {}
+    dropped = 0
+    for protein, term in zip(proteins, terms):
+        hit = cache.get(term, False)
+        if hit is False:
+            hit = cache[term] = ontology.term_namespace_first(term)
+        if hit is None:
+            dropped += 1
+            continue
+        name, idx = hit
+        grouped.setdefault(name, {}).setdefault(protein, []).extend(idx)
+    if dropped:
+        logger.info("%d annotation rows with terms unknown to the ontology dropped", dropped)
+    return grouped
+
+
+def _build_truths(ontology: EvalOntology, proteins, terms) -> dict[str, _Truth]:
+    grouped = _group_pairs(ontology, proteins, terms)
+    truths: dict[str, _Truth] = {}
+    for name in ontology.namespaces:  # cafaeval: gts in ontology order
+        by_protein = grouped.get(name)
+        if not by_protein:
+            continue
+        ns = ontology.namespaces[name]
+        ids = list(by_protein)
+        counts = np.fromiter((len(v) for v in by_protein.values()), dtype=np.int64, count=len(ids))
+        rows = np.repeat(np.arange(len(ids), dtype=np.int64), counts)
+        cols = np.fromiter((c for v in by_protein.values() for c in v), dtype=np.int64,
+                           count=int(counts.sum()))
+        keys, _ = _propagate(rows, cols, np.ones(rows.size, dtype=np.int64), ns, "max")
+        truths[name] = _Truth(ids, {p: i for i, p in enumerate(ids)}, keys)
+        logger.info("Ground truth: %s, proteins %d, annotations %d", name, len(ids), keys.size)
+    return truths
+
+
+def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Namespace,
+               mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Propagate positive codes up the namespace graph, level by level.
+
+    Parameters
+    ----------
+    rows, cols, codes : int64 arrays (n_raw,)
+        Raw entries (duplicates allowed: the max is kept); codes > 0.
+    mode : ``"max"`` (a term takes the max over its descendants) or ``"fill"`` (a term with a
+        raw entry keeps it; otherwise it takes the max of its children's final values).
+
+    Returns
+    -------
+    keys : int64 (n_final,), sorted ``row * n_terms + term``; codes : int64 (n_final,)
+    """
+    n_terms = np.int64(ns.n_terms)
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    scale = np.int64(int(codes.max()) + 1)
+    raw_keys = rows * n_terms + cols
+    levels = ns.level
+    raw_level = levels[cols]
+    max_level = int(levels.max())
+    pending: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(max_level + 1)]
+    order = np.argsort(raw_level, kind="stable")
+    bounds = np.searchsorted(raw_level[order], np.arange(max_level + 2))
+    for lev in range(max_level + 1):
+        sel = order[bounds[lev]:bounds[lev + 1]]
+        if sel.size:
+            pending[lev].append((raw_keys[sel], codes[sel], np.ones(sel.size, dtype=np.int64)))
+    out_keys, out_codes = [], []
+    for lev in range(max_level + 1):
+        if not pending[lev]:
+            continue
+        keys = np.concatenate([p[0] for p in pending[lev]])
+        vals = np.concatenate([p[1] for p in pending[lev]])
+        raw = np.concatenate([p[2] for p in pending[lev]])
+        pending[lev] = []
+        if mode == "fill":
+            packed = (keys * 2 + raw) * scale + vals
+            packed.sort()
+            grp = packed // scale // 2
+        else:
+            packed = keys * scale + vals
+            packed.sort()
+            grp = packed // scale
+        last = np.empty(packed.size, dtype=bool)
+        last[-1] = True
+        np.not_equal(grp[1:], grp[:-1], out=last[:-1])
+        keys = grp[last]
+        vals = packed[last] % scale
+        out_keys.append(keys)
+        out_codes.append(vals)
+        node = keys % n_terms
+        counts = ns.parent_ptr[node + 1] - ns.parent_ptr[node]
+        if not counts.any():
+            continue
+        parents = ns.parent_idx[_ranges(ns.parent_ptr[node], counts)]
+        pkeys = np.repeat(keys - node, counts) + parents
+        pvals = np.repeat(vals, counts)
+        plev = levels[parents]
+        porder = np.argsort(plev, kind="stable")
+        pb = np.searchsorted(plev[porder], np.arange(lev + 1, max_level + 2))
+        for k, target in enumerate(range(lev + 1, max_level + 1)):
+            sel = porder[pb[k]:pb[k + 1]]
+            if sel.size:
+                pending[target].append((pkeys[sel], pvals[sel], np.zeros(sel.size, dtype=np.int64)))
+    keys = np.concatenate(out_keys)
+    vals = np.concatenate(out_codes)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], vals[order]
+
+
+@dataclass
+class _Raw:
+    """Prediction rows in file order, before namespace routing."""
+
+    proteins: np.ndarray  # object (n,)
+    terms: np.ndarray  # object (n,)
+    scores: np.ndarray  # float64 (n,) or object strings to be parsed
+    lines: np.ndarray  # int64 (n,) line numbers (or row positions)
+    path: str | None = None
+
+
+def _read_prediction_file(path: str | Path) -> _Raw:
+    proteins: list[str] = []
+    terms: list[str] = []
+    scores: list[str] = []
+    lines: list[int] = []
+    with open_text(path) as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            parts = raw.split()
+            if len(parts) > 2:
+                proteins.append(parts[0])
+                terms.append(parts[1])
+                scores.append(parts[2])
+                lines.append(lineno)
+    return _Raw(np.array(proteins, dtype=object), np.array(terms, dtype=object),
+                np.array(scores, dtype=object), np.array(lines, dtype=np.int64), str(path))
+
+
+def _parse_scores(raw: _Raw, sel: np.ndarray) -> np.ndarray:
+    values = raw.scores[sel]
+    if values.dtype != object:
+        return values.astype(np.float64)
+    try:
+        return values.astype(np.float64)
+    except ValueError:
+        for pos, value in zip(sel, values):
+            try:
+                float(value)
+            except ValueError:
+                raise EvaluationInputError(f"score is not a number: {value!r}", raw.path,
+                                           int(raw.lines[pos])) from None
+        raise
+
+
+@dataclass
+class _Prediction:
+    """Propagated predictions of one namespace: sorted keys and bin codes (1 + n taus <= s)."""
+
+    keys: np.ndarray
+    codes: np.ndarray
+
+
+def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _Raw,
+                       tau: np.ndarray, prop: str, max_terms: int | None,
+                       ) -> dict[str, _Prediction]:
+    if prop not in ("max", "fill"):
+        raise EvaluationInputError(f"prop must be 'max' or 'fill', got {prop!r}")
+    # cafaeval's ns_dict: namespaces with ground truth, primaries then alt ids, last one wins
+    ns_of: dict[str, int] = {}
+    names = list(truths)
+    for k, name in enumerate(names):
+        ns = ontology.namespaces[name]
+        for term in ns.terms:
+            ns_of[term] = k
+        for term in ns.alt:
+            ns_of[term] = k
+    n = raw.terms.size
+    if n == 0:
+        return {}
+    term_codes, term_uniques = pd.factorize(raw.terms)
+    uniq_ns = np.array([ns_of.get(t, -1) for t in term_uniques], dtype=np.int64)
+    row_ns = uniq_ns[term_codes] if term_codes.size else np.zeros(0, dtype=np.int64)
+    out: dict[str, _Prediction] = {}
+    skipped_nan = 0
+    for k, name in enumerate(names):
+        ns = ontology.namespaces[name]
+        truth = truths[name]
+        in_ns = np.flatnonzero(row_ns == k)
+        if in_ns.size == 0:
+            continue
+        prot_codes, prot_uniques = pd.factorize(raw.proteins[in_ns])
+        uniq_rows = np.array([truth.row_of.get(p, -1) for p in prot_uniques], dtype=np.int64)
+        rows = uniq_rows[prot_codes]
+        keep = rows >= 0
+        sel = in_ns[keep]
+        rows = rows[keep]
+        if sel.size == 0:
+            continue
+        scores = _parse_scores(raw, sel)
+        # term -> column(s); an alt id (checked first, as cafaeval does) expands to its primaries
+        tcode = term_codes[sel]
+        uniq_t = np.unique(tcode)
+        col_lists = []
+        for t in uniq_t:
+            term = term_uniques[t]
+            alts = ns.alt.get(term)
+            col_lists.append(alts if alts is not None else (ns.index[term],))
+        sizes = np.array([len(c) for c in col_lists], dtype=np.int64)
+        lens = np.zeros(term_uniques.size, dtype=np.int64)
+        lens[uniq_t] = sizes
+        flat_cols = np.fromiter((c for cl in col_lists for c in cl), dtype=np.int64,
+                                count=int(sizes.sum()))
+        # flat_cols is ordered by uniq_t; each unique term code's slice starts here
+        starts_by_code = np.zeros(term_uniques.size, dtype=np.int64)
+        starts_by_code[uniq_t] = np.cumsum(sizes) - sizes
+        counts = lens[tcode]
+        cols = flat_cols[_ranges(starts_by_code[tcode], counts)]
+        rows = np.repeat(rows, counts)
+        scores = np.repeat(scores, counts)
+        nan = np.isnan(scores)
+        skipped_nan += int(nan.sum())
+        effective = np.where(nan, 0.0, scores)
+        effective = np.maximum(effective, 0.0)
+        if max_terms is not None:
+            allowed = _max_terms_mask(rows, cols, effective, ns.n_terms, int(max_terms))
+            rows, cols, effective = rows[allowed], cols[allowed], effective[allowed]
+        if rows.size == 0:
+            continue  # nothing inserted: cafaeval does not evaluate this namespace
+        positive = effective > 0
+        codes = 1 + np.searchsorted(tau, effective[positive], side="right").astype(np.int64)
+        keys, codes = _propagate(rows[positive], cols[positive], codes, ns, prop)
+        out[name] = _Prediction(keys, codes)
+        logger.info("Prediction: %s, %s, annotations %d", raw.path, name, keys.size)
+    if skipped_nan:
+        logger.warning("%s: %d NaN scores ignored (as cafaeval does)", raw.path, skipped_nan)
+    return out
+
+
+def _max_terms_mask(rows, cols, scores, n_terms, max_terms) -> np.ndarray:
+    """cafaeval's insertion rule: insert while the raw row has ``<= max_terms`` non-zeros.
+
+    Rows are in file order; a term becomes non-zero at its first positive score.
+    """
+    order = np.argsort(rows, kind="stable")
+    r, c, s = rows[order], cols[order], scores[order]
+    key = r * np.int64(n_terms) + c
+    positive = s > 0
+    # first positive occurrence of each (row, term), in file order
+    pos_idx = np.flatnonzero(positive)
+    _, first = np.unique(key[pos_idx], return_index=True)
+    is_first = np.zeros(r.size, dtype=np.int64)
+    is_first[pos_idx[first]] = 1
+    cum = np.cumsum(is_first)
+    group_start = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+    base = np.repeat(np.r_[0, cum][group_start], np.diff(np.r_[group_start, r.size]))
+    before = cum - is_first - base
+    allowed_sorted = before <= max_terms
+    allowed = np.empty(rows.size, dtype=bool)
+    allowed[order] = allowed_sorted
+    return allowed
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+
+
+@dataclass
+class _Contrib:
+    """Per-protein, per-threshold quantities of one namespace and one variant.
+
+    Arrays are (n_tau, n_proteins) except ``n_gt`` (n_proteins,); proteins in cafaeval order
+    (LAFA mode drops proteins with no remaining ground truth).
+    """
+
+    n_pred: np.ndarray
+    tp: np.ndarray
+    fp: np.ndarray
+    fn: np.ndarray
+    n_gt: np.ndarray
+
+
+def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
+    if sorted_ref.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    pos = np.searchsorted(sorted_ref, values)
+    pos[pos == sorted_ref.size] = 0
+    return sorted_ref[pos] == values
+
+
+def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Prediction,
+                   n_tau: int, term_mask: np.ndarray, weights: np.ndarray | None,
+                   known_keys: np.ndarray | None, lafa: bool) -> tuple[_Contrib, np.ndarray]:
+    """Per-protein quantities for the terms in ``term_mask``; returns (contrib, kept rows)."""
+    n_terms = np.int64(ns.n_terms)
+    g_keys = gt_keys[term_mask[gt_keys % n_terms]]
+    keep_pred = term_mask[pred.keys % n_terms] & (pred.codes >= 2)
+    p_keys, p_codes = pred.keys[keep_pred], pred.codes[keep_pred] - 1  # c: taus counted, >= 1
+    if known_keys is not None and known_keys.size:
+        g_keys = g_keys[~_isin_sorted(g_keys, known_keys)]
+        mask = ~_isin_sorted(p_keys, known_keys)
+        p_keys, p_codes = p_keys[mask], p_codes[mask]
+    rows = np.arange(n_rows, dtype=np.int64)
+    if lafa:
+        has_gt = np.zeros(n_rows, dtype=bool)
+        has_gt[g_keys // n_terms] = True
+        rows = np.flatnonzero(has_gt)
+        remap = np.full(n_rows, -1, dtype=np.int64)
+        remap[rows] = np.arange(rows.size)
+        p_mask = has_gt[p_keys // n_terms]
+        p_keys, p_codes = p_keys[p_mask], p_codes[p_mask]
+        g_row = remap[g_keys // n_terms]
+        p_row = remap[p_keys // n_terms]
+    else:
+        g_row = g_keys // n_terms
+        p_row = p_keys // n_terms
+    n_p = rows.size
+    is_tp = _isin_sorted(p_keys, g_keys)
+    if weights is None:
+        n_gt = np.bincount(g_row, minlength=n_p).astype(np.int64)
+        width = n_tau + 1
+        pred_bins = np.bincount(p_row * width + p_codes, minlength=n_p * width).reshape(n_p, width)
+        tp_bins = np.bincount(p_row[is_tp] * width + p_codes[is_tp],
+                              minlength=n_p * width).reshape(n_p, width)
+        # at threshold k (0-based) a term counts when c >= k + 1
+        n_pred = np.cumsum(pred_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
+        tp = np.cumsum(tp_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
+        return _Contrib(n_pred, tp, n_pred - tp, n_gt[None, :] - tp, n_gt), rows
+    return _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_tp,
+                                   n_tau, weights), rows
+
+
+def _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_tp, n_tau,
+                            weights) -> _Contrib:
+    """Weighted sums as sequential per-protein sums over (code desc, term) order.
+
+    Equal term sets give bit-equal sums (so a protein whose predictions are all correct has
+    precision exactly 1, as in cafaeval).
+    """
+    n_terms = np.int64(ns.n_terms)
+    # entries: every predicted term, plus ground-truth terms that are not predicted (c = 0)
+    gt_only = ~_isin_sorted(g_keys, p_keys)
+    e_row = np.concatenate([p_row, g_row[gt_only]])
+    e_col = np.concatenate([p_keys % n_terms, g_keys[gt_only] % n_terms])
+    e_c = np.concatenate([p_codes, np.zeros(int(gt_only.sum()), dtype=np.int64)])
+    e_gt = np.concatenate([is_tp, np.ones(int(gt_only.sum()), dtype=bool)])
+    order = np.lexsort((e_col, -e_c, e_row))
+    e_row, e_col, e_c, e_gt = e_row[order], e_col[order], e_c[order], e_gt[order]
+    w = weights[e_col]
+    predicted = e_c > 0
+    columns = np.stack([
+        np.where(predicted, w, 0.0),  # n_pred
+        np.where(predicted & e_gt, w, 0.0),  # tp
+        np.where(predicted & ~e_gt, w, 0.0),  # fp
+        np.where(e_gt, w, 0.0),  # gt
+    ], axis=1)
+    prefix = _segment_cumsum(e_row, columns, n_p, reverse=False)
+    suffix_gt = _segment_cumsum(e_row, columns[:, 3:4], n_p, reverse=True)[:, 0]
+    counts = np.bincount(e_row, minlength=n_p)
+    row_start = np.zeros(n_p + 1, dtype=np.int64)
+    np.cumsum(counts, out=row_start[1:])
+    width = n_tau + 1
+    bins = np.bincount(e_row * width + e_c, minlength=n_p * width).reshape(n_p, width)
+    m = np.cumsum(bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T  # (n_tau, n_p) entries with c > k
+    n_gt = np.zeros(n_p)
+    has = counts > 0
+    n_gt[has] = prefix[row_start[1:][has] - 1, 3]
+    last = row_start[:-1][None, :] + m - 1
+    valid = m > 0
+    safe_last = np.where(valid, last, 0)
+    take = lambda j: np.where(valid, prefix[safe_last, j] if prefix.size else 0.0, 0.0)  # noqa: E731
+    n_pred, tp, fp = take(0), take(1), take(2)
+    nxt = row_start[:-1][None, :] + m
+    rest = nxt < row_start[1:][None, :]
+    safe_nxt = np.where(rest, nxt, 0)
+    fn = np.where(rest, suffix_gt[safe_nxt] if suffix_gt.size else 0.0, 0.0)
+    return _Contrib(n_pred, tp, fp, fn, n_gt)
+
+
+def _segment_cumsum(seg: np.ndarray, values: np.ndarray, n_seg: int, reverse: bool) -> np.ndarray:
+    """Sequential (left-to-right, or right-to-left) cumulative sums inside sorted segments.
+
+    ``values`` (n, k) float; ``seg`` (n,) sorted segment ids. Exact sequential order, unlike a
+    global cumsum minus offsets.
+    """
+    n = seg.size
+    out = np.zeros_like(values)
+    if n == 0:
+        return out
+    counts = np.bincount(seg, minlength=n_seg)
+    starts = np.zeros(n_seg + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    rank = np.arange(n, dtype=np.int64) - starts[seg]
+    if reverse:
+        rank = counts[seg] - 1 - rank
+    order = np.lexsort((seg, rank))  # by rank, then segment
+    by_rank = np.bincount(rank, minlength=int(counts.max()))
+    bounds = np.zeros(by_rank.size + 1, dtype=np.int64)
+    np.cumsum(by_rank, out=bounds[1:])
+    acc = np.zeros((n_seg, values.shape[1]))
+    for r in range(by_rank.size):
+        idx = order[bounds[r]:bounds[r + 1]]
+        s = seg[idx]
+        acc[s] += values[idx]
+        out[idx] = acc[s]
+    return out
+
+
+def _sum_metrics(c: _Contrib) -> np.ndarray:
+    """cafaeval's ``compute_confusion_matrix`` sums, (n_tau, 6): n, tp, fp, fn, pr, rc."""
+    n_tau = c.n_pred.shape[0]
+    metrics = np.zeros((n_tau, 6), dtype=float)
+    n_gt = c.n_gt
+    for k in range(n_tau):
+        n_pred = np.ascontiguousarray(c.n_pred[k])
+        tp = np.ascontiguousarray(c.tp[k])
+        metrics[k, 0] = (n_pred > 0).sum()
+        metrics[k, 1] = tp.sum()
+        metrics[k, 2] = np.ascontiguousarray(c.fp[k]).sum()
+        metrics[k, 3] = np.ascontiguousarray(c.fn[k]).sum()
+        metrics[k, 4] = np.divide(tp, n_pred, out=np.zeros_like(tp, dtype="float"),
+                                  where=n_pred > 0).sum()
+        metrics[k, 5] = np.divide(tp, n_gt, out=np.zeros_like(n_gt, dtype="float"),
+                                  where=n_gt > 0).sum()
+    return metrics
+
+
+def _f(pr: np.ndarray, rc: np.ndarray) -> np.ndarray:
+    num = 2 * pr * rc
+    den = pr + rc
+    return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den != 0)
+
+
+def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: str) -> pd.DataFrame:
+    """cafaeval's ``normalize``: same columns, same arithmetic order."""
+    if norm not in ("cafa", "pred", "gt"):
+        raise EvaluationInputError(f"norm must be cafa, pred or gt, got {norm!r}")
+    n = metrics[:, 0].copy()
+    ne_arr = np.full(tau.size, ne)
+    cols = {"n": n}
+    for j, column in enumerate(BASE_COLUMNS[1:], start=1):
+        den = n if (norm == "pred" or (norm == "cafa" and column == "pr")) else ne_arr
+        cols[column] = np.divide(metrics[:, j], den, out=np.zeros_like(metrics[:, j], dtype=float),
+                                 where=den > 0)
+    cov = n / ne_arr if ne else np.zeros_like(n)
+    tp, fp, fn = cols["tp"], cols["fp"], cols["fn"]
+    pr_micro = np.divide(tp, tp + fp, out=np.zeros_like(tp, dtype=float), where=(tp + fp) > 0)
+    rc_micro = np.divide(tp, tp + fn, out=np.zeros_like(tp, dtype=float), where=(tp + fn) > 0)
+    frame = pd.DataFrame({
+        "n": n, "tp": tp, "fp": fp, "fn": fn, "pr": cols["pr"], "rc": cols["rc"],
+        "ns": [name] * tau.size, "tau": tau, "cov": cov, "mi": fp, "ru": fn,
+        "f": _f(cols["pr"], cols["rc"]), "s": np.sqrt(fn ** 2 + fp ** 2),
+        "pr_micro": pr_micro, "rc_micro": rc_micro, "f_micro": _f(pr_micro, rc_micro),
+    })
+    return frame
+
+
+@dataclass
+class _Setup:
+    ontology: EvalOntology
+    truths: dict[str, _Truth]
+    tau: np.ndarray
+    toi: dict[str, np.ndarray] | None
+    known: dict[str, np.ndarray] | None
+    lafa: bool
+    norm: str
+
+
+def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
+    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms."""
+    if isinstance(toi, (str, Path)):
+        terms = []
+        with open_text(toi) as handle:
+            for raw in handle:
+                parts = raw.split()
+                if parts:
+                    terms.append(parts[0])
+        if not terms:
+            raise EvaluationInputError("empty terms-of-interest file", toi)
+    else:
+        terms = list(toi)
+    masks = {name: np.zeros(ns.n_terms, dtype=bool) for name, ns in ontology.namespaces.items()}
+    for term in terms:
+        for name, ns in ontology.namespaces.items():
+            i = ns.index.get(term)
+            if i is not None:
+                masks[name][i] = True
+            elif term in ns.alt:
+                masks[name][list(ns.alt[term])] = True
+    return masks
+
+
+def _known_keys(ontology: EvalOntology, truths: dict[str, _Truth], known) -> dict[str, np.ndarray]:
+    if isinstance(known, (str, Path)):
+        proteins, terms = _read_pairs(known, "known-terms")
+    else:
+        if not {"protein", "term"} <= set(known.columns):
+            raise EvaluationInputError("known frame needs 'protein' and 'term' columns")
+        proteins, terms = known["protein"].tolist(), known["term"].tolist()
+    grouped = _group_pairs(ontology, proteins, terms)
+    out: dict[str, np.ndarray] = {}
+    for name, truth in truths.items():
+        by_protein = grouped.get(name, {})
+        rows, cols = [], []
+        for protein, idx in by_protein.items():
+            row = truth.row_of.get(protein)
+            if row is not None:
+                rows.extend([row] * len(idx))
+                cols.extend(idx)
+        ns = ontology.namespaces[name]
+        keys, _ = _propagate(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
+                             np.ones(len(rows), dtype=np.int64), ns, "max")
+        out[name] = keys
+    return out
+
+
+def _namespace_contribs(setup: _Setup, name: str, pred: _Prediction, weighted: bool):
+    ns = setup.ontology.namespaces[name]
+    truth = setup.truths[name]
+    mask = ns.toi_ia_mask if weighted else ns.toi_mask
+    if setup.toi is not None:
+        mask = mask & setup.toi[name]
+    known = setup.known.get(name) if setup.known is not None else None
+    return _contributions(ns, len(truth.proteins), truth.keys, pred, setup.tau.size, mask,
+                          ns.ia if weighted else None, known, setup.lafa)
+
+
+def _evaluate_setup(setup: _Setup, preds: dict[str, _Prediction]) -> pd.DataFrame | None:
+    frames, frames_w = [], []
+    for name in setup.truths:
+        pred = preds.get(name)
+        if pred is None:
+            continue
+        contrib, rows = _namespace_contribs(setup, name, pred, weighted=False)
+        ne = rows.size
+        if ne == 0:
+            logger.warning("%s: no protein with ground truth left to evaluate", name)
+            continue
+        frames.append(_normalize(_sum_metrics(contrib), name, setup.tau, ne, setup.norm))
+        if setup.ontology.has_ia:
+            contrib_w, rows_w = _namespace_contribs(setup, name, pred, weighted=True)
+            frames_w.append(_normalize(_sum_metrics(contrib_w), name, setup.tau, rows_w.size,
+                                       setup.norm))
+    if not frames:
+        return None
+    df = pd.concat(frames)
+    if frames_w:
+        df = pd.merge(df, pd.concat(frames_w), on=["ns", "tau"], suffixes=("", "_w"))
+    return df
+
+
+def _setup(ontology: EvalOntology, truth_pairs, th_step, toi, known, norm) -> _Setup:
+    truths = _build_truths(ontology, *truth_pairs)
+    if not truths:
+        raise EvaluationInputError("no ground-truth term is known to the ontology")
+    toi_masks = _toi_masks(ontology, toi) if toi is not None else None
+    known_keys = _known_keys(ontology, truths, known) if known is not None else None
+    return _Setup(ontology, truths, threshold_grid(th_step), toi_masks, known_keys,
+                  lafa=toi is not None or known is not None, norm=norm)
+
+
+def _best_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """cafaeval's best rows: first ``idxmax`` (``idxmin`` for s) per (filename, ns)."""
+    out = {}
+    for metric, how in BEST_METRICS:
+        if metric not in df.columns:
+            continue
+        grouped = df.groupby(level=["filename", "ns"])[metric]
+        index_best = grouped.idxmax() if how == "max" else grouped.idxmin()
+        best = df.loc[list(index_best)].copy()
+        cov_col = "cov_w" if metric.endswith("_w") else "cov"
+        cov_max = df.groupby(level=["filename", "ns"])[cov_col].max()
+        best["cov_max"] = [cov_max.loc[(f, ns)] for f, ns, _ in best.index]
+        out[metric] = best
+    return out
+
+
+def _finish(dfs: list[pd.DataFrame]) -> tuple[pd.DataFrame | None, dict[str, pd.DataFrame]]:
+    if not dfs:
+        logger.info("No predictions evaluated")
+        return None, {}
+    df = pd.concat(dfs)
+    df = df[df["cov"] > 0].reset_index(drop=True)
+    df = df.set_index(["filename", "ns", "tau"])
+    return df, _best_tables(df)
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+
+
+def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, norm="cafa", prop="max",
+              max_terms=None, th_step=0.01, n_cpu=1, toi=None, known=None):
+    """Evaluate every prediction file under ``pred_dir`` like cafaeval 1.3.0's ``cafa_eval``.
+
+    Returns
+    -------
+    df_all : DataFrame indexed (filename, ns, tau), or None when nothing was evaluated
+    dfs_best : dict metric -> DataFrame of best rows (with ``cov_max``)
+    """
+    del n_cpu  # single-threaded sparse kernel; accepted for signature compatibility
+    ontology = EvalOntology.from_obo(obo_file, ia=ia, orphans=not no_orphans)
+    setup = _setup(ontology, _read_pairs(gt_file, "ground-truth"), th_step, toi, known, norm)
+    pred_folder = os.path.normpath(str(pred_dir)) + "/"
+    if not os.path.isdir(pred_folder):
+        raise EvaluationInputError("prediction folder does not exist", pred_dir)
+    files = [os.path.join(root, f) for root, _, names in os.walk(pred_folder) for f in names]
+    dfs = []
+    for file_name in files:
+        raw = _read_prediction_file(file_name)
+        preds = _build_predictions(ontology, setup.truths, raw, setup.tau, prop, max_terms)
+        if not preds:
+            logger.warning("Prediction: %s, not evaluated (no overlap with the ground truth)",
+                           file_name)
+            continue
+        df = _evaluate_setup(setup, preds)
+        if df is None:
+            continue
+        df["filename"] = file_name.replace(pred_folder, "").replace("/", "_")
+        dfs.append(df)
+    return _finish(dfs)
+
+
+def write_results(df_all, dfs_best, out_dir="results", th_step=0.01) -> None:
+    """Write ``evaluation_all.tsv`` and ``evaluation_best_<metric>.tsv`` as cafaeval does."""
+    if df_all is None:
+        raise EvaluationInputError("no prediction was evaluated: nothing to write")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    decimals = int(np.ceil(-np.log10(th_step))) + 1
+    fmt = f"%.{decimals}f"
+    with atomic_write(out / "evaluation_all.tsv") as handle:
+        df_all.to_csv(handle, float_format=fmt, sep="\t")
+    for metric, frame in dfs_best.items():
+        with atomic_write(out / f"evaluation_best_{metric}.tsv") as handle:
+            frame.to_csv(handle, float_format=fmt, sep="\t")
+
+
+def _frame_truth(ground_truth: pd.DataFrame) -> tuple[list[str], list[str]]:
+    if not {"protein", "term"} <= set(ground_truth.columns):
+        raise EvaluationInputError("ground_truth needs 'protein' and 'term' columns")
+    if len(ground_truth) == 0:
+        raise EvaluationInputError("empty ground truth")
+    return ground_truth["protein"].astype(str).tolist(), ground_truth["term"].astype(str).tolist()
+
+
+def _frame_raw(predictions: pd.DataFrame) -> _Raw:
+    if not {"protein", "term", "score"} <= set(predictions.columns):
+        raise EvaluationInputError("predictions need 'protein', 'term' and 'score' columns")
+    return _Raw(predictions["protein"].astype(str).to_numpy(dtype=object),
+                predictions["term"].astype(str).to_numpy(dtype=object),
+                pd.to_numeric(predictions["score"], errors="raise").to_numpy(dtype=np.float64),
+                np.arange(len(predictions), dtype=np.int64), "<predictions frame>")
+
+
+def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
+                    predictions: pd.DataFrame, known=None, toi=None, norm="cafa", prop="max",
+                    max_terms=None, th_step=0.01) -> pd.DataFrame:
+    """cafaeval's all-threshold frame for one method, index (ns, tau), rows with cov > 0.
+
+    ``ground_truth``: DataFrame ``protein, term`` (row order = file order);
+    ``predictions``: DataFrame ``protein, term, score``; ``known``: DataFrame ``protein,
+    term`` or a file; ``toi``: an iterable of terms or a file.
+    """
+    setup = _setup(eval_ontology, _frame_truth(ground_truth), th_step, toi, known, norm)
+    preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions), setup.tau,
+                               prop, max_terms)
+    df = _evaluate_setup(setup, preds) if preds else None
+    if df is None:
+        columns = FRAME_COLUMNS.copy()
+        return pd.DataFrame(columns=columns).set_index(["ns", "tau"])
+    df = df[df["cov"] > 0].reset_index(drop=True)
+    return df.set_index(["ns", "tau"])
+
+
+def _ns_name(ns: str) -> str:
+    return NAMESPACE_ALIASES.get(ns, ns)
+
+
+def _ns_rows(df_all: pd.DataFrame, ns: str) -> pd.DataFrame:
+    name = _ns_name(ns)
+    frame = df_all.reset_index()
+    if "filename" in frame.columns and frame["filename"].nunique() > 1:
+        raise EvaluationInputError("df_all holds several prediction files: select one first")
+    rows = frame[frame["ns"] == name]
+    if rows.empty:
+        raise EvaluationInputError(f"no evaluated rows for namespace {name!r}")
+    return rows.reset_index(drop=True)
+
+
+def best_rows(df_all: pd.DataFrame, metric: str = "f") -> pd.DataFrame:
+    """The best row per namespace for ``metric`` (max, or min for ``s``/``s_w``), first tau."""
+    frame = df_all.reset_index()
+    if metric not in frame.columns:
+        raise EvaluationInputError(f"unknown metric column {metric!r}")
+    keys = ["filename", "ns"] if "filename" in frame.columns else ["ns"]
+    grouped = frame.groupby(keys, sort=True)[metric]
+    idx = grouped.idxmin() if metric in ("s", "s_w") else grouped.idxmax()
+    return frame.loc[list(idx)].set_index(keys + ["tau"])
+
+
+def fmax_score(df_all: pd.DataFrame, ns: str, weighted: bool = False) -> tuple[float, float]:
+    """(Fmax, tau at the first maximum) for one namespace (``"BP"`` or the full name)."""
+    rows = _ns_rows(df_all, ns)
+    column = "f_w" if weighted else "f"
+    i = rows[column].idxmax()
+    return float(rows.loc[i, column]), float(rows.loc[i, "tau"])
+
+
+def smin_loss(df_all: pd.DataFrame, ns: str, weighted: bool = False) -> tuple[float, float]:
+    """(Smin, tau at the first minimum) for one namespace."""
+    rows = _ns_rows(df_all, ns)
+    column = "s_w" if weighted else "s"
+    i = rows[column].idxmin()
+    return float(rows.loc[i, column]), float(rows.loc[i, "tau"])
+
+
+def threshold_curve(df_all: pd.DataFrame, ns: str, weighted: bool = False) -> pd.DataFrame:
+    """Precision/recall/F at every evaluated threshold: columns ``tau, pr, rc, f``."""
+    rows = _ns_rows(df_all, ns)
+    sfx = "_w" if weighted else ""
+    return pd.DataFrame({"tau": rows["tau"], "pr": rows["pr" + sfx], "rc": rows["rc" + sfx],
+                         "f": rows["f" + sfx]})
+
+
+# --------------------------------------------------------------------------------------------
+# bootstrap
+
+
+_METRICS = {"f": (False, "f", "max"), "f_w": (True, "f", "max"), "s": (False, "s", "min"),
+            "s_w": (True, "s", "min"), "f_micro": (False, "f_micro", "max"),
+            "f_micro_w": (True, "f_micro", "max")}
+
+
+def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str) -> np.ndarray:
+    """Best metric per replicate. ``counts`` (n_rep, n_proteins) multiplicities."""
+    valid = c.n_pred > 0  # (n_tau, n_p)
+    pr_i = np.divide(c.tp, c.n_pred, out=np.zeros(c.tp.shape), where=valid)
+    rc_i = np.divide(c.tp, c.n_gt[None, :], out=np.zeros(c.tp.shape),
+                     where=(c.n_gt > 0)[None, :])
+    cnt = counts.astype(float)
+    n = cnt @ valid.T.astype(float)  # (n_rep, n_tau)
+    ne = cnt.sum(axis=1, keepdims=True)
+    sums = {"tp": cnt @ c.tp.T.astype(float), "fp": cnt @ c.fp.T.astype(float),
+            "fn": cnt @ c.fn.T.astype(float), "pr": cnt @ pr_i.T, "rc": cnt @ rc_i.T}
+
+    def div(a, b):
+        b = np.broadcast_to(b, a.shape)
+        return np.divide(a, b, out=np.zeros_like(a), where=b > 0)
+
+    norm_sums = {}
+    for key, value in sums.items():
+        den = n if (norm == "pred" or (norm == "cafa" and key == "pr")) else ne
+        norm_sums[key] = div(value, den)
+    if kind == "f":
+        values = _f(norm_sums["pr"], norm_sums["rc"])
+    elif kind == "s":
+        values = np.sqrt(norm_sums["fn"] ** 2 + norm_sums["fp"] ** 2)
+    else:
+        tp, fp, fn = norm_sums["tp"], norm_sums["fp"], norm_sums["fn"]
+        values = _f(div(tp, tp + fp), div(tp, tp + fn))
+    covered = n > 0
+    fill = -np.inf if kind != "s" else np.inf
+    values = np.where(covered, values, fill)
+    best = values.max(axis=1) if kind != "s" else values.min(axis=1)
+    return np.where(np.isfinite(best), best, np.nan)
+
+
+def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts):
+    if metric not in _METRICS:
+        raise EvaluationInputError(f"metric must be one of {sorted(_METRICS)}, got {metric!r}")
+    weighted, kind, _ = _METRICS[metric]
+    if weighted and not eval_ontology.has_ia:
+        raise EvaluationInputError(f"metric {metric!r} needs IA weights on the ontology")
+    norm = opts.get("norm", "cafa")
+    setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
+                   opts.get("toi"), opts.get("known"), norm)
+    per_method = []
+    for predictions in predictions_list:
+        preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions),
+                                   setup.tau, opts.get("prop", "max"), opts.get("max_terms"))
+        per_ns = {}
+        for name in setup.truths:
+            pred = preds.get(name, _Prediction(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            contrib, rows = _namespace_contribs(setup, name, pred, weighted)
+            per_ns[name] = (contrib, rows)
+        per_method.append(per_ns)
+    return setup, kind, norm, per_method
+
+
+def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", n_boot=1000, seed=0,
+                 alpha=0.05, **opts) -> dict[str, dict[str, float]]:
+    """Percentile bootstrap CI of the best-threshold metric, resampling proteins.
+
+    Each replicate draws the namespace's evaluated proteins with replacement and re-picks the
+    best threshold. Returns ``{ns: {estimate, low, high, n_proteins}}``.
+    """
+    setup, kind, norm, (per_ns,) = _bootstrap_setup(eval_ontology, ground_truth, [predictions],
+                                                    metric, opts)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (contrib, rows) in per_ns.items():
+        n_p = rows.size
+        if n_p == 0:
+            continue
+        estimate = _replicate_metric(contrib, np.ones((1, n_p)), kind, norm)[0]
+        reps = []
+        for start in range(0, n_boot, 100):
+            size = min(100, n_boot - start)
+            draws = rng.integers(0, n_p, size=(size, n_p))
+            counts = np.zeros((size, n_p))
+            np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
+            reps.append(_replicate_metric(contrib, counts, kind, norm))
+        values = np.concatenate(reps)
+        out[name] = {"estimate": float(estimate),
+                     "low": float(np.nanquantile(values, alpha / 2)),
+                     "high": float(np.nanquantile(values, 1 - alpha / 2)),
+                     "n_proteins": int(n_p)}
+    return out
+
+
+def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, metric="f",
+                     n_boot=1000, seed=0, alpha=0.05, **opts) -> dict[str, dict[str, float]]:
+    """Bootstrap of ``metric(a) - metric(b)`` with the same resampled proteins for both.
+
+    ``p_value`` is two-sided: twice the smaller share of replicate differences on either side
+    of 0 (capped at 1). Returns ``{ns: {delta, low, high, p_value, n_proteins}}``.
+    """
+    setup, kind, norm, (per_a, per_b) = _bootstrap_setup(
+        eval_ontology, ground_truth, [predictions_a, predictions_b], metric, opts)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in setup.truths:
+        ca, rows = per_a[name]
+        cb, rows_b = per_b[name]
+        if not np.array_equal(rows, rows_b):
+            raise EvaluationInputError(f"{name}: the two methods are scored on different proteins")
+        n_p = rows.size
+        if n_p == 0:
+            continue
+        ones = np.ones((1, n_p))
+        delta = _replicate_metric(ca, ones, kind, norm)[0] - _replicate_metric(cb, ones, kind, norm)[0]
+        reps = []
+        for start in range(0, n_boot, 100):
+            size = min(100, n_boot - start)
+            draws = rng.integers(0, n_p, size=(size, n_p))
+            counts = np.zeros((size, n_p))
+            np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
+            reps.append(_replicate_metric(ca, counts, kind, norm)
+                        - _replicate_metric(cb, counts, kind, norm))
+        values = np.concatenate(reps)
+        values = values[~np.isnan(values)]
+        p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
+        out[name] = {"delta": float(delta), "low": float(np.quantile(values, alpha / 2)),
+                     "high": float(np.quantile(values, 1 - alpha / 2)),
+                     "p_value": float(min(1.0, p)), "n_proteins": int(n_p)}
+    return out

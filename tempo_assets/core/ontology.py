@@ -1,0 +1,530 @@
+"""Gene Ontology (OBO 1.2) parsing, term resolution and annotation propagation.
+
+The parser streams the file once, keeps every ``[Term]`` stanza (obsolete ones included, so
+that ids can be resolved and counted) and skips ``[Typedef]`` and ``[Instance]`` stanzas.
+Propagation follows ``is_a`` and ``relationship: part_of`` inside one namespace, the rule of
+PROTOCOL.md; parents in another namespace are dropped.
+
+This is the project's own ontology model. The cafaeval-exact reading rules live in
+``tempo_assets.core.evaluation`` (cafaeval keeps a few quirks we do not want here).
+"""
+from __future__ import annotations
+
+import calendar
+import logging
+import re
+from dataclasses import dataclass
+from datetime import date
+from functools import cached_property
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.io import open_text
+
+__all__ = [
+    "ASPECTS",
+    "NAMESPACE_TO_ASPECT",
+    "OboFormatError",
+    "Ontology",
+    "Term",
+    "UnknownTermError",
+    "obo_file_date",
+    "parse_obo",
+]
+
+ASPECTS = ("BP", "MF", "CC")
+NAMESPACE_TO_ASPECT = {
+    "biological_process": "BP",
+    "molecular_function": "MF",
+    "cellular_component": "CC",
+}
+ASPECT_TO_NAMESPACE = {aspect: ns for ns, aspect in NAMESPACE_TO_ASPECT.items()}
+logger = logging.getLogger(__name__)
+
+# tags whose value is a reference: keep the first token (drop trailing "{...}" and "! comment")
+_DATA_VERSION = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+_HEADER_DATE = re.compile(r"^(\d{1,2}):(\d{1,2}):(\d{4})")
+
+
+class OboFormatError(TempoInputError):
+    """The OBO file is malformed; the message names the file and the line."""
+
+
+class UnknownTermError(TempoInputError):
+    """A GO id is not a term of this ontology (or not a primary, non-obsolete one)."""
+
+
+@dataclass(frozen=True)
+class Term:
+    """One ``[Term]`` stanza.
+
+    ``namespace`` is the stanza's ``namespace`` (or the header's ``default-namespace``);
+    ``is_a``/``part_of`` hold every declared parent, before the same-namespace filter that
+    :meth:`Ontology.parents` applies.
+    """
+
+    id: str
+    name: str
+    namespace: str | None
+    is_obsolete: bool
+    alt_ids: tuple[str, ...]
+    is_a: tuple[str, ...]
+    part_of: tuple[str, ...]
+    other_relations: tuple[tuple[str, str], ...]
+    replaced_by: tuple[str, ...]
+    consider: tuple[str, ...]
+
+    @property
+    def aspect(self) -> str | None:
+        return NAMESPACE_TO_ASPECT.get(self.namespace or "")
+
+
+def _date_from_data_version(value: str) -> date | None:
+    match = _DATA_VERSION.search(value)
+    if not match:
+        return None
+    year, month = int(match.group(1)), int(match.group(2))
+    if not 1 <= month <= 12:
+        return None
+    if match.group(3) is None:
+        # a month-only release ("releases/2014-01") is dated to that month's last day
+        return date(year, month, calendar.monthrange(year, month)[1])
+    try:
+        return date(year, month, int(match.group(3)))
+    except ValueError:
+        return None
+
+
+def _date_from_header_date(value: str) -> date | None:
+    match = _HEADER_DATE.match(value.strip())
+    if not match:
+        return None
+    day, month, year = (int(part) for part in match.groups())
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _read_header(path: str | Path) -> dict[str, str]:
+    """First value of each tag before the first stanza."""
+    header: dict[str, str] = {}
+    with open_text(path) as handle:
+        for raw in handle:
+            line = raw.strip()
+            if line.startswith("["):
+                break
+            if not line or line.startswith("!"):
+                continue
+            tag, sep, value = line.partition(": ")
+            if sep:
+                header.setdefault(tag, value.strip())
+    return header
+
+
+def _header_date(header: dict[str, str]) -> date | None:
+    found = None
+    if "data-version" in header:
+        found = _date_from_data_version(header["data-version"])
+    if found is None and "date" in header:
+        found = _date_from_header_date(header["date"])
+    return found
+
+
+def obo_file_date(path: str | Path) -> date | None:
+    """The release date an OBO file declares in its header (the stanzas are not read).
+
+    ``data-version: releases/2019-01-27`` -> 2019-01-27; ``data-version: releases/2014-01`` ->
+    the last day of that month; otherwise ``date: 27:10:2014 12:00`` -> 2014-10-27; else None.
+    """
+    return _header_date(_read_header(path))
+
+
+def _strip_value(value: str) -> str:
+    """Drop a trailing ``! comment`` and ``{qualifiers}`` from a reference value."""
+    value = value.split(" !", 1)[0]
+    value = value.split("{", 1)[0]
+    return value.strip()
+
+
+def _iter_stanzas(path: str | Path) -> Iterator[tuple[str, int, list[tuple[str, str, int]], dict]]:
+    """Yield ``(stanza_type, start_line, [(tag, value, line)], header)``; header first as type ''."""
+    header: dict[str, str] = {}
+    kind = ""
+    start = 0
+    tags: list[tuple[str, str, int]] = []
+    seen_any = False
+    with open_text(path) as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            line = raw.strip()
+            if not line or line.startswith("!"):
+                continue
+            seen_any = True
+            if line.startswith("[") and line.endswith("]"):
+                if kind == "":
+                    yield "", 0, [], header
+                else:
+                    yield kind, start, tags, header
+                kind, start, tags = line[1:-1], lineno, []
+                continue
+            tag, sep, value = line.partition(": ")
+            if not sep:
+                # tolerate an empty value written "tag:" but not a line with no tag at all
+                if line.endswith(":") and " " not in line:
+                    tag, value = line[:-1], ""
+                else:
+                    raise OboFormatError(f"tag line without ': ': {line[:80]!r}", path, lineno)
+            if kind == "":
+                header.setdefault(tag, value.strip())
+            else:
+                tags.append((tag, value, lineno))
+    if not seen_any:
+        raise OboFormatError("empty OBO file", path)
+    if kind == "":
+        yield "", 0, [], header
+    else:
+        yield kind, start, tags, header
+
+
+def parse_obo(path: str | Path) -> "Ontology":
+    """Parse an OBO 1.2 file (plain or gzipped) into an :class:`Ontology`.
+
+    Raises
+    ------
+    OboFormatError
+        Empty file, a stanza without ``id``, a tag line without ``": "``, a duplicate term id,
+        an empty ``is_a``, an ``is_a``/``part_of`` to an id the file does not define, or no
+        ``[Term]`` at all. A reference to a non-id pseudo-root (GO.db's ``is_a: all``, no
+        ``:`` in it) is ignored and counted in ``Ontology.ignored_references``.
+    """
+    path = Path(path)
+    terms: dict[str, Term] = {}
+    # (child, parent, line) references to check once every stanza is known
+    references: list[tuple[str, str, str, int]] = []
+    header: dict[str, str] = {}
+    for kind, start, tags, header in _iter_stanzas(path):
+        if kind != "Term":
+            continue
+        term_id = None
+        name = ""
+        namespace = None
+        obsolete = False
+        alt_ids: list[str] = []
+        is_a: list[str] = []
+        part_of: list[str] = []
+        other: list[tuple[str, str]] = []
+        replaced_by: list[str] = []
+        consider: list[str] = []
+        for tag, value, lineno in tags:
+            if tag == "id":
+                if term_id is not None:
+                    raise OboFormatError("stanza with two id tags", path, lineno)
+                term_id = _strip_value(value)
+                if not term_id:
+                    raise OboFormatError("empty id", path, lineno)
+            elif tag == "name":
+                name = value.strip()
+            elif tag == "namespace":
+                namespace = value.strip()
+            elif tag == "is_obsolete":
+                obsolete = value.strip().lower() == "true"
+            elif tag == "alt_id":
+                alt_ids.append(_strip_value(value))
+            elif tag == "is_a":
+                target = _strip_value(value)
+                if not target:
+                    raise OboFormatError("is_a without a target", path, lineno)
+                is_a.append(target)
+                references.append(("is_a", target, "", lineno))
+            elif tag == "relationship":
+                parts = _strip_value(value).split()
+                if len(parts) < 2:
+                    raise OboFormatError(f"relationship needs 'type target': {value!r}", path, lineno)
+                rel, target = parts[0], parts[1]
+                if rel == "part_of":
+                    part_of.append(target)
+                    references.append(("part_of", target, "", lineno))
+                else:
+                    other.append((rel, target))
+            elif tag == "replaced_by":
+                replaced_by.append(_strip_value(value))
+            elif tag == "consider":
+                consider.append(_strip_value(value))
+        if term_id is None:
+            raise OboFormatError("[Term] stanza without an id", path, start)
+        if term_id in terms:
+            raise OboFormatError(f"duplicate term id {term_id}", path, start)
+        if namespace is None:
+            namespace = header.get("default-namespace")
+        terms[term_id] = Term(
+            id=term_id,
+            name=name,
+            namespace=namespace,
+            is_obsolete=obsolete,
+            alt_ids=tuple(alt_ids),
+            is_a=tuple(is_a),
+            part_of=tuple(part_of),
+            other_relations=tuple(other),
+            replaced_by=tuple(replaced_by),
+            consider=tuple(consider),
+        )
+    if not terms:
+        raise OboFormatError("no [Term] stanza", path)
+    pseudo: list[tuple[str, str, int]] = []
+    for rel, target, _, lineno in references:
+        if target in terms:
+            continue
+        if ":" not in target:
+            # GO.db exports its pseudo-root as "is_a: all": not a term, not an error
+            pseudo.append((rel, target, lineno))
+            continue
+        raise OboFormatError(f"{rel} to undefined term {target}", path, lineno)
+    if pseudo:
+        logger.info("%s: %d is_a/part_of references to non-term pseudo-roots (e.g. %r) ignored",
+                    path, len(pseudo), pseudo[0][1])
+    ontology = Ontology(terms, header=header, path=path)
+    ontology.ignored_references = len(pseudo)
+    return ontology
+
+
+class Ontology:
+    """A parsed GO release.
+
+    Attributes
+    ----------
+    terms : dict[str, Term]
+        Every ``[Term]`` stanza by id, obsolete terms included.
+    alt_ids : dict[str, str]
+        ``alt_id -> primary id``. When two stanzas claim one alt_id, a non-obsolete primary wins,
+        then the first in file order.
+    date : datetime.date or None
+        From the header (see :func:`obo_file_date`).
+    data_version : str or None
+    path : pathlib.Path or None
+    """
+
+    def __init__(self, terms: dict[str, Term], header: dict[str, str] | None = None,
+                 path: str | Path | None = None):
+        self.terms = terms
+        self.header = dict(header or {})
+        self.path = Path(path) if path is not None else None
+        self.data_version = self.header.get("data-version")
+        self.date = _header_date(self.header)
+        alt_ids: dict[str, str] = {}
+        for term in terms.values():
+            for alt in term.alt_ids:
+                if alt in terms:
+                    continue  # a primary id is never shadowed by an alt_id
+                previous = alt_ids.get(alt)
+                if previous is None or (terms[previous].is_obsolete and not term.is_obsolete):
+                    alt_ids[alt] = term.id
+        self.alt_ids = alt_ids
+        self.ignored_references = 0  # references to non-term pseudo-roots ("is_a: all")
+        self._ancestors: dict[str, frozenset[str]] = {}
+        self._depth: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"Ontology({len(self.terms)} terms, data_version={self.data_version!r}, path={str(self.path)!r})"
+
+    def __contains__(self, term: str) -> bool:
+        return term in self.terms
+
+    def resolve(self, term: str) -> str | None:
+        """Primary id of ``term`` (mapping an alt_id), or None when obsolete or unknown."""
+        found = self.terms.get(term)
+        if found is None:
+            primary = self.alt_ids.get(term)
+            if primary is None:
+                return None
+            found = self.terms[primary]
+        if found.is_obsolete:
+            return None
+        return found.id
+
+    def _term(self, term: str) -> Term:
+        try:
+            return self.terms[term]
+        except KeyError:
+            raise UnknownTermError(f"{term} is not a term id of this ontology", self.path) from None
+
+    def aspect(self, term: str) -> str | None:
+        """``"BP"``, ``"MF"`` or ``"CC"`` for a term id (alt ids resolved); None if none."""
+        found = self.terms.get(term)
+        if found is None:
+            primary = self.alt_ids.get(term)
+            if primary is None:
+                return None
+            found = self.terms[primary]
+        return found.aspect
+
+    def parents(self, term: str) -> tuple[str, ...]:
+        """Direct ``is_a`` and ``part_of`` parents in the term's own namespace (file order)."""
+        found = self._term(term)
+        seen: dict[str, None] = {}
+        for parent in found.is_a + found.part_of:
+            other = self.terms.get(parent)
+            if other is not None and other.namespace == found.namespace and not other.is_obsolete:
+                seen.setdefault(parent, None)
+        return tuple(seen)
+
+    def ancestors(self, term: str) -> frozenset[str]:
+        """``term`` and every term reachable through :meth:`parents` (cached)."""
+        cached = self._ancestors.get(term)
+        if cached is not None:
+            return cached
+        self._term(term)
+        # iterative post-order walk: no recursion limit, and a cycle is reported, not looped
+        stack: list[tuple[str, bool]] = [(term, False)]
+        on_path: set[str] = set()
+        while stack:
+            node, expanded = stack.pop()
+            if node in self._ancestors:
+                continue
+            parents = self.parents(node)
+            if expanded:
+                on_path.discard(node)
+                closure = {node}
+                for parent in parents:
+                    closure |= self._ancestors[parent]
+                self._ancestors[node] = frozenset(closure)
+                continue
+            if node in on_path:
+                raise OboFormatError(f"is_a/part_of cycle through {node}", self.path)
+            on_path.add(node)
+            stack.append((node, True))
+            for parent in parents:
+                if parent not in self._ancestors:
+                    if parent in on_path:
+                        raise OboFormatError(f"is_a/part_of cycle through {parent}", self.path)
+                    stack.append((parent, False))
+        return self._ancestors[term]
+
+    def depth(self, term: str) -> int:
+        """Length of the LONGEST :meth:`parents` path from ``term`` to a root (a root is 0)."""
+        cached = self._depth.get(term)
+        if cached is not None:
+            return cached
+        self.ancestors(term)  # raises on unknown ids and on cycles
+        stack = [term]
+        while stack:
+            node = stack[-1]
+            pending = [p for p in self.parents(node) if p not in self._depth]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if node not in self._depth:
+                parents = self.parents(node)
+                self._depth[node] = 1 + max((self._depth[p] for p in parents), default=-1)
+        return self._depth[term]
+
+    def namespace_terms(self, aspect: str) -> frozenset[str]:
+        """Primary, non-obsolete term ids of one aspect (``"BP"``, ``"MF"``, ``"CC"``)."""
+        if aspect not in ASPECT_TO_NAMESPACE:
+            raise TempoInputError(f"unknown aspect {aspect!r} (expected one of {ASPECTS})")
+        return frozenset(t.id for t in self.terms.values()
+                         if not t.is_obsolete and t.aspect == aspect)
+
+    @cached_property
+    def _closure(self) -> tuple[pd.Index, np.ndarray, np.ndarray, np.ndarray]:
+        """Ancestor closure in CSR form over sorted live terms.
+
+        Returns
+        -------
+        index : pd.Index, shape (n_terms,)
+            Sorted ids of the non-obsolete terms that have an aspect.
+        indptr : ndarray of int64, shape (n_terms + 1,)
+        indices : ndarray of int32, shape (nnz,)
+            ``indices[indptr[i]:indptr[i+1]]`` are the positions of term ``i``'s ancestors.
+        aspects : ndarray of object, shape (n_terms,)
+        """
+        ids = sorted(t.id for t in self.terms.values() if not t.is_obsolete and t.aspect)
+        index = pd.Index(ids)
+        position = {term: i for i, term in enumerate(ids)}
+        lengths = np.zeros(len(ids) + 1, dtype=np.int64)
+        chunks = []
+        for i, term in enumerate(ids):
+            anc = sorted(position[a] for a in self.ancestors(term))
+            lengths[i + 1] = len(anc)
+            chunks.append(np.asarray(anc, dtype=np.int32))
+        indptr = np.cumsum(lengths)
+        indices = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
+        aspects = np.asarray([self.terms[t].aspect for t in ids], dtype=object)
+        return index, indptr, indices, aspects
+
+    def propagate_terms(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Add every ancestor of each ``(protein, term)`` row; deduplicated.
+
+        Parameters
+        ----------
+        frame : DataFrame with columns ``protein``, ``term`` (n_rows,)
+            Terms must be primary, non-obsolete ids of this ontology (map alt ids first with
+            :meth:`resolve`); other columns are ignored.
+
+        Returns
+        -------
+        DataFrame with columns ``protein, term, aspect`` (n_propagated,), sorted by protein then
+        term, one row per distinct pair.
+
+        Raises
+        ------
+        UnknownTermError
+            A term that is not a live primary id of this ontology (the first few are named).
+        """
+        for column in ("protein", "term"):
+            if column not in frame.columns:
+                raise TempoInputError(f"propagate_terms needs a {column!r} column")
+        index, indptr, indices, aspects = self._closure
+        if len(frame) == 0:
+            return pd.DataFrame({"protein": pd.Series([], dtype=object),
+                                 "term": pd.Series([], dtype=object),
+                                 "aspect": pd.Series([], dtype=object)})
+        term_pos = index.get_indexer(frame["term"].to_numpy())
+        bad = term_pos < 0
+        if bad.any():
+            offenders = pd.unique(frame["term"].to_numpy()[bad])
+            raise UnknownTermError(
+                f"{len(offenders)} term id(s) are not live primary ids of this ontology "
+                f"(e.g. {', '.join(map(str, offenders[:5]))}); map them with Ontology.resolve first",
+                self.path,
+            )
+        protein_codes, proteins = pd.factorize(frame["protein"].to_numpy(), sort=True)
+        n_terms = np.int64(len(index))
+        seeds = _sorted_unique(protein_codes.astype(np.int64) * n_terms + term_pos)
+        seed_protein = seeds // n_terms
+        seed_term = seeds % n_terms
+        counts = indptr[seed_term + 1] - indptr[seed_term]
+        total = int(counts.sum())
+        starts = np.repeat(indptr[seed_term], counts)
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        ancestor = indices[starts + offsets].astype(np.int64)
+        keys = _sorted_unique(np.repeat(seed_protein, counts) * n_terms + ancestor)
+        out_protein = keys // n_terms
+        out_term = keys % n_terms
+        return pd.DataFrame({
+            "protein": np.asarray(proteins, dtype=object)[out_protein],
+            "term": index.to_numpy(dtype=object)[out_term],
+            "aspect": aspects[out_term],
+        })
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an int64 array (a sort beats numpy's hash path here)."""
+    values = np.sort(values, kind="stable")
+    if values.size == 0:
+        return values
+    keep = np.empty(values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+def iter_term_ids(ontology: Ontology, include_obsolete: bool = False) -> Iterable[str]:
+    """Term ids in file order."""
+    for term in ontology.terms.values():
+        if include_obsolete or not term.is_obsolete:
+            yield term.id

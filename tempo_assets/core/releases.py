@@ -1,0 +1,717 @@
+"""The release archive: dated bundles of GAF, OBO, FASTA and embedding files, and the only
+sanctioned way to read them at a cutoff.
+
+Layout: ``ROOT/releases/<id>/release.json`` plus the release's files in that folder. The
+manifest records each file's own date (GAF ``!Generated:``, OBO ``data-version``, or a declared
+date) and sha256; a release's ``as_of`` is the latest of its files' dates (PROTOCOL.md), and that
+is its cutoff. ``CutoffReader`` refuses (``CutoffViolation``) to read any file dated after its
+cutoff, drops GAF rows whose column-14 date is after it, verifies every file's sha256 on read,
+and records what it read so assets can publish ``sources`` and ``max_source_date``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from tempo_assets.core.dates import date_to_int, parse_date
+from tempo_assets.core.errors import CutoffViolation, TempoInputError
+from tempo_assets.core.fasta import read_fasta
+from tempo_assets.core.gaf import (
+    gaf_generated_date,
+    iter_gaf_lines,
+    read_gaf,
+    read_gaf_header,
+    write_gaf_rows,
+)
+from tempo_assets.core.io import atomic_write, sha256_file
+
+MANIFEST_NAME = "release.json"
+RELEASES_DIR = "releases"
+FILE_KINDS = ("gaf", "obo", "fasta", "embeddings")
+PROVENANCES = ("real", "derived")
+_RELEASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_GENERATED = re.compile(r"^!\s*(Generated|date-generated)\s*:", re.IGNORECASE)
+
+
+class ArchiveError(TempoInputError):
+    """The archive, a manifest or a release request is invalid."""
+
+
+@dataclass(frozen=True)
+class ReleaseFile:
+    """One file of a release, as its manifest lists it."""
+
+    path: str
+    kind: str
+    date: date
+    sha256: str
+    provenance: str
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind, "date": self.date.isoformat(),
+            "sha256": self.sha256, "provenance": self.provenance, "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ReleaseManifest:
+    """A release's manifest; ``folder`` is where its files live (not stored in the JSON)."""
+
+    id: str
+    as_of: date
+    derived: bool
+    derived_from: str | None
+    species: tuple[str, ...]
+    files: tuple[ReleaseFile, ...]
+    folder: Path = field(compare=False)
+    declared_date: date | None = None
+
+    @property
+    def cutoff(self) -> date:
+        """A release's cutoff is its as-of date."""
+        return self.as_of
+
+    def files_of(self, kind: str) -> list[ReleaseFile]:
+        """The files of one kind (``gaf``, ``obo``, ``fasta``, ``embeddings``), in manifest order."""
+        if kind not in FILE_KINDS:
+            raise ArchiveError(f"unknown file kind {kind!r} (expected one of {', '.join(FILE_KINDS)})")
+        return [entry for entry in self.files if entry.kind == kind]
+
+    def file_path(self, entry: ReleaseFile) -> Path:
+        return self.folder / entry.path
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "as_of": self.as_of.isoformat(),
+            "declared_date": self.declared_date.isoformat() if self.declared_date else None,
+            "derived": self.derived,
+            "derived_from": self.derived_from,
+            "species": list(self.species),
+            "files": [entry.to_dict() for entry in self.files],
+        }
+
+    @classmethod
+    def load(cls, manifest_path: str | Path) -> "ReleaseManifest":
+        """Read and validate ``release.json``; errors name the file and the key at fault."""
+        manifest_path = Path(manifest_path)
+        if not manifest_path.is_file():
+            raise ArchiveError("release manifest is missing", manifest_path)
+        try:
+            data = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ArchiveError(f"release manifest is not valid JSON ({exc})", manifest_path) from None
+        if not isinstance(data, dict):
+            raise ArchiveError("release manifest must be a JSON object", manifest_path)
+        return cls.from_dict(data, manifest_path)
+
+    @classmethod
+    def from_dict(cls, data: Mapping, manifest_path: Path) -> "ReleaseManifest":
+        def need(container: Mapping, key: str, types, where: str = ""):
+            if key not in container:
+                raise ArchiveError(f"missing key '{where}{key}'", manifest_path)
+            value = container[key]
+            if not isinstance(value, types):
+                raise ArchiveError(f"key '{where}{key}' has the wrong type ({value!r})", manifest_path)
+            return value
+
+        def as_date(value: str, key: str) -> date:
+            try:
+                return parse_date(value)
+            except ValueError:
+                raise ArchiveError(f"key {key!r} is not a date: {value!r}", manifest_path) from None
+
+        release_id = need(data, "id", str)
+        folder = manifest_path.parent
+        if release_id != folder.name:
+            raise ArchiveError(
+                f"key 'id' is {release_id!r} but the release folder is {folder.name!r}", manifest_path
+            )
+        as_of = as_date(need(data, "as_of", str), "as_of")
+        declared = data.get("declared_date")
+        declared_date = as_date(declared, "declared_date") if declared is not None else None
+        derived = need(data, "derived", bool)
+        derived_from = data.get("derived_from")
+        if derived_from is not None and not isinstance(derived_from, str):
+            raise ArchiveError(f"key 'derived_from' has the wrong type ({derived_from!r})", manifest_path)
+        species = need(data, "species", list)
+        files_data = need(data, "files", list)
+        if not files_data:
+            raise ArchiveError("key 'files' is empty", manifest_path)
+        files = []
+        for index, item in enumerate(files_data):
+            where = f"files[{index}]."
+            if not isinstance(item, dict):
+                raise ArchiveError(f"key 'files[{index}]' must be an object", manifest_path)
+            kind = need(item, "kind", str, where)
+            if kind not in FILE_KINDS:
+                raise ArchiveError(f"key '{where}kind' is {kind!r}, not one of {FILE_KINDS}", manifest_path)
+            provenance = need(item, "provenance", str, where)
+            if provenance not in PROVENANCES:
+                raise ArchiveError(
+                    f"key '{where}provenance' is {provenance!r}, not one of {PROVENANCES}", manifest_path
+                )
+            rel_path = need(item, "path", str, where)
+            if Path(rel_path).is_absolute() or ".." in Path(rel_path).parts:
+                raise ArchiveError(f"key '{where}path' must stay inside the release folder", manifest_path)
+            sha = need(item, "sha256", str, where)
+            if not re.fullmatch(r"[0-9a-f]{64}", sha):
+                raise ArchiveError(f"key '{where}sha256' is not a hex sha256: {sha!r}", manifest_path)
+            note = item.get("note")
+            files.append(ReleaseFile(
+                path=rel_path, kind=kind, date=as_date(need(item, "date", str, where), where + "date"),
+                sha256=sha, provenance=provenance, note=note if note is None else str(note),
+            ))
+        latest = max(entry.date for entry in files)
+        if as_of != latest:
+            raise ArchiveError(
+                f"key 'as_of' is {as_of.isoformat()} but the latest file date is {latest.isoformat()}; "
+                "a release's as-of date is the latest date of any file it uses", manifest_path,
+            )
+        if not any(entry.kind == "gaf" for entry in files):
+            raise ArchiveError("key 'files' lists no GAF", manifest_path)
+        return cls(
+            id=release_id, as_of=as_of, derived=derived, derived_from=derived_from,
+            species=tuple(str(s) for s in species), files=tuple(files), folder=folder,
+            declared_date=declared_date,
+        )
+
+
+class Archive:
+    """A release archive rooted at ``root`` (``root/releases/<id>/release.json``)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise ArchiveError("archive folder does not exist", self.root)
+
+    def __repr__(self) -> str:
+        return f"Archive({str(self.root)!r})"
+
+    @property
+    def releases_dir(self) -> Path:
+        return self.root / RELEASES_DIR
+
+    def releases(self) -> list[ReleaseManifest]:
+        """Every release, oldest first (by as-of date, then id)."""
+        if not self.releases_dir.is_dir():
+            return []
+        manifests = [
+            ReleaseManifest.load(folder / MANIFEST_NAME)
+            for folder in self.releases_dir.iterdir()
+            if folder.is_dir() and not folder.name.startswith(".")
+        ]
+        return sorted(manifests, key=lambda m: (m.as_of, m.id))
+
+    def _folder_names(self) -> list[str]:
+        if not self.releases_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.releases_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def ids(self) -> list[str]:
+        return [manifest.id for manifest in self.releases()]
+
+    def release(self, release_id: str) -> ReleaseManifest:
+        folder = self.releases_dir / str(release_id)
+        if not _RELEASE_ID.match(str(release_id)) or not folder.is_dir():
+            known = ", ".join(self._folder_names()) or "none"
+            raise ArchiveError(f"no release {release_id!r} in this archive (known: {known})", self.root)
+        return ReleaseManifest.load(folder / MANIFEST_NAME)
+
+    def cutoff_of(self, release_id: str) -> date:
+        """The cutoff of a release: its as-of date."""
+        return self.release(release_id).as_of
+
+    def releases_as_of(self, cutoff: date | str) -> list[ReleaseManifest]:
+        """The releases whose as-of date is on or before ``cutoff``, oldest first."""
+        cutoff = parse_date(cutoff)
+        return [m for m in self.releases() if m.as_of <= cutoff]
+
+
+# ----------------------------------------------------------------------------------------------
+# building releases
+
+
+@dataclass
+class _Pending:
+    name: str
+    kind: str
+    date: date
+    provenance: str
+    note: str | None
+
+
+def _per_kind(value, kind: str, default=None):
+    if isinstance(value, Mapping):
+        return value.get(kind, default)
+    return value if value is not None else default
+
+
+def _check_release_id(release_id: str) -> None:
+    if not _RELEASE_ID.match(str(release_id)):
+        raise ArchiveError(
+            f"invalid release id {release_id!r} (letters, digits, '.', '_', '-'; e.g. 2019-01-14)"
+        )
+
+
+def _place(source: Path, target: Path, link: bool) -> None:
+    if target.exists():
+        raise ArchiveError(f"two files of this release are both named {target.name!r}", source)
+    if link:
+        try:
+            os.link(source, target)
+            return
+        except OSError:
+            os.symlink(source.resolve(), target)
+            return
+    shutil.copyfile(source, target)
+
+
+def _commit_release(
+    archive_root: str | Path,
+    release_id: str,
+    populate: Callable[[Path], list[_Pending]],
+    *,
+    derived: bool,
+    derived_from: str | None,
+    species: Sequence[str],
+    declared_date: date | None,
+) -> ReleaseManifest:
+    """Build a release in a hidden temporary folder, then rename it into place (atomic)."""
+    _check_release_id(release_id)
+    releases_dir = Path(archive_root) / RELEASES_DIR
+    releases_dir.mkdir(parents=True, exist_ok=True)
+    final = releases_dir / release_id
+    if final.exists():
+        raise ArchiveError(f"release {release_id!r} already exists", final)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{release_id}-", dir=releases_dir))
+    try:
+        pending = populate(tmp)
+        files = tuple(
+            ReleaseFile(
+                path=item.name, kind=item.kind, date=item.date, sha256=sha256_file(tmp / item.name),
+                provenance=item.provenance, note=item.note,
+            )
+            for item in pending
+        )
+        manifest = ReleaseManifest(
+            id=release_id, as_of=max(f.date for f in files), derived=derived,
+            derived_from=derived_from, species=tuple(species), files=files, folder=final,
+            declared_date=declared_date,
+        )
+        with atomic_write(tmp / MANIFEST_NAME) as handle:
+            json.dump(manifest.to_dict(), handle, indent=2)
+            handle.write("\n")
+        _relax_permissions(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            raise ArchiveError(f"release {release_id!r} already exists", final) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _relax_permissions(folder: Path) -> None:
+    """Temporary files and folders are created owner-only; give what we wrote the umask's usual
+    modes (hard-linked or symlinked inputs are left alone: they are someone else's files)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(folder, 0o777 & ~umask)
+    for item in folder.iterdir():
+        info = item.lstat()
+        if item.is_symlink() or info.st_nlink > 1:
+            continue
+        os.chmod(item, 0o666 & ~umask)
+
+
+def _gaf_species(frame: pd.DataFrame) -> set[str]:
+    taxa = pd.unique(frame["taxon"])
+    return {str(t).split("|")[0].removeprefix("taxon:") for t in taxa}
+
+
+def _check_gaf_rows_within(path: Path, frame: pd.DataFrame, file_date: date) -> None:
+    latest = int(frame["date"].max())
+    if latest > date_to_int(file_date):
+        count = int((frame["date"] > date_to_int(file_date)).sum())
+        raise ArchiveError(
+            f"{count} rows have a column-14 date after the file's own date "
+            f"{file_date.isoformat()} (latest {latest})", path,
+        )
+
+
+def _file_own_date(path: Path, kind: str) -> date | None:
+    if kind == "gaf":
+        return gaf_generated_date(path)
+    if kind == "obo":
+        from tempo_assets.core.ontology import obo_file_date
+
+        return obo_file_date(path)
+    return None
+
+
+def add_release(
+    archive_root: str | Path,
+    release_id: str,
+    gafs: Sequence[str | Path],
+    obo: str | Path,
+    fasta: str | Path | None = None,
+    embeddings: str | Path | None = None,
+    declared_date: date | str | None = None,
+    link: bool = False,
+    provenance: str | Mapping[str, str] = "real",
+    note: str | Mapping[str, str] | None = None,
+    *,
+    fasta_date: date | str | None = None,
+    embeddings_date: date | str | None = None,
+    derived: bool = False,
+) -> ReleaseManifest:
+    """Add a release to the archive (created if missing) and return its manifest.
+
+    Each GAF is dated by its ``!Generated:`` header and each OBO by its ``data-version``; a FASTA
+    or embeddings file takes ``fasta_date``/``embeddings_date``, else ``declared_date``, else the
+    release id read as a date. The release's ``as_of`` is the latest of these dates.
+
+    ``provenance`` and ``note`` are one value for every file or a mapping by kind (``gaf``,
+    ``obo``, ``fasta``, ``embeddings``). ``derived`` marks a release reconstructed from other
+    data (not a snapshot that existed on that date).
+
+    Raises
+    ------
+    ArchiveError
+        A duplicate id, a missing file, a file whose own date is after ``declared_date`` (naming
+        the file and both dates), a file without a date where none is declared, or GAF rows
+        dated after the GAF's own date. ``GafFormatError``/``FastaFormatError`` for bad files.
+    """
+    _check_release_id(release_id)
+    declared = parse_date(declared_date) if declared_date is not None else None
+    try:
+        id_date = parse_date(release_id)
+    except ValueError:
+        id_date = None
+    if (Path(archive_root) / RELEASES_DIR / release_id).exists():
+        raise ArchiveError(f"release {release_id!r} already exists", Path(archive_root) / RELEASES_DIR / release_id)
+    if not gafs:
+        raise ArchiveError("a release needs at least one GAF")
+
+    sources: list[tuple[Path, str, date]] = []
+    species: set[str] = set()
+    for gaf in gafs:
+        gaf = Path(gaf)
+        _require_file(gaf)
+        frame = read_gaf(gaf)
+        own = _file_own_date(gaf, "gaf")
+        file_date = own or declared or id_date
+        if file_date is None:
+            raise ArchiveError("GAF has no '!Generated:' header and no date was declared", gaf)
+        _check_gaf_rows_within(gaf, frame, file_date)
+        species |= _gaf_species(frame)
+        sources.append((gaf, "gaf", file_date))
+    obo = Path(obo)
+    _require_file(obo)
+    obo_date = _file_own_date(obo, "obo") or declared
+    if obo_date is None:
+        raise ArchiveError("OBO declares no data-version/date and no date was declared", obo)
+    sources.append((obo, "obo", obo_date))
+    for path, kind, explicit in ((fasta, "fasta", fasta_date), (embeddings, "embeddings", embeddings_date)):
+        if path is None:
+            continue
+        path = Path(path)
+        _require_file(path)
+        file_date = parse_date(explicit) if explicit is not None else (declared or id_date)
+        if file_date is None:
+            raise ArchiveError(f"{kind} file needs a date: pass a declared date", path)
+        if kind == "fasta":
+            read_fasta(path)
+        sources.append((path, kind, file_date))
+
+    if declared is not None:
+        for path, kind, file_date in sources:
+            if file_date > declared:
+                raise ArchiveError(
+                    f"{kind} file is dated {file_date.isoformat()}, after the release's declared date "
+                    f"{declared.isoformat()}; a release cannot contain data newer than it claims",
+                    path,
+                )
+
+    def populate(tmp: Path) -> list[_Pending]:
+        pending = []
+        for path, kind, file_date in sources:
+            _place(path, tmp / path.name, link)
+            pending.append(_Pending(
+                name=path.name, kind=kind, date=file_date,
+                provenance=_check_provenance(_per_kind(provenance, kind, "real")),
+                note=_per_kind(note, kind),
+            ))
+        return pending
+
+    return _commit_release(
+        archive_root, release_id, populate, derived=derived, derived_from=None,
+        species=sorted(species), declared_date=declared,
+    )
+
+
+def _check_provenance(value: str) -> str:
+    if value not in PROVENANCES:
+        raise ArchiveError(f"provenance must be one of {PROVENANCES}, not {value!r}")
+    return value
+
+
+def _require_file(path: Path) -> None:
+    if not path.is_file():
+        raise ArchiveError("file not found", path)
+
+
+def _derived_name(name: str, cutoff: date) -> str:
+    for suffix in (".gaf.gz", ".gaf", ".gz"):
+        if name.endswith(suffix):
+            return f"{name[: -len(suffix)]}.cut-{cutoff.isoformat()}{suffix}"
+    return f"{name}.cut-{cutoff.isoformat()}"
+
+
+def derive_release(
+    archive_root: str | Path,
+    from_id: str,
+    cutoff: date | str,
+    new_id: str,
+    obo: str | Path,
+    fasta: str | Path | None = None,
+    *,
+    fasta_date: date | str | None = None,
+    provenance: str | Mapping[str, str] = "real",
+    note: str | Mapping[str, str] | None = None,
+) -> ReleaseManifest:
+    """Reconstruct an older snapshot by cutting a release's GAFs at column 14 (``date <= cutoff``).
+
+    The GAF headers are kept, with the generated date rewritten to ``cutoff`` and a ``!`` line
+    saying the file is derived, from what, cut at what date. The manifest is ``derived: true``
+    with ``derived_from``; the cut GAFs have provenance ``derived``. ``obo`` (and ``fasta``,
+    dated ``fasta_date`` or the cutoff) are added as in ``add_release``, with ``provenance`` and
+    ``note`` applying to them.
+
+    Raises
+    ------
+    ArchiveError
+        The cutoff is not earlier than a source GAF's date, the OBO (or FASTA) is dated after
+        the cutoff, the source file's sha256 does not match, or ``new_id`` exists.
+    """
+    archive = Archive(archive_root)
+    source = archive.release(from_id)
+    cutoff = parse_date(cutoff)
+    if (archive.releases_dir / new_id).exists():
+        raise ArchiveError(f"release {new_id!r} already exists", archive.releases_dir / new_id)
+    source_gafs = source.files_of("gaf")
+    for entry in source_gafs:
+        if cutoff >= entry.date:
+            raise ArchiveError(
+                f"cutoff {cutoff.isoformat()} is not earlier than the source GAF's date "
+                f"{entry.date.isoformat()}; deriving needs an earlier date", source.file_path(entry),
+            )
+        _verify_sha256(source.file_path(entry), entry.sha256)
+    obo = Path(obo)
+    _require_file(obo)
+    obo_date = _file_own_date(obo, "obo")
+    if obo_date is None:
+        raise ArchiveError("OBO declares no data-version/date", obo)
+    if obo_date > cutoff:
+        raise ArchiveError(
+            f"OBO is dated {obo_date.isoformat()}, after the cutoff {cutoff.isoformat()}", obo
+        )
+    extra: list[tuple[Path, str, date]] = [(obo, "obo", obo_date)]
+    if fasta is not None:
+        fasta = Path(fasta)
+        _require_file(fasta)
+        file_date = parse_date(fasta_date) if fasta_date is not None else cutoff
+        if file_date > cutoff:
+            raise ArchiveError(
+                f"FASTA is dated {file_date.isoformat()}, after the cutoff {cutoff.isoformat()}", fasta
+            )
+        read_fasta(fasta)
+        extra.append((fasta, "fasta", file_date))
+    limit = date_to_int(cutoff)
+
+    def populate(tmp: Path) -> list[_Pending]:
+        pending = []
+        for entry in source_gafs:
+            path = source.file_path(entry)
+            header: list[str] = []
+            counts = {"kept": 0, "total": 0}
+
+            def rows():
+                for _number, line, fields in iter_gaf_lines(path):
+                    if fields is None:
+                        continue
+                    counts["total"] += 1
+                    if int(fields[13]) <= limit:
+                        counts["kept"] += 1
+                        yield line
+
+            generated = None
+            for line in read_gaf_header(path):
+                if _GENERATED.match(line) and generated is None:
+                    generated = line
+                    keyword = "date-generated" if "date-generated" in line.lower() else "Generated"
+                    header.append(f"!{keyword}: {cutoff.isoformat()}")
+                    continue
+                header.append(line)
+            if generated is None:
+                header.append(f"!Generated: {cutoff.isoformat()}")
+            stamp = generated.lstrip("!").strip() if generated else entry.date.isoformat()
+            header.append(
+                f"!Derived by Tempo: rows of {entry.path} (release {from_id}; {stamp}) whose "
+                f"column-14 date is <= {cutoff.isoformat()}; a reconstructed snapshot, not a "
+                "GOA release."
+            )
+            name = _derived_name(entry.path, cutoff)
+            write_gaf_rows(tmp / name, header, rows())
+            if counts["kept"] == 0:
+                raise ArchiveError(
+                    f"no rows of {entry.path} are dated on or before {cutoff.isoformat()}", path
+                )
+            pending.append(_Pending(
+                name=name, kind="gaf", date=cutoff, provenance="derived",
+                note=(f"derived from release {from_id} file {entry.path} (sha256 {entry.sha256[:12]}...): "
+                      f"{counts['kept']} of {counts['total']} rows with column-14 date <= "
+                      f"{cutoff.isoformat()}"),
+            ))
+        for path, kind, file_date in extra:
+            _place(path, tmp / path.name, link=False)
+            pending.append(_Pending(
+                name=path.name, kind=kind, date=file_date,
+                provenance=_check_provenance(_per_kind(provenance, kind, "real")),
+                note=_per_kind(note, kind),
+            ))
+        return pending
+
+    return _commit_release(
+        archive_root, new_id, populate, derived=True, derived_from=from_id,
+        species=source.species, declared_date=None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# reading at a cutoff
+
+
+def _verify_sha256(path: Path, expected: str) -> None:
+    if not path.is_file():
+        raise ArchiveError("release file is missing", path)
+    actual = sha256_file(path)
+    if actual != expected:
+        raise ArchiveError(
+            f"sha256 mismatch: the manifest expects {expected}, the file has {actual}; "
+            "the file changed after it was archived", path,
+        )
+
+
+class CutoffReader:
+    """Reads release files at a cutoff, refusing anything dated after it.
+
+    Every read checks the file's date (``CutoffViolation`` when after the cutoff) and sha256,
+    and is recorded in ``sources``. GAF rows whose column-14 date is after the cutoff are dropped
+    and counted (``dropped_by_file``).
+    """
+
+    def __init__(self, archive: Archive | str | Path, cutoff: date | str):
+        self.archive = archive if isinstance(archive, Archive) else Archive(archive)
+        self.cutoff = parse_date(cutoff)
+        self.sources: list[dict] = []
+        self.dropped_by_file: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"CutoffReader({self.archive!r}, cutoff={self.cutoff.isoformat()})"
+
+    @property
+    def max_source_date(self) -> date | None:
+        """The latest date of any file read so far (None before the first read)."""
+        dates = [parse_date(source["date"]) for source in self.sources]
+        return max(dates) if dates else None
+
+    def release(self, release_id: str) -> ReleaseManifest:
+        """The manifest (reading a manifest reads no data, so it is not cutoff-checked)."""
+        return self.archive.release(release_id)
+
+    def _open(self, release_id: str, kind: str, required: bool = True) -> list[Path]:
+        manifest = self.archive.release(release_id)
+        entries = manifest.files_of(kind)
+        if not entries and required:
+            raise ArchiveError(f"release {release_id!r} has no {kind} file", manifest.folder / MANIFEST_NAME)
+        paths = []
+        for entry in entries:
+            path = manifest.file_path(entry)
+            if entry.date > self.cutoff:
+                raise CutoffViolation(path, entry.date, self.cutoff, what=f"{kind} file")
+            _verify_sha256(path, entry.sha256)
+            record = {
+                "release": manifest.id,
+                "path": f"{RELEASES_DIR}/{manifest.id}/{entry.path}",
+                "kind": kind,
+                "sha256": entry.sha256,
+                "date": entry.date.isoformat(),
+                "provenance": entry.provenance,
+            }
+            if record not in self.sources:
+                self.sources.append(record)
+            paths.append(path)
+        return paths
+
+    def gaf_frame(self, release_id: str) -> tuple[pd.DataFrame, int]:
+        """All GAF rows of a release dated on or before the cutoff, concatenated.
+
+        Returns
+        -------
+        (frame, dropped)
+            ``frame`` has ``read_gaf``'s columns; ``dropped`` counts rows removed because
+            their column-14 date is after the cutoff (per file in ``dropped_by_file``).
+        """
+        limit = date_to_int(self.cutoff)
+        frames = []
+        dropped = 0
+        for path in self._open(release_id, "gaf"):
+            frame = read_gaf(path)
+            keep = frame["date"].to_numpy() <= limit
+            count = int((~keep).sum())
+            key = f"{RELEASES_DIR}/{release_id}/{path.name}"
+            self.dropped_by_file[key] = count
+            dropped += count
+            frames.append(frame[keep] if count else frame)
+        frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return frame.reset_index(drop=True), dropped
+
+    def ontology(self, release_id: str):
+        """The release's GO ontology (``tempo_assets.core.ontology.parse_obo``)."""
+        from tempo_assets.core.ontology import parse_obo
+
+        paths = self._open(release_id, "obo")
+        return parse_obo(paths[0])
+
+    def obo_path(self, release_id: str) -> Path:
+        """The release's OBO file path (checked and recorded like any read)."""
+        return self._open(release_id, "obo")[0]
+
+    def sequences(self, release_id: str) -> dict[str, str]:
+        """``{accession: sequence}`` from the release's FASTA file(s)."""
+        sequences: dict[str, str] = {}
+        for path in self._open(release_id, "fasta"):
+            sequences.update(read_fasta(path))
+        return sequences
+
+    def embeddings_path(self, release_id: str) -> Path:
+        """The release's embeddings file (checked and recorded; the caller loads it)."""
+        return self._open(release_id, "embeddings")[0]
+
+    def has(self, release_id: str, kind: str) -> bool:
+        """Whether the release has a file of ``kind`` (reads nothing)."""
+        return bool(self.archive.release(release_id).files_of(kind))

@@ -1,0 +1,683 @@
+"""Plots and self-contained HTML/Markdown/TSV reports of evaluation results.
+
+Two inputs, both produced by the evaluator:
+
+* **curves**: cafaeval's all-thresholds frame per method (``df_all``; ``ns, tau`` as index or
+  columns; ``pr, rc, f`` and their ``*_w`` variants), as from
+  :func:`tempo_assets.core.evaluation.evaluate_frames`.
+* **results**: the tidy table, one row per window x mode (NK/LK/PK) x aspect x method, columns
+  :data:`RESULT_COLUMNS` (only :data:`REQUIRED_COLUMNS` are mandatory; any ``<metric>_low`` /
+  ``<metric>_high`` pair is drawn as a confidence interval). ``derived`` flags a number that
+  rests on a derived release; every place that number appears carries a visible marker.
+
+Plots use matplotlib's Agg canvas directly (no pyplot state), the default style, a fixed size
+and dpi, and PNG metadata without the ``Software`` stamp, so equal inputs give equal bytes.
+HTML reports inline their images as ``data:`` URIs and their CSS, and forbid every external
+fetch with a Content-Security-Policy, so one file is the whole report.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import matplotlib
+import matplotlib.style
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.io import atomic_write
+
+__all__ = [
+    "CURVE_PIXELS",
+    "LONGITUDINAL_PIXELS",
+    "REQUIRED_COLUMNS",
+    "RESULT_COLUMNS",
+    "ReportInputError",
+    "plot_fmax_curve",
+    "plot_longitudinal",
+    "plot_precision_recall",
+    "render_archive_report",
+    "render_window_report",
+    "results_to_markdown",
+    "results_to_tsv",
+    "write_report",
+]
+
+MODES = ("NK", "LK", "PK")
+ASPECTS = ("BP", "MF", "CC")
+NAMESPACES = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
+_SHORT = {v: k for k, v in NAMESPACES.items()}
+RESULT_COLUMNS = ["window", "mode", "aspect", "method", "fmax", "fmax_low", "fmax_high", "wfmax",
+                  "smin", "f_micro_w", "coverage", "tau", "n_targets", "derived"]
+REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax", "derived"]
+METRIC_LABELS = {"fmax": "Fmax", "wfmax": "weighted Fmax", "smin": "Smin",
+                 "f_micro_w": "weighted micro F", "coverage": "coverage"}
+# table columns: (results column, header, digits)
+_TABLE = [("fmax", "Fmax [95% CI]", 3), ("wfmax", "wFmax", 3), ("smin", "Smin", 3),
+          ("f_micro_w", "F<sub>micro,w</sub>", 3), ("coverage", "coverage", 3),
+          ("tau", "&tau; (VALID)", 2)]
+DPI = 100
+CURVE_INCHES = (8.0, 5.0)
+LONGITUDINAL_INCHES = (12.0, 8.0)
+CURVE_PIXELS = (int(CURVE_INCHES[0] * DPI), int(CURVE_INCHES[1] * DPI))
+LONGITUDINAL_PIXELS = (int(LONGITUDINAL_INCHES[0] * DPI), int(LONGITUDINAL_INCHES[1] * DPI))
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+DERIVED_LEGEND = (
+    "A number marked <sup class=\"derived\">derived</sup> rests on a <em>derived</em> release: "
+    "one reconstructed from another real source (for example an older annotation snapshot cut "
+    "from a newer GAF at its column-14 dates, or an ontology converted from another format) "
+    "rather than a verbatim upstream file. Such reconstructions are imperfect, so these numbers "
+    "are indicative and not directly comparable with numbers on real releases."
+)
+_CSS = """
+body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:24px auto;
+max-width:1240px;color:#1a1a1a;background:#fff;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.92em}
+th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#f2f2f2}td.text,th.text{text-align:left}
+tr.derived-row td{background:#fff7e6}
+sup.derived{color:#a34700;font-weight:bold;font-size:.72em;margin-left:2px}
+p.legend{background:#fff7e6;border-left:4px solid #a34700;padding:6px 10px}
+figure{margin:0 0 1.5em}figcaption{font-size:.9em;color:#444}
+img{max-width:100%;height:auto;border:1px solid #eee}
+pre{white-space:pre-wrap;margin:0;font-size:.85em}
+.note{color:#555;font-size:.92em}
+""".strip()
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+class ReportInputError(TempoInputError):
+    """A results table or curve frame handed to the report renderer is malformed."""
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+
+
+def _short_aspect(value: Any) -> str:
+    text = str(value)
+    return _SHORT.get(text, text)
+
+
+def _order(values, preferred) -> list:
+    seen = list(dict.fromkeys(values))
+    return [v for v in preferred if v in seen] + sorted(v for v in seen if v not in preferred)
+
+
+def _check_results(results: pd.DataFrame) -> pd.DataFrame:
+    """Validated copy: short aspects, boolean ``derived``, rows in report order."""
+    if not isinstance(results, pd.DataFrame):
+        raise ReportInputError(f"results must be a DataFrame, got {type(results).__name__}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in results.columns]
+    if missing:
+        raise ReportInputError(f"results table lacks columns {missing} "
+                               f"(has {list(results.columns)})", path="results")
+    frame = results.reset_index(drop=True).copy()
+    for column in ("window", "mode", "method"):
+        frame[column] = frame[column].astype(str)
+    frame["aspect"] = frame["aspect"].map(_short_aspect)
+    bad = ~frame["aspect"].isin(ASPECTS)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ReportInputError(f"row {row}: aspect {results['aspect'].iloc[row]!r} is not "
+                               "BP, MF or CC", path="results")
+    derived = []
+    for row, value in enumerate(frame["derived"].tolist()):
+        if isinstance(value, (bool, np.bool_)) or value in (0, 1):
+            derived.append(bool(value))
+        else:
+            raise ReportInputError(f"row {row}: derived must be a boolean, got {value!r}",
+                                   path="results")
+    frame["derived"] = derived
+    for column in frame.columns:
+        if column in RESULT_COLUMNS[4:-1] or column.endswith(("_low", "_high")):
+            try:
+                frame[column] = pd.to_numeric(frame[column], errors="raise").astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ReportInputError(f"column {column!r} is not numeric: {exc}",
+                                       path="results") from exc
+    methods = list(dict.fromkeys(frame["method"]))
+    keys = pd.DataFrame({
+        "w": frame["window"],
+        "m": frame["mode"].map({m: i for i, m in enumerate(_order(frame["mode"], MODES))}),
+        "a": frame["aspect"].map({a: i for i, a in enumerate(ASPECTS)}),
+        "p": frame["method"].map({m: i for i, m in enumerate(methods)}),
+    })
+    order = keys.sort_values(["w", "m", "a", "p"], kind="mergesort").index
+    return frame.loc[order].reset_index(drop=True)
+
+
+def _curve_rows(df_all: pd.DataFrame, ns: str, weighted: bool, method: str) -> pd.DataFrame | None:
+    """``tau, pr, rc, f`` of one namespace, tau ascending; None when the frame has no such rows."""
+    if not isinstance(df_all, pd.DataFrame):
+        raise ReportInputError(f"curve of {method!r} must be a DataFrame, got "
+                               f"{type(df_all).__name__}")
+    frame = df_all if {"ns", "tau"} <= set(df_all.columns) else df_all.reset_index()
+    sfx = "_w" if weighted else ""
+    needed = ["ns", "tau", "pr" + sfx, "rc" + sfx, "f" + sfx]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise ReportInputError(f"curve of {method!r} lacks columns {missing}", path=method)
+    if "filename" in frame.columns and frame["filename"].nunique() > 1:
+        raise ReportInputError(f"curve of {method!r} holds several prediction files",
+                               path=method)
+    full = NAMESPACES.get(ns, ns)
+    rows = frame[frame["ns"].astype(str).isin([full, _short_aspect(full)])]
+    if rows.empty:
+        return None
+    out = pd.DataFrame({"tau": rows["tau"].astype(np.float64).to_numpy(),
+                        "pr": rows["pr" + sfx].astype(np.float64).to_numpy(),
+                        "rc": rows["rc" + sfx].astype(np.float64).to_numpy(),
+                        "f": rows["f" + sfx].astype(np.float64).to_numpy()})
+    return out.sort_values("tau", kind="mergesort").reset_index(drop=True)
+
+
+def _point_at(rows: pd.DataFrame, tau: float | None) -> tuple[float, float, float, float]:
+    """(tau, f, pr, rc) at ``tau``, or at the first maximum of f when ``tau`` is None.
+
+    A tau missing from the rows is a threshold where nothing was predicted (cafaeval drops
+    rows with zero coverage): F, precision and recall count as 0 there.
+    """
+    if tau is None or not np.isfinite(tau):
+        i = int(np.argmax(rows["f"].to_numpy()))
+        return (float(rows["tau"].iloc[i]), float(rows["f"].iloc[i]), float(rows["pr"].iloc[i]),
+                float(rows["rc"].iloc[i]))
+    hit = np.flatnonzero(np.isclose(rows["tau"].to_numpy(), tau, rtol=0, atol=1e-9))
+    if hit.size == 0:
+        return float(tau), 0.0, 0.0, 0.0
+    i = int(hit[0])
+    return float(tau), float(rows["f"].iloc[i]), float(rows["pr"].iloc[i]), float(rows["rc"].iloc[i])
+
+
+# --------------------------------------------------------------------------------------------
+# plots
+
+
+def _new_figure(inches: tuple[float, float]) -> Figure:
+    figure = Figure(figsize=inches, dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _png_bytes(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _emit(png: bytes, path: str | Path | None) -> bytes:
+    if path is not None:
+        with atomic_write(path, "wb") as handle:
+            handle.write(png)
+    return png
+
+
+def _method_colors(methods) -> dict[str, str]:
+    return {m: _COLORS[i % len(_COLORS)] for i, m in enumerate(methods)}
+
+
+def _curve_series(curves: Mapping[str, pd.DataFrame], ns: str, weighted: bool):
+    if not isinstance(curves, Mapping) or not curves:
+        raise ReportInputError("curves must be a non-empty mapping method -> df_all")
+    series = {}
+    for method, df_all in curves.items():
+        rows = _curve_rows(df_all, ns, weighted, str(method))
+        if rows is not None:
+            series[str(method)] = rows
+    if not series:
+        raise ReportInputError(f"no curve has rows for namespace {ns!r}", path="curves")
+    return series
+
+
+def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Path | None = None,
+                    *, taus: Mapping[str, float] | None = None, weighted: bool = False) -> bytes:
+    """F over the threshold grid, one line per method, its ``tau`` marked.
+
+    Parameters
+    ----------
+    curves : mapping method -> cafaeval ``df_all`` (rows over ``tau``, shape (n_tau, n_cols)
+        per namespace)
+    ns : ``"BP"``/``"MF"``/``"CC"`` or cafaeval's namespace string
+    path : PNG written here (atomically) when given
+    taus : method -> threshold fixed on VALID, marked instead of the curve's own argmax
+    weighted : plot ``f_w`` instead of ``f``
+
+    Returns
+    -------
+    bytes : the PNG, :data:`CURVE_PIXELS` wide x high
+    """
+    series = _curve_series(curves, ns, weighted)
+    colors = _method_colors(series)
+    aspect = _short_aspect(NAMESPACES.get(ns, ns))
+    with matplotlib.style.context("default"):
+        figure = _new_figure(CURVE_INCHES)
+        ax = figure.add_subplot()
+        for method, rows in series.items():
+            fixed = None if taus is None else taus.get(method)
+            tau, f, _, _ = _point_at(rows, fixed)
+            kind = "F at VALID" if fixed is not None else "Fmax at"
+            ax.plot(rows["tau"], rows["f"], color=colors[method], lw=1.8,
+                    label=f"{method} ({kind} \u03c4={tau:.2f}: {f:.3f})")
+            ax.axvline(tau, color=colors[method], ls=":", lw=1)
+            ax.plot([tau], [f], "o", color=colors[method], ms=7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("threshold \u03c4")
+        ax.set_ylabel("weighted F" if weighted else "F")
+        ax.set_title(f"{'Weighted F' if weighted else 'F'} over threshold \u2014 {aspect}")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+        figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
+        return _emit(_png_bytes(figure), path)
+
+
+def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
+                          path: str | Path | None = None, *,
+                          taus: Mapping[str, float] | None = None,
+                          weighted: bool = False) -> bytes:
+    """Precision against recall over the threshold grid, iso-F lines, each method's tau marked.
+
+    Parameters and return as :func:`plot_fmax_curve`.
+    """
+    series = _curve_series(curves, ns, weighted)
+    colors = _method_colors(series)
+    aspect = _short_aspect(NAMESPACES.get(ns, ns))
+    with matplotlib.style.context("default"):
+        figure = _new_figure(CURVE_INCHES)
+        ax = figure.add_subplot()
+        grid = np.linspace(0.01, 1, 200)
+        for level in (0.2, 0.4, 0.6, 0.8):
+            recall = grid[grid > level / 2]
+            precision = level * recall / (2 * recall - level)
+            keep = (precision > 0) & (precision <= 1)
+            ax.plot(recall[keep], precision[keep], color="#bbbbbb", lw=0.8, ls="--")
+            ax.annotate(f"F={level}", (1.0, level / (2 - level)), fontsize=7, color="#888888",
+                        xytext=(-30, 3), textcoords="offset points")
+        for method, rows in series.items():
+            fixed = None if taus is None else taus.get(method)
+            tau, f, pr, rc = _point_at(rows, fixed)
+            ax.plot(rows["rc"], rows["pr"], color=colors[method], lw=1.8,
+                    label=f"{method} (\u03c4={tau:.2f}, F={f:.3f})")
+            ax.plot([rc], [pr], "o", color=colors[method], ms=7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("weighted recall" if weighted else "recall")
+        ax.set_ylabel("weighted precision" if weighted else "precision")
+        ax.set_title(f"Precision\u2013recall \u2014 {aspect}")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+        figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
+        return _emit(_png_bytes(figure), path)
+
+
+def _window_label(key: str) -> str:
+    parts = key.split("__")
+    return f"{parts[2]}\n\u2192 {parts[3]}" if len(parts) == 4 else key
+
+
+def plot_longitudinal(results: pd.DataFrame, metric: str = "fmax",
+                      path: str | Path | None = None) -> bytes:
+    """One metric across windows: x = window (TEST span t0 -> t1), one line per method.
+
+    Facets are modes (rows) x aspects (columns). ``<metric>_low``/``<metric>_high`` columns,
+    when present, draw a confidence band; points resting on a derived release are hollow.
+
+    Parameters
+    ----------
+    results : the tidy results table (n_rows rows)
+    metric : a numeric column of ``results`` (``fmax``, ``wfmax``, ``smin``, ...)
+    path : PNG written here (atomically) when given
+
+    Returns
+    -------
+    bytes : the PNG, :data:`LONGITUDINAL_PIXELS` wide x high
+    """
+    frame = _check_results(results)
+    if metric not in frame.columns:
+        raise ReportInputError(f"results table has no column {metric!r}", path="results")
+    low, high = f"{metric}_low", f"{metric}_high"
+    has_ci = low in frame.columns and high in frame.columns
+    windows = sorted(frame["window"].unique())
+    x_of = {w: i for i, w in enumerate(windows)}
+    modes = _order(frame["mode"], MODES)
+    aspects = [a for a in ASPECTS if a in set(frame["aspect"])]
+    methods = list(dict.fromkeys(frame["method"]))
+    colors = _method_colors(methods)
+    with matplotlib.style.context("default"):
+        figure = _new_figure(LONGITUDINAL_INCHES)
+        axes = figure.subplots(len(modes), len(aspects), sharex=True, sharey=True, squeeze=False)
+        for r, mode in enumerate(modes):
+            for c, aspect in enumerate(aspects):
+                ax = axes[r][c]
+                cell = frame[(frame["mode"] == mode) & (frame["aspect"] == aspect)]
+                for method in methods:
+                    rows = cell[cell["method"] == method]
+                    if rows.empty:
+                        continue
+                    rows = rows.assign(x=rows["window"].map(x_of)).sort_values("x")
+                    x, y = rows["x"].to_numpy(float), rows[metric].to_numpy(float)
+                    color = colors[method]
+                    if has_ci:
+                        lo, hi = rows[low].to_numpy(float), rows[high].to_numpy(float)
+                        ok = np.isfinite(lo) & np.isfinite(hi)
+                        ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, lw=0)
+                        ax.vlines(x[ok], lo[ok], hi[ok], color=color, lw=1, alpha=0.7)
+                    ax.plot(x, y, "-", color=color, lw=1.6)
+                    derived = rows["derived"].to_numpy(bool)
+                    ax.plot(x[~derived], y[~derived], "o", color=color, ms=6)
+                    ax.plot(x[derived], y[derived], "o", mfc="white", mec=color, mew=1.6, ms=7)
+                ax.set_title(f"{mode} \u00b7 {aspect}", fontsize=10)
+                ax.grid(alpha=0.3)
+                if c == 0:
+                    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+        for ax in axes[-1]:
+            ax.set_xticks(range(len(windows)))
+            ax.set_xticklabels([_window_label(w) for w in windows], fontsize=7)
+            ax.set_xlim(-0.5, len(windows) - 0.5)
+        handles = [Line2D([], [], color=colors[m], marker="o", lw=1.6, label=m) for m in methods]
+        if frame["derived"].any():
+            handles.append(Line2D([], [], color="#555555", marker="o", mfc="white", lw=0,
+                                  label="derived release"))
+        figure.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6),
+                      fontsize=9, frameon=False)
+        figure.suptitle(f"{METRIC_LABELS.get(metric, metric)} by TEST window", fontsize=12)
+        figure.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.16, hspace=0.3,
+                               wspace=0.08)
+        return _emit(_png_bytes(figure), path)
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(value: Any, digits: int) -> str:
+    if value is None:
+        return "\u2013"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return _esc(value)
+    if not math.isfinite(number):
+        return "\u2013"
+    return f"{number:.{digits}f}"
+
+
+def _cell_text(row: Mapping[str, Any], column: str, digits: int) -> str | None:
+    """Formatted value with its CI, or None when the table has no such value."""
+    if column not in row or row[column] is None or (
+            isinstance(row[column], float) and not math.isfinite(row[column])):
+        return None
+    text = _fmt(row[column], digits)
+    low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+    if low is not None and high is not None and np.isfinite(low) and np.isfinite(high):
+        text += f" [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+    return text
+
+
+_MARK = '<sup class="derived" title="rests on a derived release">derived</sup>'
+
+
+def _results_table(frame: pd.DataFrame, with_window: bool) -> str:
+    columns = [(c, h, d) for c, h, d in _TABLE if c in frame.columns]
+    head = ['<th class="text">window</th>'] if with_window else []
+    head += ['<th class="text">mode</th>', '<th class="text">aspect</th>',
+             '<th class="text">method</th>']
+    head += [f"<th>{h}</th>" for _, h, _ in columns]
+    if "n_targets" in frame.columns:
+        head.append("<th>targets</th>")
+    lines = ["<table>", "<thead><tr>" + "".join(head) + "</tr></thead>", "<tbody>"]
+    for row in frame.to_dict("records"):
+        mark = _MARK if row["derived"] else ""
+        cells = [f'<td class="text">{_esc(row["window"])}</td>'] if with_window else []
+        cells += [f'<td class="text">{_esc(row[k])}</td>' for k in ("mode", "aspect", "method")]
+        for column, _, digits in columns:
+            text = _cell_text(row, column, digits)
+            cells.append("<td>\u2013</td>" if text is None else f"<td>{text}{mark}</td>")
+        if "n_targets" in frame.columns:
+            n = row["n_targets"]
+            cells.append("<td>\u2013</td>" if n is None or not np.isfinite(float(n))
+                         else f"<td>{int(n)}</td>")
+        css = ' class="derived-row"' if row["derived"] else ""
+        lines.append(f"<tr{css}>" + "".join(cells) + "</tr>")
+    lines += ["</tbody>", "</table>"]
+    return "\n".join(lines)
+
+
+def _provenance_table(provenance: Mapping[str, Any] | None) -> str:
+    if not provenance:
+        return '<p class="note">No provenance recorded.</p>'
+    if not isinstance(provenance, Mapping):
+        raise ReportInputError(f"provenance must be a mapping, got {type(provenance).__name__}")
+    rows = []
+    for key, value in provenance.items():
+        if isinstance(value, (Mapping, list, tuple)):
+            body = "<pre>" + _esc(json.dumps(value, indent=1, sort_keys=True, default=str)) + "</pre>"
+        else:
+            body = _esc(value)
+        rows.append(f'<tr><th class="text">{_esc(key)}</th><td class="text">{body}</td></tr>')
+    return "<table>\n" + "\n".join(rows) + "\n</table>"
+
+
+def _figure(png: bytes, alt: str, caption: str, pixels: tuple[int, int]) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{_esc(alt)}" '
+            f'width="{pixels[0]}" height="{pixels[1]}"><figcaption>{caption}</figcaption></figure>')
+
+
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        f"<title>{_esc(title)}</title>",
+        f"<style>\n{_CSS}\n</style>",
+        "</head>",
+        "<body>",
+        *body,
+        "</body>",
+        "</html>",
+        "",
+    ])
+
+
+def _legend(frame: pd.DataFrame) -> list[str]:
+    return [f'<p class="legend" id="derived-legend">{DERIVED_LEGEND}</p>'] if frame["derived"].any() else []
+
+
+def _window_roles(window_key: str) -> str:
+    parts = window_key.split("__")
+    if len(parts) != 4:
+        return ""
+    t2, t1m, t0, t1 = (_esc(p) for p in parts)
+    return (f'<p class="note">TRAIN: data &le; {t1m} (reranker labels from {t2}); VALID: growth '
+            f"({t1m}, {t0}], where every choice and &tau; were fixed; TEST: growth ({t0}, {t1}], "
+            "scored once with the frozen recipe. Numbers below are TEST numbers.</p>")
+
+
+def _curve_groups(curves) -> dict[str | None, Mapping[str, pd.DataFrame]]:
+    """``{mode or None: {method: df_all}}`` from a flat or mode-nested mapping."""
+    if not isinstance(curves, Mapping):
+        raise ReportInputError(f"curves must be a mapping, got {type(curves).__name__}")
+    if not curves:
+        return {}
+    values = list(curves.values())
+    if all(isinstance(v, pd.DataFrame) for v in values):
+        return {None: curves}
+    if all(isinstance(v, Mapping) for v in values):
+        return {str(mode): group for mode, group in curves.items() if group}
+    raise ReportInputError("curves must map method -> df_all, or mode -> {method: df_all}")
+
+
+def _namespaces(group: Mapping[str, pd.DataFrame]) -> list[str]:
+    seen = set()
+    for method, df_all in group.items():
+        if not isinstance(df_all, pd.DataFrame):
+            raise ReportInputError(f"curve of {method!r} must be a DataFrame")
+        frame = df_all if "ns" in df_all.columns else df_all.reset_index()
+        if "ns" not in frame.columns:
+            raise ReportInputError(f"curve of {method!r} has no ns column or index level",
+                                   path=str(method))
+        seen.update(_short_aspect(v) for v in frame["ns"].astype(str).unique())
+    return [a for a in ASPECTS if a in seen] + sorted(seen - set(ASPECTS))
+
+
+def _valid_taus(frame: pd.DataFrame, mode: str | None, aspect: str) -> dict[str, float] | None:
+    if "tau" not in frame.columns:
+        return None
+    rows = frame[frame["aspect"] == aspect]
+    if mode is not None:
+        rows = rows[rows["mode"] == mode]
+    elif rows["mode"].nunique() != 1:
+        return None
+    taus = {m: float(t) for m, t in zip(rows["method"], rows["tau"]) if np.isfinite(t)}
+    return taus or None
+
+
+def render_window_report(window_key: str, results: pd.DataFrame,
+                         curves: Mapping[str, Any], provenance: Mapping[str, Any] | None) -> str:
+    """Self-contained HTML page of one window's TEST results.
+
+    Parameters
+    ----------
+    window_key : ``t-2__t-1__t0__t1`` (rows of ``results`` with this ``window`` are shown)
+    results : tidy results table (may hold other windows)
+    curves : method -> ``df_all``, or mode -> {method -> ``df_all``}; one F-over-threshold and
+        one precision-recall plot per (mode, namespace), tau marked where ``results`` has it
+    provenance : key -> value (sources, cutoffs, recipe hash, ...), shown as a table
+
+    Returns
+    -------
+    str : the HTML document
+    """
+    frame = _check_results(results)
+    frame = frame[frame["window"] == str(window_key)].reset_index(drop=True)
+    if frame.empty:
+        raise ReportInputError(f"results hold no row for window {window_key!r}", path="results")
+    title = f"Tempo window report \u2014 {window_key}"
+    body = [f"<h1>{_esc(title)}</h1>", _window_roles(str(window_key)),
+            "<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Scores</h2>"]
+    body += _legend(frame)
+    for mode in _order(frame["mode"], MODES):
+        body += [f"<h3>{_esc(mode)}</h3>", _results_table(frame[frame["mode"] == mode], False)]
+    groups = _curve_groups(curves)
+    if groups:
+        body.append("<h2>Threshold curves</h2>")
+    for mode, group in groups.items():
+        for aspect in _namespaces(group):
+            taus = _valid_taus(frame, mode, aspect)
+            label = f"{mode} \u00b7 {aspect}" if mode else aspect
+            marked = "the VALID-fixed \u03c4" if taus else "each curve's own maximum"
+            body.append(f"<h3>{_esc(label)}</h3>")
+            body.append(_figure(plot_fmax_curve(group, aspect, taus=taus),
+                                f"F over threshold, {label}",
+                                f"F over the threshold grid, {_esc(label)}; dotted lines mark "
+                                f"{marked}.", CURVE_PIXELS))
+            body.append(_figure(plot_precision_recall(group, aspect, taus=taus),
+                                f"precision-recall, {label}",
+                                f"Precision against recall, {_esc(label)}; dots mark {marked}.",
+                                CURVE_PIXELS))
+    return _page(title, body)
+
+
+def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] | None) -> str:
+    """Self-contained HTML page across all windows: longitudinal plots and every result row.
+
+    One longitudinal plot per metric among ``fmax, wfmax, smin`` that ``results`` holds (with
+    any finite value), then one table per window.
+    """
+    frame = _check_results(results)
+    if frame.empty:
+        raise ReportInputError("results table is empty", path="results")
+    title = "Tempo archive report"
+    windows = sorted(frame["window"].unique())
+    body = [f"<h1>{title}</h1>",
+            f'<p class="note">{len(windows)} window(s), '
+            f'{frame["method"].nunique()} method(s); TEST numbers, NK/LK/PK never pooled.</p>',
+            "<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Across windows</h2>"]
+    body += _legend(frame)
+    for metric in ("fmax", "wfmax", "smin"):
+        if metric in frame.columns and np.isfinite(frame[metric].to_numpy(float)).any():
+            name = METRIC_LABELS[metric]
+            body.append(_figure(plot_longitudinal(frame, metric),
+                                f"{name} by window",
+                                f"{_esc(name)} per TEST window; bands are confidence intervals "
+                                "where given; hollow points rest on a derived release.",
+                                LONGITUDINAL_PIXELS))
+    body.append("<h2>All results</h2>")
+    for window in windows:
+        body += [f"<h3>{_esc(window)}</h3>", _window_roles(window),
+                 _results_table(frame[frame["window"] == window], False)]
+    return _page(title, body)
+
+
+def write_report(path: str | Path, html_text: str) -> Path:
+    """Write a rendered report atomically (a failure leaves any previous file in place)."""
+    if not isinstance(html_text, str):
+        raise ReportInputError(f"report must be a str, got {type(html_text).__name__}",
+                               path=path)
+    path = Path(path)
+    with atomic_write(path) as handle:
+        handle.write(html_text)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# text formats for `tempo report --format md|tsv`
+
+
+def results_to_markdown(results: pd.DataFrame) -> str:
+    """The results table as a GitHub Markdown table; derived numbers carry ``(derived)``."""
+    frame = _check_results(results)
+    columns = [(c, h, d) for c, h, d in _TABLE if c in frame.columns]
+    headers = ["window", "mode", "aspect", "method"]
+    headers += [h.replace("<sub>micro,w</sub>", "_micro,w").replace("&tau;", "tau")
+                for _, h, _ in columns]
+    if "n_targets" in frame.columns:
+        headers.append("targets")
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(headers) - 4)) + "|"]
+    for row in frame.to_dict("records"):
+        mark = " (derived)" if row["derived"] else ""
+        cells = [str(row[k]).replace("|", "\\|") for k in ("window", "mode", "aspect", "method")]
+        for column, _, digits in columns:
+            text = _cell_text(row, column, digits)
+            cells.append("\u2013" if text is None else text + mark)
+        if "n_targets" in frame.columns:
+            n = row["n_targets"]
+            cells.append("\u2013" if n is None or not np.isfinite(float(n)) else str(int(n)))
+        lines.append("| " + " | ".join(cells) + " |")
+    if frame["derived"].any():
+        lines += ["", "(derived): the number rests on a derived release, reconstructed from "
+                  "another real source rather than a verbatim upstream file; indicative only."]
+    return "\n".join(lines) + "\n"
+
+
+def results_to_tsv(results: pd.DataFrame) -> str:
+    """The results table as TSV: known columns first, floats ``%.6g``, ``derived`` true/false."""
+    frame = _check_results(results)
+    ordered = [c for c in RESULT_COLUMNS if c in frame.columns]
+    ordered += [c for c in frame.columns if c not in ordered]
+    frame = frame[ordered].copy()
+    frame["derived"] = frame["derived"].map({True: "true", False: "false"})
+    if "n_targets" in frame.columns:
+        frame["n_targets"] = frame["n_targets"].map(
+            lambda v: "" if not np.isfinite(v) else str(int(v)))
+    return frame.to_csv(sep="\t", index=False, lineterminator="\n", float_format="%.6g",
+                        na_rep="")

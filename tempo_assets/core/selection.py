@@ -1,0 +1,556 @@
+"""Selection of a frozen recipe on the VALID window, and its application at a new cutoff.
+
+``select_recipe`` scores a grid (embedder x K x reranker variant) on VALID growth
+``(t-1, t0]`` per aspect and per mode (NK, LK, PK are never pooled), then decides per aspect:
+
+1. **Objective.** For one cell and aspect: the mean over the modes that have VALID targets of
+   that mode's Fmax. Ties break towards the simpler cell (plain KNN, smaller K, earlier
+   hyperparameter set).
+2. **Selective deploy.** Per embedder and aspect, the best plain-KNN cell and the best
+   LightGBM cell are compared; the reranker is deployed only where it strictly beats plain KNN.
+3. **Embedder.** The embedder with the highest mean over aspects of its chosen objective.
+4. **Threshold.** ``tau`` per aspect maximises the mean over modes of F(tau) of the chosen cell
+   (the objective's own operating point); the per-mode Fmax thresholds are kept beside it.
+
+The reranker of a cell is trained on TRAIN labels (candidates from the ``t-2`` corpus,
+labelled by growth in ``(t-2, t-1]``) and early-stopped on VALID labelled candidates. Nothing
+of TEST reaches this module's ``select_recipe``: its signature has no such input.
+
+``apply_recipe`` refits with the recipe's fixed hyperparameters and ``n_estimators`` (no early
+stopping) on labels of a later cutoff and scores new candidates: the TEST score (refit at
+``t0``) and a fresh-cutoff submission use it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.features import candidate_features, prepare_neighbours
+from tempo_assets.core.reranker import (
+    RerankerInputError,
+    _jsonable,
+    label_candidates,
+    train_reranker,
+)
+
+ASPECTS: tuple[str, ...] = ("BP", "MF", "CC")
+MODES: tuple[str, ...] = ("NK", "LK", "PK")
+NAMESPACES: dict[str, str] = {
+    "BP": "biological_process",
+    "MF": "molecular_function",
+    "CC": "cellular_component",
+}
+RECIPE_FORMAT = "tempo-recipe-1"
+OBJECTIVE = "mean over modes with VALID targets of per-mode Fmax, per aspect"
+
+GRID_COLUMNS: tuple[str, ...] = (
+    "embedder", "k", "variant", "params_id", "params", "aspect", "mode", "n_targets",
+    "fmax", "tau", "coverage", "best_iteration", "objective", "status", "selected",
+)
+
+# scorer(predictions[protein, term, score], ground_truth[protein, term],
+#        known[protein, term] or None, aspect) -> curve DataFrame[tau, f, cov]
+Scorer = Callable[[pd.DataFrame, pd.DataFrame, "pd.DataFrame | None", str], pd.DataFrame]
+
+
+class SelectionInputError(TempoInputError):
+    """A grid, candidate source or recipe handed to selection is malformed."""
+
+
+@dataclass(frozen=True)
+class CandidateSource:
+    """Everything needed to build (and label) candidates at one cutoff for one embedder.
+
+    ``neighbours`` (``query, neighbour, similarity[, rank]``, searched at ``K_max``) and the
+    propagated ``corpus_annotations`` they were searched in; ``ground_truth``
+    (``protein, term, aspect[, mode]``) and ``known`` (``protein, term, aspect``) of the growth
+    that labels the candidates; ``ia`` and ``term_depth`` term weights for the features.
+    """
+
+    neighbours: pd.DataFrame
+    corpus_annotations: pd.DataFrame
+    ground_truth: pd.DataFrame | None = None
+    known: pd.DataFrame | None = None
+    ia: pd.Series | Mapping[str, float] | None = None
+    term_depth: pd.Series | Mapping[str, float] | None = None
+
+    def features(self, k: int) -> pd.DataFrame:
+        """Candidate features from the top ``k`` neighbours."""
+        return candidate_features(self.neighbours, self.corpus_annotations, ia=self.ia,
+                                  term_depth=self.term_depth, k=k)
+
+    def labelled(self, features: pd.DataFrame) -> pd.DataFrame:
+        """``features`` restricted to the growth targets, known terms removed, ``label`` set."""
+        if self.ground_truth is None:
+            raise SelectionInputError("this candidate source has no ground truth to label with",
+                                      path="CandidateSource.ground_truth")
+        return label_candidates(features, self.ground_truth, self.known)
+
+
+@dataclass(frozen=True)
+class SelectionGrid:
+    """The VALID grid: embedders, K values and LightGBM hyperparameter sets.
+
+    ``embedders=None`` means every key of the neighbour sets. The plain-KNN variant is always
+    scored: selective deploy compares against it. ``lgbm_params`` may be empty (KNN only).
+    """
+
+    ks: tuple[int, ...] = (5, 10, 25)
+    lgbm_params: tuple[Mapping[str, Any], ...] = (
+        {"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 200},
+        {"num_leaves": 31, "learning_rate": 0.05, "min_data_in_leaf": 50, "n_estimators": 400},
+    )
+    embedders: tuple[str, ...] | None = None
+    early_stopping_rounds: int = 20
+    seed: int = 0
+
+    @classmethod
+    def coerce(cls, grid: "SelectionGrid | Mapping[str, Any]") -> "SelectionGrid":
+        if isinstance(grid, SelectionGrid):
+            out = grid
+        elif isinstance(grid, Mapping):
+            unknown = set(grid) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise SelectionInputError(f"unknown grid key(s) {sorted(unknown)}", path="grid")
+            values = dict(grid)
+            for key in ("ks", "lgbm_params", "embedders"):
+                if values.get(key) is not None:
+                    values[key] = tuple(values[key])
+            out = cls(**values)
+        else:
+            raise SelectionInputError(f"grid must be a SelectionGrid or mapping, got {type(grid)}",
+                                      path="grid")
+        if not out.ks or any(int(k) < 1 for k in out.ks):
+            raise SelectionInputError(f"ks must be positive integers, got {out.ks}", path="grid.ks")
+        return out
+
+
+def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer:
+    """A scorer over the cafaeval-exact evaluator (``evaluation.evaluate_frames``).
+
+    Returns a callable giving the threshold curve ``tau, f, cov`` of one aspect's namespace,
+    where ``f`` is the cafaeval column ``metric`` (``"f"`` or ``"f_w"``).
+    """
+    from tempo_assets.core.evaluation import evaluate_frames  # lazy: a sibling module
+
+    def score(predictions: pd.DataFrame, ground_truth: pd.DataFrame,
+              known: pd.DataFrame | None, aspect: str) -> pd.DataFrame:
+        df_all = evaluate_frames(
+            eval_ontology,
+            ground_truth[["protein", "term"]],
+            predictions[["protein", "term", "score"]],
+            known=None if known is None else known[["protein", "term"]],
+            **options,
+        )
+        ns = NAMESPACES[aspect]
+        if df_all is None or len(df_all) == 0 or ns not in df_all.index.get_level_values("ns"):
+            return pd.DataFrame({"tau": [], "f": [], "cov": []})
+        curve = df_all.xs(ns, level="ns").reset_index()
+        return pd.DataFrame({"tau": curve["tau"].to_numpy(dtype=np.float64),
+                             "f": curve[metric].to_numpy(dtype=np.float64),
+                             "cov": curve["cov"].to_numpy(dtype=np.float64)})
+
+    return score
+
+
+def _default_plain_scores(neighbours: pd.DataFrame, corpus: pd.DataFrame, k: int) -> pd.DataFrame:
+    from tempo_assets.core.knn import knn_term_scores  # lazy: a sibling module
+
+    return knn_term_scores(neighbours, corpus, k=k)
+
+
+def _mode_targets(ground_truth: pd.DataFrame, what: str) -> pd.DataFrame:
+    missing = [c for c in ("protein", "term", "aspect", "mode") if c not in ground_truth.columns]
+    if missing:
+        raise SelectionInputError(f"VALID ground truth lacks column(s) {missing}", path=what)
+    return ground_truth[["protein", "aspect", "mode"]].drop_duplicates()
+
+
+def _curve_best(curve: pd.DataFrame) -> tuple[float, float | None, float]:
+    """(fmax, tau, coverage at tau) of a curve; an empty curve scores zero."""
+    if curve is None or len(curve) == 0:
+        return 0.0, None, 0.0
+    f = np.nan_to_num(curve["f"].to_numpy(dtype=np.float64), nan=0.0)
+    best = int(np.argmax(f))  # the first (lowest) tau reaching the maximum
+    return float(f[best]), float(curve["tau"].iloc[best]), float(curve["cov"].iloc[best])
+
+
+def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
+    """The tau maximising the mean over modes of F(tau); None when no curve has points."""
+    frames = [c for c in curves if c is not None and len(c) > 0]
+    if not frames:
+        return None
+    merged = None
+    for i, curve in enumerate(frames):
+        part = pd.DataFrame({"key": np.round(curve["tau"].to_numpy(dtype=np.float64), 9),
+                             "tau": curve["tau"].to_numpy(dtype=np.float64),
+                             f"f{i}": np.nan_to_num(curve["f"].to_numpy(dtype=np.float64))})
+        merged = part if merged is None else merged.merge(part.drop(columns="tau"), on="key",
+                                                          how="outer")
+    merged = merged.sort_values("key").reset_index(drop=True)
+    fcols = [f"f{i}" for i in range(len(frames))]
+    mean_f = merged[fcols].fillna(0.0).mean(axis=1).to_numpy()
+    best = int(np.argmax(mean_f))
+    tau = merged["tau"].iloc[best]
+    return float(merged["key"].iloc[best] if pd.isna(tau) else tau)
+
+
+class _CellScorer:
+    """Scores one prediction frame per mode for one aspect and keeps the curves."""
+
+    def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
+                 modes: Sequence[str]):
+        self.scorer = scorer
+        self.modes = tuple(modes)
+        targets = _mode_targets(valid.ground_truth, "valid_sets[...].ground_truth")
+        gt = valid.ground_truth
+        known = valid.known
+        self.slices: dict[tuple[str, str], tuple[set, pd.DataFrame, pd.DataFrame | None]] = {}
+        for aspect in aspects:
+            for mode in self.modes:
+                proteins = set(targets.loc[(targets["aspect"] == aspect)
+                                           & (targets["mode"] == mode), "protein"])
+                truth = gt[(gt["aspect"] == aspect) & (gt["mode"] == mode)][["protein", "term"]]
+                kn = None
+                if mode == "PK" and known is not None and len(known) > 0:
+                    kn = known[(known["aspect"] == aspect) & known["protein"].isin(proteins)]
+                    kn = kn[["protein", "term"]]
+                self.slices[(aspect, mode)] = (proteins, truth.reset_index(drop=True), kn)
+        self.curves: dict[tuple, pd.DataFrame] = {}
+
+    def n_targets(self, aspect: str, mode: str) -> int:
+        return len(self.slices[(aspect, mode)][0])
+
+    def score(self, cell: tuple, aspect: str, predictions: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = []
+        for mode in self.modes:
+            proteins, truth, kn = self.slices[(aspect, mode)]
+            if not proteins:
+                rows.append({"mode": mode, "n_targets": 0, "fmax": np.nan, "tau": np.nan,
+                             "coverage": np.nan, "status": "no_targets"})
+                continue
+            preds = predictions[predictions["protein"].isin(proteins)][["protein", "term", "score"]]
+            curve = self.scorer(preds.reset_index(drop=True), truth, kn, aspect)
+            self.curves[cell + (aspect, mode)] = curve
+            fmax, tau, cov = _curve_best(curve)
+            rows.append({"mode": mode, "n_targets": len(proteins), "fmax": fmax,
+                         "tau": np.nan if tau is None else tau, "coverage": cov, "status": "ok"})
+        return rows
+
+
+def select_recipe(
+    grid: SelectionGrid | Mapping[str, Any],
+    *,
+    train_sets: Mapping[str, CandidateSource],
+    valid_sets: Mapping[str, CandidateSource],
+    scorer: Scorer | None = None,
+    eval_ontology: Any = None,
+    window: Any = None,
+    aspects: Sequence[str] = ASPECTS,
+    modes: Sequence[str] = MODES,
+    plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Score the whole grid on VALID and freeze a recipe.
+
+    Parameters
+    ----------
+    grid : SelectionGrid or mapping of its fields
+    train_sets : mapping embedder -> CandidateSource
+        TRAIN: neighbours of the ``(t-2, t-1]`` growth targets searched in the ``t-2`` corpus,
+        that corpus, the ground truth at ``t-1`` and the known terms at ``t-2``.
+    valid_sets : mapping embedder -> CandidateSource
+        VALID: neighbours of the ``(t-1, t0]`` targets searched in the ``t-1`` corpus, that
+        corpus, the VALID ground truth (with a ``mode`` column) and known terms.
+    scorer : callable, optional
+        ``(predictions, ground_truth, known, aspect) -> curve[tau, f, cov]``; defaults to
+        ``cafa_scorer(eval_ontology)``.
+    eval_ontology : EvalOntology, optional
+        Needed only for the default scorer.
+    window : any JSON-able value
+        The window the recipe is chosen on (recorded in the recipe).
+    plain_scores : callable, optional
+        ``(neighbours, corpus, k) -> DataFrame[protein, term, aspect, score]``; defaults to
+        ``knn.knn_term_scores``.
+
+    Returns
+    -------
+    grid_frame : DataFrame
+        One row per embedder x K x variant x hyperparameter set x aspect x mode with
+        ``GRID_COLUMNS``; nothing is discarded. ``selected`` marks the recipe's cells.
+    recipe : dict
+        JSON-able; see ``recipe_hash``.
+    """
+    spec = SelectionGrid.coerce(grid)
+    if scorer is None:
+        if eval_ontology is None:
+            raise SelectionInputError("pass a scorer or an eval_ontology for the default one",
+                                      path="select_recipe")
+        scorer = cafa_scorer(eval_ontology)
+    plain = plain_scores or _default_plain_scores
+    embedders = tuple(spec.embedders) if spec.embedders is not None else tuple(sorted(valid_sets))
+    for name in embedders:
+        for what, sets in (("train_sets", train_sets), ("valid_sets", valid_sets)):
+            if name not in sets:
+                raise SelectionInputError(f"no candidate source for embedder {name!r}", path=what)
+    if not embedders:
+        raise SelectionInputError("no embedder to select from", path="valid_sets")
+    ks = tuple(sorted({int(k) for k in spec.ks}))
+    k_max = ks[-1]
+    aspects, modes = tuple(aspects), tuple(modes)
+
+    rows: list[dict[str, Any]] = []
+    curves: dict[tuple, pd.DataFrame] = {}
+    n_targets: dict[tuple[str, str], int] = {}
+    for name in embedders:
+        train, valid = train_sets[name], valid_sets[name]
+        cells = _CellScorer(scorer, valid, aspects, modes)
+        for aspect in aspects:
+            for mode in modes:
+                n_targets[(aspect, mode)] = cells.n_targets(aspect, mode)
+        # Neighbours are searched once at K_max and truncated per K.
+        valid_nb = prepare_neighbours(valid.neighbours, k_max)
+        train_nb = prepare_neighbours(train.neighbours, k_max)
+        for k in ks:
+            base = {"embedder": name, "k": k}
+            nb_k = valid_nb[valid_nb["rank"] <= k]
+            knn = plain(nb_k, valid.corpus_annotations, k)
+            cell = (name, k, "none", -1)
+            for aspect in aspects:
+                for row in cells.score(cell, aspect, knn[knn["aspect"] == aspect]):
+                    rows.append({**base, "variant": "none", "params_id": -1, "params": "",
+                                 "aspect": aspect, "best_iteration": -1, **row})
+            if not spec.lgbm_params:
+                continue
+            train_rows = CandidateSource(train_nb, train.corpus_annotations, train.ground_truth,
+                                         train.known, train.ia, train.term_depth)
+            train_lab = train_rows.labelled(train_rows.features(k))
+            valid_src = CandidateSource(valid_nb, valid.corpus_annotations, valid.ground_truth,
+                                        valid.known, valid.ia, valid.term_depth)
+            valid_feat = valid_src.features(k)
+            valid_lab = valid_src.labelled(valid_feat)
+            for pid, params in enumerate(spec.lgbm_params):
+                params_text = json.dumps(_jsonable(params), sort_keys=True)
+                cell = (name, k, "lgbm", pid)
+                for aspect in aspects:
+                    meta = {**base, "variant": "lgbm", "params_id": pid, "params": params_text,
+                            "aspect": aspect}
+                    tr_a = train_lab[train_lab["aspect"] == aspect]
+                    try:
+                        model = train_reranker(
+                            tr_a, params, valid=valid_lab[valid_lab["aspect"] == aspect],
+                            early_stopping_rounds=spec.early_stopping_rounds, seed=spec.seed)
+                    except RerankerInputError:
+                        # Too few TRAIN rows of one class: the reranker cannot exist here.
+                        for mode in modes:
+                            rows.append({**meta, "mode": mode,
+                                         "n_targets": cells.n_targets(aspect, mode),
+                                         "fmax": np.nan, "tau": np.nan, "coverage": np.nan,
+                                         "best_iteration": -1, "status": "untrainable"})
+                        continue
+                    feat_a = valid_feat[valid_feat["aspect"] == aspect]
+                    preds = feat_a[["protein", "term", "aspect"]].assign(
+                        score=model.predict(feat_a))
+                    for row in cells.score(cell, aspect, preds):
+                        rows.append({**meta, "best_iteration": model.best_iteration, **row})
+        curves.update(cells.curves)
+
+    frame = pd.DataFrame(rows)
+    frame["objective"] = _objectives(frame)
+    frame["selected"] = False
+    recipe = _choose(frame, curves, spec, embedders, aspects, modes, window, n_targets)
+    for aspect, choice in recipe["aspects"].items():
+        mask = ((frame["embedder"] == recipe["embedder"]) & (frame["aspect"] == aspect)
+                & (frame["k"] == choice["k"]) & (frame["variant"] == choice["variant"])
+                & (frame["params_id"] == choice["params_id"]))
+        frame.loc[mask, "selected"] = True
+    frame = frame[list(GRID_COLUMNS)].sort_values(
+        ["embedder", "aspect", "k", "variant", "params_id", "mode"], kind="mergesort")
+    return frame.reset_index(drop=True), recipe
+
+
+def _objectives(frame: pd.DataFrame) -> np.ndarray:
+    keys = ["embedder", "k", "variant", "params_id", "aspect"]
+    ok = frame["status"] == "ok"
+    means = frame[ok].groupby(keys)["fmax"].mean().rename("_objective")
+    return frame[keys].join(means, on=keys)["_objective"].to_numpy(dtype=np.float64)
+
+
+def _best_cell(cells: pd.DataFrame) -> pd.Series | None:
+    """Highest objective; ties go to the smaller K, then the earlier hyperparameter set."""
+    cells = cells[np.isfinite(cells["objective"].to_numpy(dtype=np.float64))]
+    if cells.empty:
+        return None
+    ordered = cells.assign(_neg=-cells["objective"]).sort_values(
+        ["_neg", "k", "params_id"], kind="mergesort")
+    return ordered.iloc[0]
+
+
+def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: SelectionGrid,
+            embedders: Sequence[str], aspects: Sequence[str], modes: Sequence[str],
+            window: Any, n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
+    cells = frame.drop_duplicates(["embedder", "k", "variant", "params_id", "aspect"])
+    best_by_embedder: dict[str, tuple[float, dict[str, Any]]] = {}
+    for name in embedders:
+        chosen: dict[str, Any] = {}
+        scores = []
+        for aspect in aspects:
+            mine = cells[(cells["embedder"] == name) & (cells["aspect"] == aspect)]
+            plain = _best_cell(mine[mine["variant"] == "none"])
+            lgbm = _best_cell(mine[mine["variant"] == "lgbm"])
+            if plain is None:
+                # No VALID target in this aspect: nothing to choose on; fall back to plain KNN.
+                chosen[aspect] = _aspect_entry(spec, name, aspect, int(max(spec.ks)), "none", -1,
+                                               None, curves, modes, None, None, n_targets)
+                continue
+            pick = plain
+            if lgbm is not None and float(lgbm["objective"]) > float(plain["objective"]):
+                pick = lgbm
+            scores.append(float(pick["objective"]))
+            chosen[aspect] = _aspect_entry(
+                spec, name, aspect, int(pick["k"]), str(pick["variant"]), int(pick["params_id"]),
+                int(pick["best_iteration"]) if pick["variant"] == "lgbm" else None,
+                curves, modes, float(pick["objective"]), float(plain["objective"]), n_targets)
+        score = float(np.mean(scores)) if scores else -math.inf
+        best_by_embedder[name] = (score, chosen)
+    # Highest mean objective; ties go to the embedder listed first.
+    best_name = max(embedders, key=lambda e: (best_by_embedder[e][0], -embedders.index(e)))
+    return {
+        "format": RECIPE_FORMAT,
+        "window": _jsonable(window),
+        "objective": OBJECTIVE,
+        "embedder": best_name,
+        "embedder_objective": _finite(best_by_embedder[best_name][0]),
+        "seed": int(spec.seed),
+        "grid": {"embedders": list(embedders), "ks": sorted(int(k) for k in spec.ks),
+                 "lgbm_params": [_jsonable(p) for p in spec.lgbm_params],
+                 "early_stopping_rounds": int(spec.early_stopping_rounds)},
+        "aspects": best_by_embedder[best_name][1],
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: str,
+                  params_id: int, n_estimators: int | None,
+                  curves: Mapping[tuple, pd.DataFrame], modes: Sequence[str],
+                  objective: float | None, plain_objective: float | None,
+                  n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
+    cell = (name, k, variant, params_id, aspect)
+    mode_curves = {m: curves.get(cell + (m,)) for m in modes}
+    tau_by_mode, fmax_by_mode = {}, {}
+    for mode, curve in mode_curves.items():
+        if curve is None:
+            continue
+        fmax, tau, _ = _curve_best(curve)
+        tau_by_mode[mode] = tau
+        fmax_by_mode[mode] = fmax
+    params = None
+    if variant == "lgbm":
+        params = {k_: v for k_, v in _jsonable(spec.lgbm_params[params_id]).items()
+                  if k_ != "n_estimators"}
+    return {
+        "k": int(k),
+        "variant": variant,
+        "params_id": int(params_id),
+        "params": params,
+        "n_estimators": n_estimators,
+        "tau": _mean_curve_tau([c for c in mode_curves.values() if c is not None]),
+        "tau_by_mode": tau_by_mode,
+        "valid_fmax_by_mode": fmax_by_mode,
+        "valid_objective": _finite(objective),
+        "plain_objective": _finite(plain_objective),
+        "valid_targets": {m: int(n_targets.get((aspect, m), 0)) for m in modes},
+    }
+
+
+def recipe_hash(recipe: Mapping[str, Any]) -> str:
+    """sha256 hex of the recipe's canonical JSON (sorted keys, no spaces, no NaN)."""
+    try:
+        text = json.dumps(_jsonable(recipe), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SelectionInputError(f"recipe is not canonical JSON: {exc}", path="recipe")
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def apply_recipe(
+    recipe: Mapping[str, Any],
+    neighbours: pd.DataFrame,
+    corpus_annotations: pd.DataFrame,
+    train: CandidateSource,
+    *,
+    ia: pd.Series | Mapping[str, float] | None = None,
+    term_depth: pd.Series | Mapping[str, float] | None = None,
+    embedder: str | None = None,
+    plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
+) -> pd.DataFrame:
+    """Score new candidates with a frozen recipe, refitting rerankers at the new cutoff.
+
+    Parameters
+    ----------
+    recipe : dict from ``select_recipe`` (possibly read back from JSON)
+    neighbours : DataFrame ``query, neighbour, similarity[, rank]``
+        Neighbours of the proteins to score, searched with the recipe's embedder in
+        ``corpus_annotations``' corpus, at least ``max(K)`` deep.
+    corpus_annotations : DataFrame ``protein, term, aspect`` (propagated)
+    train : CandidateSource
+        Labelled candidates at the new cutoff (for the TEST score at ``t0``: neighbours of the
+        ``(t-1, t0]`` targets in the ``t-1`` corpus, ground truth at ``t0``, known at ``t-1``).
+        Rerankers are refit on it with the recipe's hyperparameters and ``n_estimators`` and no
+        early stopping.
+    ia, term_depth : term weights for the scored candidates' features
+    embedder : str, optional
+        When given, must equal the recipe's embedder.
+
+    Returns
+    -------
+    DataFrame ``protein, term, aspect, score`` with scores in (0, 1], sorted by protein,
+    aspect, term. ``tau`` is not applied: it stays in the recipe for reporting.
+    """
+    if recipe.get("format") != RECIPE_FORMAT or "aspects" not in recipe:
+        raise SelectionInputError(f"not a {RECIPE_FORMAT} recipe", path="recipe")
+    if embedder is not None and embedder != recipe["embedder"]:
+        raise SelectionInputError(
+            f"neighbours come from embedder {embedder!r}, the recipe uses {recipe['embedder']!r}",
+            path="recipe.embedder")
+    plain = plain_scores or _default_plain_scores
+    seed = int(recipe.get("seed", 0))
+    outputs = []
+    train_cache: dict[int, pd.DataFrame] = {}
+    score_cache: dict[int, pd.DataFrame] = {}
+    for aspect, choice in sorted(recipe["aspects"].items()):
+        k = int(choice["k"])
+        nb = prepare_neighbours(neighbours, k)
+        if choice["variant"] == "none":
+            scores = plain(nb, corpus_annotations, k)
+            outputs.append(scores[scores["aspect"] == aspect][["protein", "term", "aspect",
+                                                               "score"]])
+            continue
+        if choice["variant"] != "lgbm" or not choice.get("n_estimators"):
+            raise SelectionInputError(f"aspect {aspect}: variant {choice['variant']!r} with "
+                                      f"n_estimators {choice.get('n_estimators')!r}",
+                                      path=f"recipe.aspects.{aspect}")
+        if k not in train_cache:
+            train_cache[k] = train.labelled(train.features(k))
+            score_cache[k] = candidate_features(nb, corpus_annotations, ia=ia,
+                                                term_depth=term_depth, k=k)
+        rows = train_cache[k][train_cache[k]["aspect"] == aspect]
+        params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
+        model = train_reranker(rows, params, valid=None, seed=seed)
+        feats = score_cache[k][score_cache[k]["aspect"] == aspect]
+        outputs.append(feats[["protein", "term", "aspect"]].assign(score=model.predict(feats)))
+    columns = ["protein", "term", "aspect", "score"]
+    if not outputs:
+        return pd.DataFrame({c: [] for c in columns})
+    out = pd.concat(outputs, ignore_index=True)
+    return out.sort_values(["protein", "aspect", "term"], kind="mergesort").reset_index(
+        drop=True)[columns]

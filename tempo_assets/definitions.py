@@ -1,0 +1,55 @@
+"""The Tempo code location: assets, checks, jobs, sensor, schedule and resources."""
+from __future__ import annotations
+
+import dagster as dg
+
+from tempo_assets.assets.corpus import knn_corpus
+from tempo_assets.assets.embeddings import embeddings
+from tempo_assets.assets.ia import ia_weights
+from tempo_assets.assets.labels import reranker_labels
+from tempo_assets.assets.recipe import frozen_recipe
+from tempo_assets.assets.releases import ontology, release_annotations, sequences
+from tempo_assets.assets.scoring import test_score
+from tempo_assets.assets.selection import valid_selection
+from tempo_assets.assets.submission import submission
+from tempo_assets.assets.warehouse import annotation_growth, evaluation_sets, experimental_annotations, stg_annotations
+from tempo_assets.checks import CHECKS
+from tempo_assets.io_managers import ArtefactIOManager
+from tempo_assets.resources import (
+    ArchiveResource, ArtefactStoreResource, EmbedderResource, GridResource, WarehouseResource,
+    default_archive_root, default_artefacts_root, default_cache_root, default_warehouse_url,
+)
+from tempo_assets.sensors import JOBS, archive_sensor, weekly_archive_check
+
+ASSETS = [
+    ontology, release_annotations, sequences, embeddings,
+    stg_annotations, experimental_annotations, annotation_growth, evaluation_sets,
+    knn_corpus, ia_weights, reranker_labels,
+    valid_selection, frozen_recipe, test_score, submission,
+]
+
+
+def build_resources(archive_root: str | None = None, artefacts_root: str | None = None,
+                    warehouse_url: str | None = None, cache_root: str | None = None,
+                    grid: GridResource | None = None) -> dict:
+    """Resources bound to an archive and an artefact folder (defaults from the environment)."""
+    archive_root = archive_root or default_archive_root()
+    artefacts_root = artefacts_root or default_artefacts_root()
+    return {
+        "io_manager": ArtefactIOManager(root=artefacts_root, archive_root=archive_root),
+        "archive": ArchiveResource(root=archive_root),
+        "artefact_store": ArtefactStoreResource(root=artefacts_root),
+        "embedder": EmbedderResource(cache_root=cache_root or default_cache_root()),
+        "grid": grid or GridResource(),
+        "warehouse": WarehouseResource(url=warehouse_url or default_warehouse_url()),
+    }
+
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    asset_checks=CHECKS,
+    jobs=JOBS,
+    sensors=[archive_sensor],
+    schedules=[weekly_archive_check],
+    resources=build_resources(),
+)

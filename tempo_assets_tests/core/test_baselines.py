@@ -1,0 +1,71 @@
+"""Tests for tempo_assets.core.baselines."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core.baselines import goa_nonexperimental_scores, naive_term_scores
+from tempo_assets.core.errors import TempoInputError
+
+
+def corpus():
+    return pd.DataFrame(
+        [
+            ("a", "GO:1", "BP"), ("a", "GO:2", "BP"), ("b", "GO:1", "BP"), ("c", "GO:3", "BP"),
+            ("d", "GO:1", "BP"), ("a", "GO:1", "BP"),  # duplicate row counts once
+            ("a", "GO:9", "MF"), ("e", "GO:8", "MF"),
+        ],
+        columns=["protein", "term", "aspect"],
+    )
+
+
+def reference_naive(ann, targets, min_frequency, max_terms):
+    """Loop reference: per aspect, proteins with the term / proteins annotated in the aspect."""
+    ann = ann.drop_duplicates()
+    rows = []
+    for aspect in sorted(set(ann["aspect"])):
+        sub = ann[ann["aspect"] == aspect]
+        n = sub["protein"].nunique()
+        freq = {t: g["protein"].nunique() / n for t, g in sub.groupby("term")}
+        ranked = sorted((t for t in freq if freq[t] >= min_frequency), key=lambda t: (-freq[t], t))
+        if max_terms is not None:
+            ranked = ranked[:max_terms]
+        for protein in sorted(set(targets.loc[targets["aspect"] == aspect, "protein"])):
+            rows += [(protein, t, aspect, freq[t]) for t in ranked]
+    out = pd.DataFrame(rows, columns=["protein", "term", "aspect", "score"])
+    return out.sort_values(["protein", "aspect", "score", "term"], ascending=[True, True, False, True])
+
+
+@pytest.mark.parametrize("min_frequency,max_terms", [(0.0, None), (0.3, None), (0.0, 1), (0.26, 2)])
+def test_naive_matches_reference(min_frequency, max_terms):
+    targets = pd.DataFrame({"protein": ["x", "y", "x", "x"], "aspect": ["BP", "BP", "MF", "MF"]})
+    got = naive_term_scores(corpus(), targets, min_frequency=min_frequency, max_terms=max_terms)
+    expected = reference_naive(corpus(), targets, min_frequency, max_terms)
+    assert got[["protein", "term", "aspect"]].values.tolist() == expected[["protein", "term", "aspect"]].values.tolist()
+    np.testing.assert_allclose(got["score"], expected["score"])
+
+
+def test_naive_hand_values_and_same_list_for_every_target():
+    targets = pd.DataFrame({"protein": ["x", "y"], "aspect": ["BP", "BP"]})
+    got = naive_term_scores(corpus(), targets, min_frequency=0.0)
+    x = got[got["protein"] == "x"].set_index("term")["score"]
+    assert x["GO:1"] == 0.75 and x["GO:2"] == 0.25 and x["GO:3"] == 0.25
+    y = got[got["protein"] == "y"].set_index("term")["score"]
+    pd.testing.assert_series_equal(x, y)
+    assert set(got["aspect"]) == {"BP"}
+
+
+def test_naive_rejects_bad_aspect():
+    with pytest.raises(TempoInputError, match="unknown aspects"):
+        naive_term_scores(corpus(), pd.DataFrame({"protein": ["x"], "aspect": ["P"]}))
+
+
+def test_goa_nonexperimental_scores():
+    nonexp = pd.DataFrame(
+        [("x", "GO:1", "BP"), ("x", "GO:5", "MF"), ("z", "GO:1", "BP"), ("x", "GO:1", "BP")],
+        columns=["protein", "term", "aspect"],
+    )
+    targets = pd.DataFrame({"protein": ["x", "y"], "aspect": ["BP", "BP"]})
+    got = goa_nonexperimental_scores(nonexp, targets)
+    assert got.values.tolist() == [["x", "GO:1", "BP", 1.0]]

@@ -1,0 +1,229 @@
+"""The BLAST (DIAMOND) baseline: real ``diamond`` runs, the transfer rule against a loop reference."""
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core import blast
+from tempo_assets.core.blast import (
+    HIT_COLUMNS,
+    DiamondError,
+    MissingToolError,
+    blast_term_scores,
+    diamond_hits,
+    find_diamond,
+)
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.fasta import read_fasta
+
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive"
+needs_diamond = pytest.mark.skipif(
+    shutil.which("diamond") is None,
+    reason="diamond is not installed: run `bash scripts/setup_system.sh` as root",
+)
+AMINO = "ACDEFGHIKLMNPQRSTVWY"
+
+
+def _random_protein(rng: np.random.Generator, length: int) -> str:
+    return "M" + "".join(rng.choice(list(AMINO), size=length - 1))
+
+
+def _mutate(rng: np.random.Generator, seq: str, n_changes: int) -> str:
+    chars = list(seq)
+    for pos in rng.choice(np.arange(1, len(seq)), size=n_changes, replace=False):
+        chars[pos] = next(a for a in rng.permutation(list(AMINO)) if a != chars[pos])
+    return "".join(chars)
+
+
+def reference_term_scores(hits: pd.DataFrame, annotations: pd.DataFrame) -> dict:
+    """Slow loop version of the BLAST transfer rule: {(protein, term, aspect): score}."""
+    terms_of: dict[str, set] = {}
+    for protein, term, aspect in annotations[["protein", "term", "aspect"]].itertuples(index=False):
+        terms_of.setdefault(protein, set()).add((term, aspect))
+    scores: dict = {}
+    for query, subject, pident in hits[["query", "subject", "pident"]].itertuples(index=False):
+        if query == subject or pident <= 0:
+            continue
+        for term, aspect in terms_of.get(subject, ()):
+            key = (query, term, aspect)
+            scores[key] = max(scores.get(key, 0.0), min(pident / 100.0, 1.0))
+    return scores
+
+
+def _as_dict(scores: pd.DataFrame) -> dict:
+    return {(p, t, a): s for p, t, a, s in scores.itertuples(index=False)}
+
+
+# --------------------------------------------------------------------------------------------
+# transfer rule (no diamond needed)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_blast_term_scores_matches_loop_reference(seed):
+    rng = np.random.default_rng(seed)
+    proteins = [f"P{i:03d}" for i in range(25)]
+    terms = [(f"GO:{i:07d}", ("BP", "MF", "CC")[i % 3]) for i in range(30)]
+    hits = pd.DataFrame({
+        "query": rng.choice(proteins, size=120), "subject": rng.choice(proteins, size=120),
+        "pident": np.round(rng.uniform(20, 100, size=120), 1),
+        "bitscore": rng.uniform(40, 900, size=120), "evalue": rng.uniform(0, 1e-3, size=120),
+    })
+    picks = rng.integers(0, len(terms), size=200)
+    annotations = pd.DataFrame({
+        "protein": rng.choice(proteins, size=200),
+        "term": [terms[i][0] for i in picks], "aspect": [terms[i][1] for i in picks],
+    })
+    got = blast_term_scores(hits, annotations)
+    assert list(got.columns) == ["protein", "term", "aspect", "score"]
+    assert _as_dict(got) == pytest.approx(reference_term_scores(hits, annotations))
+    assert not got.duplicated(["protein", "term"]).any()
+    assert got.equals(got.sort_values(["protein", "aspect", "term"]).reset_index(drop=True))
+    # invariance: shuffled inputs give the same frame
+    shuffled = blast_term_scores(hits.sample(frac=1, random_state=seed),
+                                 annotations.sample(frac=1, random_state=seed))
+    pd.testing.assert_frame_equal(shuffled, got)
+
+
+def test_blast_term_scores_ignores_self_pairs_and_takes_max():
+    hits = pd.DataFrame({"query": ["A", "A", "A", "B"], "subject": ["A", "B", "C", "C"],
+                         "pident": [100.0, 40.0, 75.5, 90.0]})
+    annotations = pd.DataFrame({"protein": ["A", "B", "C", "C"],
+                                "term": ["GO:1", "GO:2", "GO:2", "GO:3"],
+                                "aspect": ["BP", "MF", "MF", "CC"]})
+    got = _as_dict(blast_term_scores(hits, annotations))
+    # A's own GO:1 never comes back through its self pair
+    assert got == {("A", "GO:2", "MF"): 0.755, ("A", "GO:3", "CC"): 0.755,
+                   ("B", "GO:2", "MF"): 0.90, ("B", "GO:3", "CC"): 0.90}
+
+
+def test_blast_term_scores_rejects_bad_frames():
+    annotations = pd.DataFrame({"protein": ["B"], "term": ["GO:1"], "aspect": ["BP"]})
+    with pytest.raises(TempoInputError, match="pident"):
+        blast_term_scores(pd.DataFrame({"query": ["A"], "subject": ["B"]}), annotations)
+    with pytest.raises(TempoInputError, match="percentage"):
+        blast_term_scores(pd.DataFrame({"query": ["A"], "subject": ["B"], "pident": [140.0]}),
+                          annotations)
+    with pytest.raises(TempoInputError, match="aspects"):
+        blast_term_scores(pd.DataFrame({"query": ["A"], "subject": ["B"], "pident": [50.0]}),
+                          annotations.assign(aspect="X"))
+
+
+# --------------------------------------------------------------------------------------------
+# the diamond binary
+
+
+def test_missing_diamond_raises_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: nothing to find
+    with pytest.raises(MissingToolError, match="apt-get install diamond-aligner") as info:
+        find_diamond()
+    assert "setup_system.sh" in str(info.value)
+    assert isinstance(info.value, TempoInputError)
+    with pytest.raises(MissingToolError):
+        diamond_hits({"A": "MKV"}, {"B": "MKV"}, tmp_path / "work")
+
+
+def test_bad_sequences_rejected_before_running(tmp_path):
+    with pytest.raises(TempoInputError, match="whitespace"):
+        diamond_hits({"A B": "MKV"}, {"C": "MKV"}, tmp_path)
+    with pytest.raises(TempoInputError, match="empty"):
+        diamond_hits({"A": ""}, {"C": "MKV"}, tmp_path)
+    with pytest.raises(TempoInputError, match="sensitivity"):
+        diamond_hits({"A": "MKV"}, {"C": "MKV"}, tmp_path, sensitivity="--turbo")
+
+
+@needs_diamond
+def test_diamond_failure_carries_its_stderr(tmp_path):
+    with pytest.raises(DiamondError, match="exited with status") as info:
+        blast._run([str(find_diamond()), "blastp", "--no-such-option"], tmp_path)
+    assert "no-such-option" in str(info.value)
+
+
+@needs_diamond
+def test_diamond_hits_on_synthetic_family(tmp_path):
+    rng = np.random.default_rng(7)
+    a = _random_protein(rng, 300)
+    b = _mutate(rng, a, 15)  # 95% identical
+    c = _random_protein(rng, 300)  # unrelated
+    queries = {"QA": a, "QC": c}
+    corpus = {"QA": a, "SB": b, "SC": c}
+    hits = diamond_hits(queries, corpus, tmp_path / "run1")
+    assert list(hits.columns) == HIT_COLUMNS
+    assert not (hits["query"] == hits["subject"]).any()
+    pairs = {(q, s): p for q, s, p in hits[["query", "subject", "pident"]].itertuples(index=False)}
+    assert pairs[("QA", "SB")] == pytest.approx(95.0, abs=0.5)
+    assert ("QA", "SC") not in pairs and ("QC", "SB") not in pairs
+    again = diamond_hits(dict(reversed(queries.items())), dict(reversed(corpus.items())),
+                         tmp_path / "run2")
+    pd.testing.assert_frame_equal(again, hits)
+    assert diamond_hits({}, corpus, tmp_path / "run3").empty
+
+
+# --------------------------------------------------------------------------------------------
+# real Swiss-Prot 2014-01 sequences: human proteins and their mouse orthologs (shared symbol)
+
+
+def _unique_symbols(gaf: Path, sequences: dict) -> dict[str, str]:
+    accessions: dict[str, set] = {}
+    with gzip.open(gaf, "rt") as handle:
+        for line in handle:
+            if line.startswith("!"):
+                continue
+            fields = line.split("\t", 3)
+            if fields[1] in sequences:
+                accessions.setdefault(fields[2].upper(), set()).add(fields[1])
+    return {symbol: next(iter(accs)) for symbol, accs in accessions.items() if len(accs) == 1}
+
+
+@pytest.fixture(scope="module")
+def orthologs(tmp_path_factory):
+    sequences = read_fasta(DATA / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
+    human = _unique_symbols(DATA / "goa" / "goa_human_2014-09-29.gaf.gz", sequences)
+    mouse = _unique_symbols(DATA / "goa" / "goa_mouse_2014-09-29.gaf.gz", sequences)
+    symbols = sorted(set(human) & set(mouse))[:150]
+    pairs = {human[s]: mouse[s] for s in symbols}
+    queries = {h: sequences[h] for h in pairs}
+    corpus = dict(queries)
+    corpus.update({m: sequences[m] for m in pairs.values()})
+    hits = diamond_hits(queries, corpus, tmp_path_factory.mktemp("diamond"), threads=1)
+    return pairs, sequences, hits
+
+
+@pytest.mark.slow
+@needs_diamond
+def test_real_orthologs_found_and_self_hits_dropped(orthologs):
+    pairs, sequences, hits = orthologs
+    assert not hits.empty
+    assert not (hits["query"] == hits["subject"]).any()
+    assert set(hits["query"]) <= set(pairs)
+    # every query sits in the corpus, so without the drop its best hit would be itself
+    pident = {(q, s): p for q, s, p in hits[["query", "subject", "pident"]].itertuples(index=False)}
+    found = [pident[(h, m)] for h, m in pairs.items() if (h, m) in pident]
+    assert len(found) >= 0.95 * len(pairs)
+    identical = [h for h, m in pairs.items() if sequences[h] == sequences[m]]
+    assert identical, "the sample should hold some identical human/mouse orthologs"
+    for h in identical:
+        assert pident[(h, pairs[h])] == pytest.approx(100.0)
+    near = [h for h, m in pairs.items() if (h, m) in pident and pident[(h, m)] >= 98]
+    assert len(near) >= len(identical)
+    assert (hits["evalue"] <= 1e-3).all()
+    assert hits.equals(hits.sort_values(["query", "bitscore", "subject"],
+                                        ascending=[True, False, True]).reset_index(drop=True))
+
+
+@pytest.mark.slow
+@needs_diamond
+def test_real_hits_transfer_like_reference(orthologs):
+    pairs, _, hits = orthologs
+    rng = np.random.default_rng(3)
+    corpus = sorted(set(pairs) | set(pairs.values()))
+    rows = [(p, f"GO:{int(t):07d}", ("BP", "MF", "CC")[int(t) % 3])
+            for p in corpus for t in rng.choice(60, size=4, replace=False)]
+    annotations = pd.DataFrame(rows, columns=["protein", "term", "aspect"])
+    got = blast_term_scores(hits, annotations)
+    assert _as_dict(got) == pytest.approx(reference_term_scores(hits, annotations))
+    assert ((got["score"] > 0) & (got["score"] <= 1)).all()

@@ -1,0 +1,111 @@
+"""NK/LK/PK growth on the real archive: human GOA 2014-09-29 -> 2019-01-14.
+
+Numbers and their explanation: docs/growth_report.md.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tempo_assets.core.annotations import experimental_annotations, split_by_evidence
+from tempo_assets.core.fasta import read_fasta
+from tempo_assets.core.gaf import read_gaf
+from tempo_assets.core.growth import align_terms, annotation_growth, write_ground_truth
+from tempo_assets.core.ia import information_accretion
+from tempo_assets.core.ontology import parse_obo
+
+ARCHIVE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive"
+ASPECTS = ("BP", "MF", "CC")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def real():
+    if not ARCHIVE.is_dir():
+        pytest.skip(f"real archive not found at {ARCHIVE}")
+    start = time.perf_counter()
+    gaf_a = read_gaf(ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz")
+    gaf_b = read_gaf(ARCHIVE / "goa" / "goa_human_2019-01-14.gaf.gz")
+    obo_a = parse_obo(ARCHIVE / "go" / "go_2014-10-27.obo.gz")
+    obo_b = parse_obo(ARCHIVE / "go" / "go_2019-01-27.obo.gz")
+    sequences = read_fasta(ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
+    read_s = time.perf_counter() - start
+    start = time.perf_counter()
+    old, report_a = experimental_annotations(gaf_a, obo_a)
+    new, report_b = experimental_annotations(gaf_b, obo_b)
+    aligned, align_report = align_terms(old, obo_b)
+    growth = annotation_growth(aligned, new, sequences=sequences)
+    compute_s = time.perf_counter() - start
+    print(f"\nread {read_s:.1f} s, annotations+alignment+growth {compute_s:.1f} s")
+    print("a:", {k: v for k, v in report_a.items() if k != "dropped"})
+    print("b:", {k: v for k, v in report_b.items() if k != "dropped"})
+    print("a aligned to b:", {k: v for k, v in align_report.items() if k != "dropped"})
+    print(growth.counts().to_string())
+    print(growth.removed_counts().to_string())
+    return {"gaf_a": gaf_a, "obo_a": obo_a, "old": old, "aligned": aligned, "new": new,
+            "growth": growth, "sequences": sequences, "compute_s": compute_s}
+
+
+def test_every_mode_nonempty_in_every_aspect(real):
+    counts = real["growth"].counts()
+    for mode in ("NK", "LK", "PK"):
+        for aspect in ASPECTS:
+            assert counts.loc[(mode, aspect), "targets"] > 0, (mode, aspect)
+            assert counts.loc[(mode, aspect), "gt_annotations"] >= counts.loc[
+                (mode, aspect), "targets"]
+    # on a well-studied proteome most growth lands on proteins already known in that aspect
+    for aspect in ASPECTS:
+        per_mode = counts.xs(aspect, level="aspect")["targets"]
+        assert per_mode["PK"] > per_mode["NK"] and per_mode["PK"] > per_mode["LK"]
+    assert real["compute_s"] < 60
+
+
+def test_modes_are_disjoint_per_aspect(real):
+    targets = real["growth"].targets
+    assert not targets.duplicated(["protein", "aspect"]).any()
+    nk = set(targets.loc[targets["mode"] == "NK", "protein"])
+    known_at_a = set(targets.loc[targets["mode"] != "NK", "protein"])
+    assert not nk & known_at_a   # NK is a property of the protein, not of the aspect
+
+
+def test_pk_targets_gain_a_term_outside_their_known_terms(real):
+    growth = real["growth"]
+    gt = growth.ground_truth.loc[growth.ground_truth["mode"] == "PK"]
+    marked = gt.merge(growth.known.assign(_known=True), on=["protein", "term", "aspect"],
+                      how="left")
+    gained = marked.loc[marked["_known"].isna()].groupby(["protein", "aspect"]).size()
+    pk = growth.targets.loc[growth.targets["mode"] == "PK"].set_index(["protein", "aspect"])
+    assert pk.index.isin(gained.index).all()
+    assert len(growth.known) > 0 and set(growth.known["protein"]) <= set(pk.index.get_level_values(0))
+
+
+def test_nk_and_lk_against_the_raw_old_gaf(real):
+    targets = real["growth"].targets
+    experimental, _ = split_by_evidence(real["gaf_a"])
+    exp_aspects = experimental.groupby("protein")["aspect"].agg(set)
+    nk = set(targets.loc[targets["mode"] == "NK", "protein"])
+    assert not nk & set(exp_aspects.index)
+    lk = targets.loc[targets["mode"] == "LK"]
+    for protein, aspect in zip(lk["protein"], lk["aspect"]):
+        assert aspect not in exp_aspects[protein]
+    assert set(targets["protein"]) <= set(real["sequences"])
+    removed = real["growth"].removed
+    assert len(removed) > 0 and not set(removed["protein"]) & set(real["sequences"])
+
+
+def test_ground_truth_file_and_ia_on_real_terms(real, tmp_path):
+    growth = real["growth"]
+    counts = growth.counts()
+    path = tmp_path / "gt_NK_MF.tsv"
+    assert write_ground_truth(path, growth, "NK", "MF") == counts.loc[("NK", "MF"),
+                                                                        "gt_annotations"]
+    start = time.perf_counter()
+    ia = information_accretion(real["old"], real["obo_a"])
+    print(f"IA over {real['old']['protein'].nunique()} proteins, {len(ia)} terms: "
+          f"{time.perf_counter() - start:.1f} s; {int((ia > 0).sum())} terms with IA > 0")
+    assert (ia >= 0).all() and ia.max() < 20
+    assert ia["GO:0008150"] == 0 and ia["GO:0003674"] == 0 and ia["GO:0005575"] == 0
+    assert (ia > 0).sum() > 1000

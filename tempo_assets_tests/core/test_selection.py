@@ -1,0 +1,247 @@
+"""VALID selection: the whole grid is returned, selective deploy, determinism, no TEST input."""
+from __future__ import annotations
+
+import inspect
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.selection import (
+    GRID_COLUMNS,
+    CandidateSource,
+    SelectionGrid,
+    apply_recipe,
+    recipe_hash,
+    select_recipe,
+)
+
+FAMILIES = 6
+MODES = ("NK", "LK", "PK")
+
+
+def flat_fmax_scorer(predictions, ground_truth, known, aspect):
+    """Exact Fmax curve without propagation (terms are flat in the synthetic world).
+
+    Precision averages over proteins with a prediction at ``tau``; recall over all ground-truth
+    proteins; known terms leave both sides; thresholds are ``arange(0.01, 1, 0.01)``.
+    """
+    known_pairs = set() if known is None else set(map(tuple, known[["protein", "term"]].to_numpy()))
+    truth: dict[str, set] = {}
+    for p, t in ground_truth[["protein", "term"]].itertuples(index=False):
+        if (p, t) not in known_pairs:
+            truth.setdefault(p, set()).add(t)
+    truth = {p: ts for p, ts in truth.items() if ts}
+    index = {p: i for i, p in enumerate(truth)}
+    best: dict[tuple, float] = {}
+    for p, t, s in predictions[["protein", "term", "score"]].itertuples(index=False):
+        if p in truth and (p, t) not in known_pairs:
+            best[(p, t)] = max(best.get((p, t), 0.0), s)
+    rows = np.array([index[p] for p, _ in best], dtype=int)
+    hits = np.array([t in truth[p] for p, t in best], dtype=bool)
+    scores = np.array(list(best.values()), dtype=float)
+    sizes = np.array([len(ts) for ts in truth.values()], dtype=float)
+    curve = []
+    for tau in np.arange(0.01, 1, 0.01):
+        on = scores >= tau
+        n_pred = np.bincount(rows[on], minlength=len(truth))
+        n_hit = np.bincount(rows[on & hits], minlength=len(truth))
+        covered = n_pred > 0
+        pr = float(np.mean(n_hit[covered] / n_pred[covered])) if covered.any() else 0.0
+        rc = float(np.mean(n_hit / sizes)) if len(truth) else 0.0
+        f = 2 * pr * rc / (pr + rc) if pr + rc > 0 else 0.0
+        curve.append((tau, f, covered.sum() / max(len(truth), 1)))
+    return pd.DataFrame(curve, columns=["tau", "f", "cov"])
+
+
+def make_source(seed: int, n_queries: int = 48, decoy_strength: float = 0.95,
+                family_neighbours: int = 5) -> CandidateSource:
+    """A window where BP needs the vote share (a high-similarity decoy) and MF does not.
+
+    Each query belongs to a family: five family members (moderate similarity) carry the
+    family's BP and MF terms; one decoy (highest similarity) carries another family's BP terms
+    only; four strangers (low similarity) carry other families' terms. PK queries sit in the
+    corpus with one known BP term and a self-hit in their neighbour list. A poor embedder
+    (``family_neighbours=1``) finds one family member among strangers of similar similarity.
+    """
+    rng = np.random.default_rng(seed)
+    corpus_rows, nb_rows, gt_rows, known_rows = [], [], [], []
+    members = {f: [f"S{seed}F{f}M{i}" for i in range(8)] for f in range(FAMILIES)}
+    decoys = {f: f"S{seed}F{f}D" for f in range(FAMILIES)}
+    for f in range(FAMILIES):
+        for m in members[f]:
+            corpus_rows += [(m, f"GO:B{f}{j}", "BP") for j in range(3)]
+            corpus_rows += [(m, f"GO:M{f}{j}", "MF") for j in range(2)]
+        corpus_rows += [(decoys[f], f"GO:B{(f + 1) % FAMILIES}{j}", "BP") for j in range(3)]
+    for q in range(n_queries):
+        query, f, mode = f"S{seed}Q{q}", q % FAMILIES, MODES[q % 3]
+        nb_rows.append((query, decoys[f], decoy_strength + rng.uniform(-0.02, 0.02)))
+        for m in rng.choice(members[f], size=family_neighbours, replace=False):
+            nb_rows.append((query, str(m), rng.uniform(0.6, 0.8)))
+        strangers = rng.choice([m for g in range(FAMILIES) if g != f for m in members[g]],
+                               size=9 - family_neighbours, replace=False)
+        top = 0.45 if family_neighbours > 1 else 0.8
+        for m in strangers:
+            nb_rows.append((query, str(m), rng.uniform(0.2, top)))
+        aspects = ("BP",) if q % 4 == 3 else ("BP", "MF")
+        for aspect in aspects:
+            terms = [f"GO:B{f}{j}" for j in range(3)] if aspect == "BP" else [
+                f"GO:M{f}{j}" for j in range(2)]
+            gt_rows += [(query, t, aspect, mode) for t in terms]
+        if mode == "PK":
+            corpus_rows.append((query, f"GO:B{f}0", "BP"))
+            known_rows.append((query, f"GO:B{f}0", "BP"))
+            nb_rows.append((query, query, 1.0))
+    neighbours = pd.DataFrame(nb_rows, columns=["query", "neighbour", "similarity"])
+    neighbours["rank"] = neighbours.groupby("query")["similarity"].rank(ascending=False,
+                                                                        method="first")
+    return CandidateSource(
+        neighbours=neighbours,
+        corpus_annotations=pd.DataFrame(corpus_rows, columns=["protein", "term", "aspect"]),
+        ground_truth=pd.DataFrame(gt_rows, columns=["protein", "term", "aspect", "mode"]),
+        known=pd.DataFrame(known_rows, columns=["protein", "term", "aspect"]),
+    )
+
+
+GRID = SelectionGrid(
+    ks=(3, 10),
+    lgbm_params=({"num_leaves": 4, "learning_rate": 0.2, "min_data_in_leaf": 5,
+                  "n_estimators": 40},
+                 {"num_leaves": 8, "learning_rate": 0.1, "min_data_in_leaf": 10,
+                  "n_estimators": 40}),
+    early_stopping_rounds=5,
+)
+
+
+@pytest.fixture(scope="module")
+def selection():
+    # "shuffled" is a poor embedder: its neighbour lists are mostly strangers.
+    train = {"kmer": make_source(1), "shuffled": make_source(2, family_neighbours=1)}
+    valid = {"kmer": make_source(3), "shuffled": make_source(4, family_neighbours=1)}
+    grid_frame, recipe = select_recipe(GRID, train_sets=train, valid_sets=valid,
+                                       scorer=flat_fmax_scorer, window="w1")
+    return train, valid, grid_frame, recipe
+
+
+def test_grid_frame_holds_every_cell(selection):
+    _, _, frame, recipe = selection
+    assert list(frame.columns) == list(GRID_COLUMNS)
+    n_variants = 1 + len(GRID.lgbm_params)
+    assert len(frame) == 2 * len(GRID.ks) * n_variants * 3 * 3
+    keys = frame[["embedder", "k", "variant", "params_id", "aspect", "mode"]]
+    assert not keys.duplicated().any()
+    cc = frame[frame["aspect"] == "CC"]
+    assert set(cc["status"]) <= {"no_targets", "untrainable"}
+    ok = frame[frame["status"] == "ok"]
+    assert ok["fmax"].between(0, 1).all() and (ok["n_targets"] > 0).all()
+    assert frame["selected"].sum() == 3 * 3  # one cell per aspect, all its modes
+    # The recipe is what the grid says: its VALID Fmax per mode is the selected rows' Fmax.
+    for aspect in ("BP", "MF"):
+        chosen = frame[frame["selected"] & (frame["aspect"] == aspect)].set_index("mode")
+        for mode, value in recipe["aspects"][aspect]["valid_fmax_by_mode"].items():
+            assert chosen.loc[mode, "fmax"] == value
+
+
+def test_selective_deploy_uses_the_reranker_only_where_it_helps(selection):
+    _, _, frame, recipe = selection
+    assert recipe["embedder"] == "kmer"
+    assert recipe["embedder_objective"] == pytest.approx(1.0)
+    poor = frame[(frame["embedder"] == "shuffled") & (frame["status"] == "ok")]
+    assert poor.groupby("aspect")["objective"].max().max() < 0.95
+    bp, mf = recipe["aspects"]["BP"], recipe["aspects"]["MF"]
+    # BP: a high-similarity decoy fools max-similarity KNN; the reranker learns the vote share.
+    assert bp["variant"] == "lgbm"
+    assert bp["valid_objective"] > bp["plain_objective"] + 0.1
+    assert bp["n_estimators"] >= 1 and bp["params"] and "n_estimators" not in bp["params"]
+    # MF: plain KNN is already perfect, so no reranker is deployed.
+    assert mf["variant"] == "none" and mf["n_estimators"] is None
+    assert mf["valid_objective"] == pytest.approx(1.0)
+    assert mf["tau"] is not None and set(mf["tau_by_mode"]) == set(MODES)
+    assert recipe["aspects"]["CC"]["valid_objective"] is None
+    assert recipe["window"] == "w1"
+    json.dumps(recipe, allow_nan=False)
+
+
+def test_selection_is_deterministic(selection):
+    train, valid, frame, recipe = selection
+    frame2, recipe2 = select_recipe(GRID, train_sets=train, valid_sets=valid,
+                                    scorer=flat_fmax_scorer, window="w1")
+    assert recipe_hash(recipe2) == recipe_hash(recipe)
+    pd.testing.assert_frame_equal(frame, frame2)
+    assert recipe_hash(json.loads(json.dumps(recipe))) == recipe_hash(recipe)
+    assert recipe_hash({**recipe, "window": "w2"}) != recipe_hash(recipe)
+
+
+def test_selection_signature_has_no_test_input():
+    names = set(inspect.signature(select_recipe).parameters)
+    assert not any("test" in name.lower() for name in names)
+    assert {"train_sets", "valid_sets", "scorer"} <= names
+
+
+def test_apply_recipe_refits_and_scores_a_new_window(selection):
+    _, valid, _, recipe = selection
+    scored = make_source(5)  # the window to score, e.g. TEST growth (t0, t1]
+    predictions = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations,
+                               train=valid["kmer"], embedder="kmer")
+    assert list(predictions.columns) == ["protein", "term", "aspect", "score"]
+    assert predictions["score"].between(0, 1, inclusive="right").all()
+    assert set(predictions["aspect"]) == {"BP", "MF"}
+    truth = scored.ground_truth
+    for aspect in ("BP", "MF"):
+        for mode in MODES:
+            gt = truth[(truth["aspect"] == aspect) & (truth["mode"] == mode)]
+            kn = scored.known[scored.known["aspect"] == aspect] if mode == "PK" else None
+            curve = flat_fmax_scorer(predictions[predictions["aspect"] == aspect], gt, kn, aspect)
+            assert curve["f"].max() > 0.95, (aspect, mode)
+    again = apply_recipe(json.loads(json.dumps(recipe)), scored.neighbours,
+                         scored.corpus_annotations, train=valid["kmer"])
+    pd.testing.assert_frame_equal(predictions, again)
+    with pytest.raises(TempoInputError, match="embedder"):
+        apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
+                     embedder="other")
+
+
+def test_bad_selection_inputs_raise():
+    source = make_source(6, n_queries=6)
+    with pytest.raises(TempoInputError, match="embedder 'b'"):
+        select_recipe({"ks": (3,), "lgbm_params": (), "embedders": ("b",)},
+                      train_sets={"a": source}, valid_sets={"a": source},
+                      scorer=flat_fmax_scorer)
+    with pytest.raises(TempoInputError, match="unknown grid key"):
+        select_recipe({"K": (3,)}, train_sets={"a": source}, valid_sets={"a": source},
+                      scorer=flat_fmax_scorer)
+    with pytest.raises(TempoInputError, match="scorer or an eval_ontology"):
+        select_recipe(GRID, train_sets={"a": source}, valid_sets={"a": source})
+    with pytest.raises(TempoInputError, match="not canonical JSON"):
+        recipe_hash({"tau": float("nan")})
+
+
+def test_default_scorer_runs_the_cafa_evaluator(tmp_path):
+    """End to end with the cafaeval-exact evaluator on a two-level ontology."""
+    from tempo_assets.core.evaluation import EvalOntology
+
+    stanzas = ["format-version: 1.2\n",
+               "[Term]\nid: GO:0008150\nname: bp\nnamespace: biological_process\n",
+               "[Term]\nid: GO:0003674\nname: mf\nnamespace: molecular_function\n"]
+    for f in range(FAMILIES):
+        for j in range(3):
+            stanzas.append(f"[Term]\nid: GO:B{f}{j}\nname: b\nnamespace: biological_process\n"
+                           "is_a: GO:0008150 ! bp\n")
+        for j in range(2):
+            stanzas.append(f"[Term]\nid: GO:M{f}{j}\nname: m\nnamespace: molecular_function\n"
+                           "is_a: GO:0003674 ! mf\n")
+    obo = tmp_path / "go.obo"
+    obo.write_text("\n".join(stanzas))
+    grid = {"ks": (10,), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5}
+    frame, recipe = select_recipe(grid, train_sets={"kmer": make_source(1)},
+                                  valid_sets={"kmer": make_source(3)},
+                                  eval_ontology=EvalOntology.from_obo(obo),
+                                  aspects=("BP", "MF"))
+    assert len(frame) == 2 * 2 * 3
+    assert recipe["aspects"]["BP"]["variant"] == "lgbm"
+    assert recipe["aspects"]["MF"]["variant"] == "none"
+    assert recipe["aspects"]["MF"]["valid_objective"] == pytest.approx(1.0)
+    assert 0 < recipe["aspects"]["BP"]["plain_objective"] < recipe["aspects"]["BP"][
+        "valid_objective"]

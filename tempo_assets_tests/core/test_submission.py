@@ -1,0 +1,134 @@
+"""Tests for tempo_assets.core.submission."""
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core.submission import (
+    SubmissionFormatError,
+    read_cafa_submission,
+    score_cents,
+    write_cafa_submission,
+)
+
+
+def preds(rows):
+    return pd.DataFrame(rows, columns=["protein", "term", "aspect", "score"])
+
+
+def reference_cents(x: float) -> int:
+    return int(Decimal(repr(float(x))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP) * 100)
+
+
+@pytest.mark.parametrize(
+    "score,cents",
+    [(0.005, 1), (0.0049, 0), (0.995, 100), (1.0, 100), (0.125, 13), (0.115, 12), (0.285, 29),
+     (0.575, 58), (0.0, 0), (0.994999, 99), (0.01, 1)],
+)
+def test_score_cents_edge_cases(score, cents):
+    assert score_cents(np.array([score]))[0] == cents == reference_cents(score)
+
+
+def test_score_cents_matches_decimal_reference():
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.random(5000), np.round(rng.random(2000), 3), np.arange(0, 1001) / 1000])
+    expected = np.array([reference_cents(v) for v in values])
+    np.testing.assert_array_equal(score_cents(values), expected)
+
+
+def test_write_format_order_rounding_and_stats(tmp_path):
+    frame = preds(
+        [
+            ("T2", "GO:0000002", "BP", 0.5),
+            ("T1", "GO:0000003", "MF", 0.995),
+            ("T1", "GO:0000001", "BP", 0.5),
+            ("T1", "GO:0000004", "BP", 0.004),  # rounds to 0.00: dropped
+            ("T1", "GO:0000005", "CC", 0.005),
+            ("T1", "GO:0000001", "BP", 0.2),  # duplicate pair: max kept
+        ]
+    )
+    stats = write_cafa_submission(frame, tmp_path / "sub.tsv")
+    text = (tmp_path / "sub.tsv").read_text()
+    assert text == (
+        "T1\tGO:0000003\t1.00\n"
+        "T1\tGO:0000001\t0.50\n"
+        "T1\tGO:0000005\t0.01\n"
+        "T2\tGO:0000002\t0.50\n"
+    )
+    assert stats == {"rows": 4, "targets": 2, "dropped_zero": 1, "truncated": 0, "duplicates": 1}
+
+
+def test_truncation_per_target_and_aspect_keeps_top_scores_ties_by_term(tmp_path):
+    rows = [("T", f"GO:{i:07d}", "BP", 0.5) for i in range(10, 0, -1)]
+    rows += [("T", "GO:0000100", "BP", 0.9)]
+    rows += [("T", f"GO:{200 + i:07d}", "MF", 0.1) for i in range(3)]
+    stats = write_cafa_submission(preds(rows), tmp_path / "s.tsv", max_terms_per_aspect=4)
+    got = read_cafa_submission(tmp_path / "s.tsv")
+    assert got["term"].tolist() == [
+        "GO:0000100", "GO:0000001", "GO:0000002", "GO:0000003",
+        "GO:0000200", "GO:0000201", "GO:0000202",
+    ]
+    assert stats["truncated"] == 7 and stats["rows"] == 7
+
+
+def test_byte_identical_for_shuffled_input(tmp_path):
+    rng = np.random.default_rng(1)
+    frame = preds(
+        [(f"T{rng.integers(5)}", f"GO:{rng.integers(50):07d}", str(rng.choice(["BP", "MF"])), float(rng.random()))
+         for _ in range(300)]
+    )
+    write_cafa_submission(frame, tmp_path / "a.tsv", max_terms_per_aspect=7, author="Tempo", keywords=["knn"])
+    write_cafa_submission(frame.sample(frac=1, random_state=3), tmp_path / "b.tsv", max_terms_per_aspect=7,
+                          author="Tempo", keywords=["knn"])
+    assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
+
+
+def test_header_and_end(tmp_path):
+    write_cafa_submission(preds([("T", "GO:0000001", "BP", 0.3)]), tmp_path / "h.tsv", author="Tempo",
+                          model=2, keywords=["sequence similarity", "machine learning"])
+    lines = (tmp_path / "h.tsv").read_text().splitlines()
+    assert lines == ["AUTHOR\tTempo", "MODEL\t2", "KEYWORDS\tsequence similarity, machine learning.",
+                     "T\tGO:0000001\t0.30", "END"]
+    got = read_cafa_submission(tmp_path / "h.tsv")
+    assert got.attrs["header"]["AUTHOR"] == "Tempo" and got["score"].tolist() == [0.3]
+
+
+@pytest.mark.parametrize("score", [1.0000001, -0.1, float("nan")])
+def test_bad_scores_raise_and_leave_previous_file(tmp_path, score):
+    path = tmp_path / "s.tsv"
+    path.write_text("previous\n")
+    with pytest.raises(SubmissionFormatError, match="outside"):
+        write_cafa_submission(preds([("T", "GO:0000001", "BP", score)]), path)
+    assert path.read_text() == "previous\n"
+
+
+@pytest.mark.parametrize(
+    "body,line,message",
+    [
+        ("T\tGO:0000001\t0.5\nT\tGO:0000001\t0.4\n", 2, "already given"),
+        ("T\tGO:1\t0.5\n", 1, "not a GO id"),
+        ("T\tGO:0000001\t0.00\n", 1, "outside"),
+        ("T\tGO:0000001\t1.50\n", 1, "outside"),
+        ("T\tGO:0000001\t0.555\n", 1, "two decimals"),
+        ("T\tGO:0000001\n", 1, "fields"),
+        ("AUTHOR\tX\nT\tGO:0000001\t0.5\nEND\nT\tGO:0000002\t0.5\n", 4, "after END"),
+        ("T\tGO:0000001\t0.5\nMODEL\t1\n", 2, "after predictions"),
+    ],
+)
+def test_reader_errors_name_file_and_line(tmp_path, body, line, message):
+    path = tmp_path / "bad.tsv"
+    path.write_text(body)
+    with pytest.raises(SubmissionFormatError, match=rf"bad\.tsv:{line}: .*{message}"):
+        read_cafa_submission(path)
+
+
+def test_roundtrip_scores(tmp_path):
+    rng = np.random.default_rng(2)
+    frame = preds([("T", f"GO:{i:07d}", "BP", float(rng.random())) for i in range(100)])
+    write_cafa_submission(frame, tmp_path / "r.tsv")
+    got = read_cafa_submission(tmp_path / "r.tsv").set_index("term")["score"]
+    expected = {t: reference_cents(s) / 100 for t, s in zip(frame["term"], frame["score"]) if reference_cents(s) > 0}
+    assert got.to_dict() == expected

@@ -1,0 +1,599 @@
+"""The SQL warehouse: every model on hand-computed synthetic frames, checks with planted
+violations, partition atomicity, and the SQL growth against the Python reference."""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from tempo_assets.core import warehouse as warehouse_module
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.warehouse import (
+    Warehouse,
+    WarehouseError,
+    default_sql_dir,
+    default_warehouse_url,
+    ontology_frames,
+)
+
+OLD, NEW = "2014-09-29", "2019-01-14"
+WINDOW = "2010-01-01__2014-09-29__2019-01-14__2022-09-12"
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive"
+
+# Two tiny ontologies. MF: M1 <- M2 <- M3, M1 <- M5 (old only; at NEW, M5 is an alt id of M2),
+# M1 <- M4 (NEW only). BP: B1 <- B2. CC: C1 <- C2.
+M1, M2, M3, M4, M5 = (f"GO:000000{i}" for i in range(1, 6))
+B1, B2, C1, C2 = "GO:0000011", "GO:0000012", "GO:0000021", "GO:0000022"
+_OBO_TERM = "[Term]\nid: {id}\nname: {id}\nnamespace: {ns}\n{extra}\n"
+_NS = {"M": "molecular_function", "B": "biological_process", "C": "cellular_component"}
+
+
+def _obo(path: Path, version: str, stanzas: list[tuple[str, str, str]]) -> Path:
+    body = f"format-version: 1.2\ndata-version: releases/{version}\n\n"
+    body += "\n".join(_OBO_TERM.format(id=i, ns=_NS[kind], extra=extra)
+                      for i, kind, extra in stanzas)
+    path.write_text(body)
+    return path
+
+
+def _old_obo(folder: Path) -> Path:
+    return _obo(folder / "old.obo", OLD, [
+        (M1, "M", ""), (M2, "M", f"is_a: {M1}"), (M3, "M", f"is_a: {M2}"),
+        (M5, "M", f"is_a: {M1}"), (B1, "B", ""), (B2, "B", f"is_a: {B1}"),
+        (C1, "C", ""), (C2, "C", f"is_a: {C1}"),
+    ])
+
+
+def _new_obo(folder: Path) -> Path:
+    return _obo(folder / "new.obo", NEW, [
+        (M1, "M", ""), (M2, "M", f"is_a: {M1}\nalt_id: {M5}"), (M3, "M", f"is_a: {M2}"),
+        (M4, "M", f"is_a: {M1}"), (B1, "B", ""), (B2, "B", f"is_a: {B1}"),
+        (C1, "C", ""), (C2, "C", f"is_a: {C1}"),
+    ])
+
+
+def _closure(pairs: dict[str, tuple[str, ...]], aspect: dict[str, str]) -> pd.DataFrame:
+    rows = [(t, a, aspect[t]) for t, ancestors in pairs.items() for a in (t, *ancestors)]
+    return pd.DataFrame(rows, columns=["term", "ancestor", "aspect"])
+
+
+_ASPECT = {M1: "MF", M2: "MF", M3: "MF", M4: "MF", M5: "MF", B1: "BP", B2: "BP", C1: "CC",
+           C2: "CC"}
+OLD_CLOSURE = _closure({M1: (), M2: (M1,), M3: (M2, M1), M5: (M1,), B1: (), B2: (B1,), C1: (),
+                        C2: (C1,)}, _ASPECT)
+NEW_CLOSURE = _closure({M1: (), M2: (M1,), M3: (M2, M1), M4: (M1,), B1: (), B2: (B1,), C1: (),
+                        C2: (C1,)}, _ASPECT)
+NEW_ALT_IDS = pd.DataFrame({"alt_id": [M5], "term": [M2]})
+
+
+def _annotations(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """(protein, term, evidence) -> a cleaned annotation frame."""
+    frame = pd.DataFrame(rows, columns=["protein", "term", "evidence"])
+    frame["aspect"] = frame["term"].map(_ASPECT)
+    frame["is_experimental"] = frame["evidence"] != "IEA"
+    frame["date"] = 20100101
+    frame["qualifier"] = None
+    return frame
+
+
+OLD_ANNOTATIONS = _annotations([
+    ("P1", M2, "IDA"), ("P1", B2, "IMP"),
+    ("P2", B2, "EXP"), ("P2", M3, "IEA"),
+    ("P3", C2, "IEA"),
+    ("P4", M3, "IDA"),
+    ("P5", C2, "IDA"),          # no sequence at OLD
+    ("P6", M2, "IDA"),          # sequence changes at NEW
+    ("P7", M5, "IDA"),          # M5 becomes an alt id of M2
+    ("P8", M3, "TAS"),
+])
+NEW_ANNOTATIONS = _annotations([
+    ("P1", M3, "IDA"), ("P1", B2, "IMP"),
+    ("P2", M2, "IPI"), ("P2", B2, "EXP"),
+    ("P3", C2, "HDA"),
+    ("P4", M2, "IDA"),
+    ("P5", C2, "IDA"), ("P5", M2, "IDA"),
+    ("P6", M3, "IDA"),
+    ("P7", M2, "IDA"),
+    ("P8", M4, "IDA"),
+])
+
+
+def _sha(text_: str) -> str:
+    return hashlib.sha256(text_.encode()).hexdigest()
+
+
+OLD_SEQUENCES = pd.DataFrame({"protein": ["P1", "P2", "P3", "P4", "P6", "P7", "P8"],
+                              "sequence_sha256": [_sha(p) for p in
+                                                  ["P1", "P2", "P3", "P4", "P6", "P7", "P8"]]})
+NEW_SEQUENCES = pd.DataFrame({"protein": ["P1", "P3", "P4", "P5", "P6", "P7", "P8"],
+                              "sequence_sha256": [_sha(p) for p in
+                                                  ["P1", "P3", "P4", "P5", "P6x", "P7", "P8"]]})
+
+# hand-computed growth (OLD, NEW]
+EXPECTED_TARGETS = {("P1", "MF", "PK"), ("P2", "MF", "LK"), ("P3", "CC", "NK"),
+                    ("P8", "MF", "PK")}
+EXPECTED_TRUTH = {("P1", M1, "MF", "PK"), ("P1", M2, "MF", "PK"), ("P1", M3, "MF", "PK"),
+                  ("P2", M1, "MF", "LK"), ("P2", M2, "MF", "LK"),
+                  ("P3", C1, "CC", "NK"), ("P3", C2, "CC", "NK"),
+                  ("P8", M1, "MF", "PK"), ("P8", M4, "MF", "PK")}
+EXPECTED_KNOWN = {("P1", M1, "MF"), ("P1", M2, "MF"),
+                  ("P8", M1, "MF"), ("P8", M2, "MF"), ("P8", M3, "MF")}
+
+
+def _rows(frame: pd.DataFrame, columns: list[str]) -> set[tuple]:
+    return set(map(tuple, frame[columns].astype(str).to_numpy()))
+
+
+@pytest.fixture
+def wh(tmp_path):
+    warehouse = Warehouse(f"sqlite:///{tmp_path / 'warehouse.sqlite'}")
+    yield warehouse
+    warehouse.close()
+
+
+def _load_both(wh: Warehouse) -> None:
+    wh.load_annotations(OLD, OLD_ANNOTATIONS)
+    wh.load_annotations(NEW, NEW_ANNOTATIONS)
+    wh.load_term_closure(OLD, OLD_CLOSURE)
+    wh.load_term_closure(NEW, NEW_CLOSURE, NEW_ALT_IDS)
+    wh.load_sequences(OLD, OLD_SEQUENCES)
+    wh.load_sequences(NEW, NEW_SEQUENCES)
+
+
+@pytest.fixture
+def built(wh):
+    """Both releases loaded and every mart built up to the growth."""
+    _load_both(wh)
+    for release in (OLD, NEW):
+        wh.run_model("experimental_annotations", release_id=release)
+        wh.run_model("nonexperimental_annotations", release_id=release)
+    wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
+    return wh
+
+
+# ---------------------------------------------------------------------------------------------
+# schema and registry
+
+def test_window_role_check_constraint_rejects_train(wh):
+    insert = text("insert into evaluation_sets (window_key, window_role, old_release, "
+                  "new_release, protein, aspect, term, mode, is_ground_truth, is_known) values "
+                  "(:w, :role, :o, :n, 'P1', 'MF', :t, 'PK', 1, 0)")
+    values = {"w": WINDOW, "o": OLD, "n": NEW, "t": M1}
+    with wh.engine.begin() as conn:
+        conn.execute(insert, {**values, "role": "valid"})
+        conn.execute(insert, {**values, "role": "test"})
+        conn.execute(insert, {**values, "role": None})
+    with pytest.raises(IntegrityError, match="window_role"):
+        with wh.engine.begin() as conn:
+            conn.execute(insert, {**values, "role": "train"})
+    assert len(wh.read_table("evaluation_sets")) == 3
+
+
+def test_models_are_listed_in_dependency_order_with_grain_and_params(wh):
+    models = wh.models()
+    names = [m.name for m in models]
+    assert names[:4] == ["stg_annotations", "stg_term_closure", "stg_term_alt_ids",
+                         "stg_sequences"]
+    for position, model in enumerate(models):
+        assert model.grain.startswith("one row per ("), model.name
+        assert set(model.depends_on) <= set(names[:position]), model.name
+        assert set(model.partition) <= set(model.params)
+    by_name = {m.name: m for m in models}
+    assert by_name["annotation_growth"].params == ("old_release", "new_release")
+    assert set(by_name["evaluation_sets"].params) == {"window_key", "window_role",
+                                                      "old_release", "new_release"}
+    assert by_name["evaluation_sets"].partition == ("window_key", "window_role")
+    assert {c.relation for c in wh.checks()} <= set(names)
+
+
+def test_default_warehouse_url(monkeypatch, tmp_path):
+    monkeypatch.setenv("TEMPO_WAREHOUSE_URL", "postgresql://db/tempo")
+    assert default_warehouse_url() == "postgresql://db/tempo"
+    monkeypatch.delenv("TEMPO_WAREHOUSE_URL")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    assert default_warehouse_url() == f"sqlite:///{tmp_path.resolve()}/tempo_warehouse.sqlite"
+    monkeypatch.delenv("DAGSTER_HOME")
+    assert default_warehouse_url().endswith("/.tempo_cache/tempo_warehouse.sqlite")
+
+
+# ---------------------------------------------------------------------------------------------
+# models on hand-computed frames
+
+def test_propagation_marts(built):
+    experimental = built.read_table("experimental_annotations", release_id=OLD)
+    assert _rows(experimental, ["protein", "term", "aspect"]) == {
+        ("P1", M1, "MF"), ("P1", M2, "MF"), ("P1", B1, "BP"), ("P1", B2, "BP"),
+        ("P2", B1, "BP"), ("P2", B2, "BP"),
+        ("P4", M1, "MF"), ("P4", M2, "MF"), ("P4", M3, "MF"),
+        ("P5", C1, "CC"), ("P5", C2, "CC"),
+        ("P6", M1, "MF"), ("P6", M2, "MF"),
+        ("P7", M1, "MF"), ("P7", M5, "MF"),
+        ("P8", M1, "MF"), ("P8", M2, "MF"), ("P8", M3, "MF"),
+    }
+    assert len(experimental) == 18  # one row per (protein, term): no duplicates
+    non_experimental = built.read_table("nonexperimental_annotations", release_id=OLD)
+    assert _rows(non_experimental, ["protein", "term", "aspect"]) == {
+        ("P2", M1, "MF"), ("P2", M2, "MF"), ("P2", M3, "MF"), ("P3", C1, "CC"), ("P3", C2, "CC"),
+    }
+    assert set(built.read_table("experimental_annotations")["release_id"]) == {OLD, NEW}
+
+
+def test_annotation_growth_hand_computed(built):
+    growth = built.read_growth(OLD, NEW)
+    assert _rows(growth.targets, ["protein", "aspect", "mode"]) == EXPECTED_TARGETS
+    assert len(growth.targets) == len(EXPECTED_TARGETS)
+    assert _rows(growth.ground_truth, ["protein", "term", "aspect", "mode"]) == EXPECTED_TRUTH
+    assert _rows(growth.known, ["protein", "term", "aspect"]) == EXPECTED_KNOWN
+    raw = built.read_table("annotation_growth")
+    # P8's M2 and M3 are known at OLD but gone at NEW: kept as known, not as ground truth
+    known_only = raw[~raw["is_ground_truth"].astype(bool)]
+    assert _rows(known_only, ["protein", "term"]) == {("P8", M2), ("P8", M3)}
+
+
+def test_evaluation_sets_tag_roles_and_read_back(built):
+    built.run_model("evaluation_sets", window_key=WINDOW, window_role="test",
+                    old_release=OLD, new_release=NEW)
+    built.run_model("evaluation_sets", window_key="adhoc", window_role=None,
+                    old_release=OLD, new_release=NEW)
+    test_set = built.read_evaluation_set(WINDOW, "test")
+    assert _rows(test_set.targets, ["protein", "aspect", "mode"]) == EXPECTED_TARGETS
+    assert _rows(test_set.ground_truth, ["protein", "term", "aspect", "mode"]) == EXPECTED_TRUTH
+    assert _rows(test_set.known, ["protein", "term", "aspect"]) == EXPECTED_KNOWN
+    assert len(built.read_evaluation_set("adhoc", None).targets) == len(EXPECTED_TARGETS)
+    with pytest.raises(WarehouseError, match="no evaluation set"):
+        built.read_evaluation_set(WINDOW, "valid")
+    with pytest.raises(WarehouseError, match="window_role"):
+        built.read_evaluation_set(WINDOW, "train")
+    stored = built.read_table("evaluation_sets", window_key=WINDOW)
+    assert set(stored["window_role"]) == {"test"}
+
+
+def test_rerun_is_idempotent_and_partition_scoped(built):
+    before_old = built.read_table("experimental_annotations", release_id=OLD)
+    before_new = built.read_table("experimental_annotations", release_id=NEW)
+    run = built.run_model("experimental_annotations", release_id=NEW)
+    assert run.rows == len(before_new) and run.partition == {"release_id": NEW}
+    pd.testing.assert_frame_equal(built.read_table("experimental_annotations", release_id=NEW),
+                                  before_new)
+    pd.testing.assert_frame_equal(built.read_table("experimental_annotations", release_id=OLD),
+                                  before_old)
+    # reloading a staging partition replaces it, and a re-run follows the new input
+    built.load_annotations(NEW, NEW_ANNOTATIONS[NEW_ANNOTATIONS["protein"] != "P1"])
+    assert built.load_annotations(OLD, OLD_ANNOTATIONS) == len(OLD_ANNOTATIONS)
+    assert len(built.read_table("stg_annotations", release_id=OLD)) == len(OLD_ANNOTATIONS)
+    built.run_model("experimental_annotations", release_id=NEW)
+    after = built.read_table("experimental_annotations", release_id=NEW)
+    assert "P1" not in set(after["protein"])
+    assert len(after) == len(before_new) - 5  # P1 held M1 M2 M3 B1 B2
+
+
+def test_failed_model_run_keeps_previous_rows(built, tmp_path):
+    before = built.read_table("experimental_annotations", release_id=OLD)
+    broken_dir = tmp_path / "sql"
+    shutil.copytree(default_sql_dir(), broken_dir)
+    model = broken_dir / "marts" / "experimental_annotations.sql"
+    # a NULL aspect violates NOT NULL part-way through the insert, after the delete
+    model.write_text(model.read_text().replace("        p.aspect\n",
+                                               "        case when p.protein = 'P8' then null "
+                                               "else p.aspect end as aspect\n"))
+    broken = Warehouse(built.url, sql_dir=broken_dir)
+    with pytest.raises(IntegrityError):
+        broken.run_model("experimental_annotations", release_id=OLD)
+    broken.close()
+    pd.testing.assert_frame_equal(built.read_table("experimental_annotations", release_id=OLD),
+                                  before)
+
+
+def test_failed_load_keeps_previous_rows(wh, monkeypatch):
+    wh.load_annotations(OLD, OLD_ANNOTATIONS)
+    monkeypatch.setattr(warehouse_module, "_LOAD_CHUNK", 3)
+
+    def failing_chunks(columns):
+        chunks = Warehouse._chunks(columns)
+        yield next(chunks)
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(wh, "_chunks", failing_chunks)
+    with pytest.raises(RuntimeError, match="disk full"):
+        wh.load_annotations(OLD, NEW_ANNOTATIONS)
+    stored = wh.read_table("stg_annotations", release_id=OLD)
+    assert _rows(stored, ["protein", "term", "evidence"]) == _rows(
+        OLD_ANNOTATIONS, ["protein", "term", "evidence"])
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+
+def test_models_refuse_missing_inputs_and_bad_parameters(wh):
+    with pytest.raises(WarehouseError, match="stg_annotations holds no rows"):
+        wh.run_model("experimental_annotations", release_id=OLD)
+    wh.load_annotations(OLD, OLD_ANNOTATIONS)
+    with pytest.raises(WarehouseError, match="stg_term_closure holds no rows"):
+        wh.run_model("experimental_annotations", release_id=OLD)
+    with pytest.raises(WarehouseError, match="missing \\['release_id'\\]"):
+        wh.run_model("experimental_annotations")
+    with pytest.raises(WarehouseError, match="unexpected \\['cutoff'\\]"):
+        wh.run_model("experimental_annotations", release_id=OLD, cutoff=OLD)
+    with pytest.raises(WarehouseError, match="not a release id"):
+        wh.run_model("experimental_annotations", release_id="2014-9-29")
+    with pytest.raises(WarehouseError, match="must precede"):
+        wh.run_model("annotation_growth", old_release=NEW, new_release=OLD)
+    with pytest.raises(WarehouseError, match="window_role='train'"):
+        wh.run_model("evaluation_sets", window_key=WINDOW, window_role="train",
+                     old_release=OLD, new_release=NEW)
+    with pytest.raises(WarehouseError, match="staging relation"):
+        wh.run_model("stg_annotations", release_id=OLD)
+    with pytest.raises(WarehouseError, match="unknown model"):
+        wh.run_model("gold_standard", release_id=OLD)
+    with pytest.raises(WarehouseError, match="no column 'cutoff'"):
+        wh.read_table("stg_annotations", cutoff=OLD)
+
+
+def test_growth_refuses_a_release_without_sequences(wh):
+    wh.load_annotations(OLD, OLD_ANNOTATIONS)
+    wh.load_annotations(NEW, NEW_ANNOTATIONS)
+    wh.load_term_closure(OLD, OLD_CLOSURE)
+    wh.load_term_closure(NEW, NEW_CLOSURE, NEW_ALT_IDS)
+    wh.run_model("experimental_annotations", release_id=OLD)
+    wh.run_model("experimental_annotations", release_id=NEW)
+    with pytest.raises(WarehouseError, match="stg_sequences holds no rows"):
+        wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda f: f.drop(columns="evidence"), "lacks column"),
+    (lambda f: f.assign(term=[None] + list(f["term"][1:])), "'term' is null at row 0"),
+    (lambda f: f.assign(aspect=["P"] * len(f)), "'aspect' holds 'P' at row 0"),
+    (lambda f: f.assign(is_experimental="yes"), "'is_experimental' holds 'yes'"),
+])
+def test_load_annotations_names_the_bad_key(wh, mutate, message):
+    with pytest.raises(TempoInputError, match=re.escape(message)) as error:
+        wh.load_annotations(OLD, mutate(OLD_ANNOTATIONS.copy()))
+    assert "stg_annotations[release_id=2014-09-29]" in str(error.value)
+
+
+def test_other_loaders_validate(wh):
+    with pytest.raises(WarehouseError, match="not a lowercase hex sha256"):
+        wh.load_sequences(OLD, OLD_SEQUENCES.assign(sequence_sha256="abc"))
+    twice = pd.concat([OLD_SEQUENCES, OLD_SEQUENCES.assign(sequence_sha256=_sha("x"))])
+    with pytest.raises(WarehouseError, match="two different sequence hashes"):
+        wh.load_sequences(OLD, twice)
+    with pytest.raises(WarehouseError, match="more than one aspect"):
+        wh.load_term_closure(OLD, pd.concat([OLD_CLOSURE, pd.DataFrame(
+            {"term": [M2], "ancestor": [B1], "aspect": ["BP"]})]))
+    with pytest.raises(WarehouseError, match="alt id must not be a live term"):
+        wh.load_term_closure(NEW, NEW_CLOSURE, pd.DataFrame({"alt_id": [M3], "term": [M2]}))
+    with pytest.raises(WarehouseError, match="not a release id"):
+        wh.load_sequences("latest", OLD_SEQUENCES)
+    assert wh.read_table("stg_sequences").empty
+
+
+# ---------------------------------------------------------------------------------------------
+# checks: each passes on clean data and finds a planted violation
+
+def _clean_checks(wh: Warehouse) -> None:
+    for check in wh.checks():
+        params = {"release_id": OLD, "old_release": OLD, "new_release": NEW}
+        found = wh.run_check(check.name, **{k: params[k] for k in check.params})
+        assert found.empty, (check.name, found)
+
+
+def test_checks_pass_on_clean_data(built):
+    built.run_model("evaluation_sets", window_key=WINDOW, window_role="test",
+                    old_release=OLD, new_release=NEW)
+    _clean_checks(built)
+    assert len(built.checks()) >= 10
+
+
+def test_staging_checks_find_planted_violations(wh):
+    planted = _annotations([("P1", M2, "IDA"), ("P2", M3, "IEA"), ("P3", M2, "IDA"),
+                            ("P4", "GO:0099999", "IDA"), ("P5", M1, "IMP")])
+    planted.loc[0, "qualifier"] = "NOT|enables"
+    planted.loc[4, "qualifier"] = "contributes_to"
+    planted.loc[1, "is_experimental"] = True       # IEA flagged experimental
+    planted.loc[2, "aspect"] = "BP"                # M2 is MF in the ontology
+    planted.loc[3, "aspect"] = "MF"
+    wh.load_annotations(OLD, planted)
+    wh.load_term_closure(OLD, OLD_CLOSURE[~((OLD_CLOSURE["term"] == B2)
+                                            & (OLD_CLOSURE["ancestor"] == B2))])
+
+    def found(name, columns):
+        return _rows(wh.run_check(name, release_id=OLD), columns)
+
+    assert found("stg_annotations__no_not_qualifier", ["protein", "qualifier"]) == {
+        ("P1", "NOT|enables")}
+    assert found("stg_annotations__experimental_flag_matches_evidence",
+                 ["protein", "evidence"]) == {("P2", "IEA")}
+    assert found("stg_annotations__aspect_matches_ontology",
+                 ["term", "gaf_aspect", "ontology_aspect"]) == {(M2, "BP", "MF")}
+    assert found("stg_annotations__terms_in_closure", ["term", "n_annotations"]) == {
+        ("GO:0099999", "1")}
+    assert found("stg_term_closure__reflexive", ["term"]) == {(B2,)}
+
+
+def test_growth_checks_find_planted_violations(built):
+    # P1's sequence disappears from OLD after the growth was built
+    built.load_sequences(OLD, OLD_SEQUENCES[OLD_SEQUENCES["protein"] != "P1"])
+    found = built.run_check("annotation_growth__targets_have_sequence",
+                            old_release=OLD, new_release=NEW)
+    assert _rows(found, ["protein", "aspect", "mode"]) == {("P1", "MF", "PK")}
+    with built.engine.begin() as conn:
+        conn.execute(text("update annotation_growth set is_known = :yes "
+                          "where protein = 'P2' and term = :term"), {"yes": True, "term": M1})
+        conn.execute(text("update annotation_growth set is_known = :yes where protein = 'P8'"),
+                     {"yes": True})
+    found = built.run_check("annotation_growth__known_only_for_pk",
+                            old_release=OLD, new_release=NEW)
+    assert _rows(found, ["protein", "term", "mode"]) == {("P2", M1, "LK")}
+    found = built.run_check("annotation_growth__targets_gain_a_term",
+                            old_release=OLD, new_release=NEW)
+    assert _rows(found, ["protein", "aspect", "mode"]) == {("P8", "MF", "PK")}
+
+
+def test_evaluation_set_checks_find_planted_violations(built):
+    # the same growth as VALID and TEST: VALID does not end before TEST starts
+    for role in ("valid", "test"):
+        built.run_model("evaluation_sets", window_key=WINDOW, window_role=role,
+                        old_release=OLD, new_release=NEW)
+    found = built.run_check("evaluation_sets__valid_precedes_test")
+    assert _rows(found, ["window_key", "valid_new_release", "test_old_release"]) == {
+        (WINDOW, NEW, OLD)}
+    assert built.run_check("evaluation_sets__role_is_valid_or_test").empty
+    # only a connection that switches the CHECK constraint off can plant a 'train' set
+    with built.engine.begin() as conn:
+        conn.execute(text("pragma ignore_check_constraints = on"))
+        conn.execute(text("update evaluation_sets set window_role = 'train' "
+                          "where window_role = 'valid'"))
+        conn.execute(text("pragma ignore_check_constraints = off"))
+    found = built.run_check("evaluation_sets__role_is_valid_or_test")
+    assert _rows(found, ["window_key", "window_role"]) == {(WINDOW, "train")}
+
+
+# ---------------------------------------------------------------------------------------------
+# the SQL files themselves
+
+SQL_FILES = sorted(default_sql_dir().rglob("*.sql"))
+
+
+def _code(sql: str) -> str:
+    """The SQL without comments and string literals."""
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    return re.sub(r"'[^']*'", "''", code)
+
+
+@pytest.mark.parametrize("path", SQL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_sql_files_follow_house_style(path):
+    sql = path.read_text()
+    assert len(SQL_FILES) >= 17
+    assert sql.startswith("-- one row per "), "first line states the grain"
+    # values are bound, never formatted into the text
+    assert not re.search(r"\{|\}|%s|%\(|%d|\.format\(", sql), "string formatting in SQL"
+    code = _code(sql)
+    assert ";" not in code.strip().rstrip(";"), "one statement per file"
+    assert not re.search(r"\b(SELECT|FROM|WHERE|JOIN|INSERT|INTO|VALUES|GROUP|ORDER|WITH|AS|"
+                         r"AND|OR|NOT|NULL|CASE|WHEN|THEN|ELSE|END|DISTINCT|UNION)\b", code), \
+        "lowercase keywords"
+    if path.parent.name == "staging":
+        assert code.lstrip().startswith("insert into stg_")
+    else:
+        assert code.lstrip().startswith("with ")
+        assert code.strip().endswith("select * from final")
+        # every table reference has an explicit alias
+        for match in re.finditer(r"\b(?:from|join)\s+(\w+)(\s+as\s+\w+)?", code):
+            assert match.group(2) or match.group(1) == "final", \
+                f"{match.group(1)} without an alias in {path.name}"
+
+
+# ---------------------------------------------------------------------------------------------
+# against the Python reference (core/growth.py)
+
+def _python_growth(old_ontology, new_ontology, sequences, new_sequences=None):
+    from tempo_assets.core.annotations import experimental_annotations
+    from tempo_assets.core.growth import align_terms, annotation_growth
+
+    old, _ = experimental_annotations(OLD_GAF_FRAMES["old"], old_ontology)
+    new, _ = experimental_annotations(OLD_GAF_FRAMES["new"], new_ontology)
+    aligned, _ = align_terms(old, new_ontology)
+    return annotation_growth(aligned, new, sequences, new_sequences)
+
+
+OLD_GAF_FRAMES = {"old": OLD_ANNOTATIONS, "new": NEW_ANNOTATIONS}
+
+
+def _assert_same_growth(sql, python) -> None:
+    assert _rows(sql.targets, ["protein", "aspect", "mode"]) == _rows(
+        python.targets, ["protein", "aspect", "mode"])
+    assert len(sql.targets) == len(python.targets)
+    assert _rows(sql.ground_truth, ["protein", "term", "aspect", "mode"]) == _rows(
+        python.ground_truth, ["protein", "term", "aspect", "mode"])
+    assert len(sql.ground_truth) == len(python.ground_truth)
+    assert _rows(sql.known, ["protein", "term", "aspect"]) == _rows(
+        python.known, ["protein", "term", "aspect"])
+    assert len(sql.known) == len(python.known)
+
+
+def test_sql_growth_matches_python_reference_on_synthetic_ontologies(wh, tmp_path):
+    from tempo_assets.core.ontology import parse_obo
+
+    old_ontology, new_ontology = parse_obo(_old_obo(tmp_path)), parse_obo(_new_obo(tmp_path))
+    closure, alt_ids = ontology_frames(new_ontology)
+    assert _rows(closure, ["term", "ancestor", "aspect"]) == _rows(
+        NEW_CLOSURE, ["term", "ancestor", "aspect"])
+    assert _rows(alt_ids, ["alt_id", "term"]) == {(M5, M2)}
+    wh.load_annotations(OLD, OLD_ANNOTATIONS)
+    wh.load_annotations(NEW, NEW_ANNOTATIONS)
+    wh.load_ontology(OLD, old_ontology)
+    wh.load_ontology(NEW, new_ontology)
+    wh.load_sequences(OLD, OLD_SEQUENCES)
+    wh.load_sequences(NEW, NEW_SEQUENCES)
+    for release in (OLD, NEW):
+        wh.run_model("experimental_annotations", release_id=release)
+    wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
+    sql = wh.read_growth(OLD, NEW)
+    python = _python_growth(
+        old_ontology, new_ontology,
+        dict(zip(OLD_SEQUENCES["protein"], OLD_SEQUENCES["sequence_sha256"])),
+        dict(zip(NEW_SEQUENCES["protein"], NEW_SEQUENCES["sequence_sha256"])))
+    _assert_same_growth(sql, python)
+    assert _rows(sql.targets, ["protein", "aspect", "mode"]) == EXPECTED_TARGETS
+
+
+@pytest.mark.slow
+def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
+    """Human 2014-09-29 -> 2019-01-14, a 1-in-8 sample of proteins (by accession hash)."""
+    from tempo_assets.core.annotations import (
+        clean_annotations,
+        experimental_annotations,
+        split_by_evidence,
+    )
+    from tempo_assets.core.fasta import read_fasta, sequence_sha256
+    from tempo_assets.core.gaf import read_gaf
+    from tempo_assets.core.growth import align_terms, annotation_growth
+    from tempo_assets.core.ontology import parse_obo
+
+    def sample(frame):
+        keep = frame["protein"].map(lambda p: hashlib.md5(p.encode()).digest()[0] % 8 == 0)
+        return frame[keep.to_numpy(dtype=bool)].reset_index(drop=True)
+
+    releases = {OLD: ("goa/goa_human_2014-09-29.gaf.gz", "go/go_2014-10-27.obo.gz"),
+                NEW: ("goa/goa_human_2019-01-14.gaf.gz", "go/go_2019-01-27.obo.gz")}
+    propagated, ontologies, seeds = {}, {}, {}
+    for release, (gaf, obo) in releases.items():
+        frame = sample(read_gaf(DATA / gaf))
+        ontology = ontologies[release] = parse_obo(DATA / obo)
+        experimental, non_experimental = split_by_evidence(frame)
+        experimental, _ = clean_annotations(experimental, ontology)
+        non_experimental, _ = clean_annotations(non_experimental, ontology)
+        wh.load_annotations(release, pd.concat([experimental.assign(is_experimental=True),
+                                                non_experimental.assign(is_experimental=False)]))
+        propagated[release], _ = experimental_annotations(frame, ontology)
+        seeds[release] = set(experimental["term"])
+    aligned, _ = align_terms(propagated[OLD], ontologies[NEW])
+    # the closure rows the sample can reach keep the load small; the join is the same
+    reach = {OLD: seeds[OLD],
+             NEW: seeds[NEW] | {ontologies[NEW].resolve(t) for t in propagated[OLD]["term"]}}
+    for release, ontology in ontologies.items():
+        closure, alt_ids = ontology_frames(ontology)
+        wh.load_term_closure(release, closure[closure["term"].isin(reach[release])], alt_ids[
+            alt_ids["term"].isin(reach[release])])
+        wh.run_model("experimental_annotations", release_id=release)
+        sql_propagated = wh.read_table("experimental_annotations", release_id=release)
+        assert _rows(sql_propagated, ["protein", "term", "aspect"]) == _rows(
+            propagated[release], ["protein", "term", "aspect"])
+    sequences = {acc: sequence_sha256(seq) for acc, seq in read_fasta(
+        DATA / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz").items()}
+    wh.load_sequences(OLD, pd.DataFrame({"protein": list(sequences),
+                                         "sequence_sha256": list(sequences.values())}))
+    wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
+    sql = wh.read_growth(OLD, NEW)
+    python = annotation_growth(aligned, propagated[NEW], sequences)
+    assert len(python.targets) > 200 and set(python.targets["mode"]) == {"NK", "LK", "PK"}
+    _assert_same_growth(sql, python)
+    for check in wh.checks("annotation_growth"):
+        assert wh.run_check(check.name, old_release=OLD, new_release=NEW).empty, check.name
