@@ -33,7 +33,9 @@ def term_frequencies(corpus_annotations: pd.DataFrame) -> pd.DataFrame:
     per_aspect = ann.groupby("aspect", observed=True)["protein"].nunique()
     counts = ann.groupby(["term", "aspect"], observed=True).size().rename("n").reset_index()
     counts["frequency"] = counts["n"] / counts["aspect"].map(per_aspect).astype(np.float64)
-    counts = counts.sort_values(["aspect", "frequency", "term"], ascending=[True, False, True], kind="mergesort")
+    counts = counts.sort_values(
+        ["aspect", "frequency", "term"], ascending=[True, False, True], kind="mergesort"
+    )
     return counts[["term", "aspect", "frequency"]].reset_index(drop=True)
 
 

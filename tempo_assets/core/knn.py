@@ -167,10 +167,13 @@ class KnnIndex:
             return _empty_neighbours()
         frames = []
         for start in range(0, len(qids), batch_size):
-            frames.append(self._search_block(qids[start : start + batch_size], queries[start : start + batch_size], k, exclude_self))
+            block = slice(start, start + batch_size)
+            frames.append(self._search_block(qids[block], queries[block], k, exclude_self))
         return pd.concat(frames, ignore_index=True)
 
-    def _search_block(self, qids: np.ndarray, queries: np.ndarray, k: int, exclude_self: bool) -> pd.DataFrame:
+    def _search_block(
+        self, qids: np.ndarray, queries: np.ndarray, k: int, exclude_self: bool
+    ) -> pd.DataFrame:
         n = len(self)
         want = k + (1 if exclude_self else 0)
         depth = min(n, want + 4)

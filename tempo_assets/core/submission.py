@@ -179,7 +179,9 @@ def read_cafa_submission(path: str | Path) -> pd.DataFrame:
                     raise SubmissionFormatError(f"second {key} line", path=path, line=number)
                 header[key] = line[len(key):].strip()
                 if key == "MODEL" and not header[key].isdigit():
-                    raise SubmissionFormatError(f"MODEL must be a number, got {header[key]!r}", path=path, line=number)
+                    raise SubmissionFormatError(
+                        f"MODEL must be a number, got {header[key]!r}", path=path, line=number
+                    )
                 continue
             if key == "END" and len(fields) == 1:
                 ended = True
