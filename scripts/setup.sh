@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 want_tests=0
 [ "${1:-}" = "--test" ] && want_tests=1
 
+# Debian packages: diamond-aligner (the BLAST baseline) and chromium (the report's browser test).
+bash scripts/setup_system.sh
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

@@ -6,8 +6,8 @@ scoring a term by the highest percent identity among the hits that carry it:
 
     score(q, t) = max { pident(q, s) / 100 : s a hit of q, s annotated with t }
 
-DIAMOND stands in for BLASTP (its ``--sensitive`` mode approaches BLASTP's recall at these
-identities, and Debian ships it). The alignment runs in a subprocess with a fixed thread count,
+DIAMOND stands in for BLASTP (its sensitive modes are built to approach BLASTP's sensitivity,
+and Debian ships it). The alignment runs in a subprocess with a fixed thread count,
 and every output is sorted, so equal inputs give equal frames.
 """
 from __future__ import annotations

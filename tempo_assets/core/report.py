@@ -10,6 +10,9 @@ Two inputs, both produced by the evaluator:
   ``<metric>_high`` pair is drawn as a confidence interval). ``derived`` flags a number that
   rests on a derived release; every place that number appears carries a visible marker.
 
+Rows come in window, mode (NK, LK, PK), aspect (BP, MF, CC), method-name order, and a method
+keeps its colour in every plot, whatever the order of the inputs.
+
 Plots use matplotlib's Agg canvas directly (no pyplot state), the default style, a fixed size
 and dpi, and PNG metadata without the ``Software`` stamp, so equal inputs give equal bytes.
 HTML reports inline their images as ``data:`` URIs and their CSS, and forbid every external
@@ -80,8 +83,8 @@ DERIVED_LEGEND = (
     "are indicative and not directly comparable with numbers on real releases."
 )
 _CSS = """
-body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:24px auto;
-max-width:1240px;color:#1a1a1a;background:#fff;line-height:1.4}
+body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:16px auto;
+max-width:1180px;padding:0 12px;color:#1a1a1a;background:#fff;line-height:1.4}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.92em}
 th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:right;vertical-align:top}
@@ -147,7 +150,7 @@ def _check_results(results: pd.DataFrame) -> pd.DataFrame:
             except (TypeError, ValueError) as exc:
                 raise ReportInputError(f"column {column!r} is not numeric: {exc}",
                                        path="results") from exc
-    methods = list(dict.fromkeys(frame["method"]))
+    methods = sorted(set(frame["method"]))
     keys = pd.DataFrame({
         "w": frame["window"],
         "m": frame["mode"].map({m: i for i, m in enumerate(_order(frame["mode"], MODES))}),
@@ -231,7 +234,7 @@ def _curve_series(curves: Mapping[str, pd.DataFrame], ns: str, weighted: bool):
     if not isinstance(curves, Mapping) or not curves:
         raise ReportInputError("curves must be a non-empty mapping method -> df_all")
     series = {}
-    for method, df_all in curves.items():
+    for method, df_all in sorted(curves.items(), key=lambda item: str(item[0])):
         rows = _curve_rows(df_all, ns, weighted, str(method))
         if rows is not None:
             series[str(method)] = rows
@@ -352,7 +355,7 @@ def plot_longitudinal(results: pd.DataFrame, metric: str = "fmax",
     x_of = {w: i for i, w in enumerate(windows)}
     modes = _order(frame["mode"], MODES)
     aspects = [a for a in ASPECTS if a in set(frame["aspect"])]
-    methods = list(dict.fromkeys(frame["method"]))
+    methods = sorted(set(frame["method"]))
     colors = _method_colors(methods)
     with matplotlib.style.context("default"):
         figure = _new_figure(LONGITUDINAL_INCHES)

@@ -1,0 +1,287 @@
+"""Plots, HTML, Markdown and TSV reports, on frames built by the project's evaluator."""
+from __future__ import annotations
+
+import base64
+import io
+import re
+import struct
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib import image as mpimg
+
+from tempo_assets.core import report
+from tempo_assets.core.evaluation import EvalOntology, evaluate_frames
+from tempo_assets.core.report import (
+    CURVE_PIXELS,
+    LONGITUDINAL_PIXELS,
+    ReportInputError,
+    plot_fmax_curve,
+    plot_longitudinal,
+    plot_precision_recall,
+    render_archive_report,
+    render_window_report,
+    results_to_markdown,
+    results_to_tsv,
+    write_report,
+)
+from tempo_assets_tests.core.obo_fixtures import random_terms, write_obo
+
+WINDOWS = ["2014-01-31__2014-09-29__2017-06-15__2019-01-14",
+           "2014-09-29__2017-06-15__2019-01-14__2022-09-12"]
+METHODS = ["knn", "blast", "naive"]
+IMG_RE = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def png_chunk_types(data: bytes) -> list[bytes]:
+    types, i = [], 8
+    while i < len(data):
+        (length,) = struct.unpack(">I", data[i:i + 4])
+        types.append(data[i + 4:i + 8])
+        i += 12 + length
+    return types
+
+
+def make_curves(tmp_path, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """cafaeval df_all frames for three methods, from the real evaluator on a random DAG."""
+    rng = np.random.default_rng(seed)
+    terms = random_terms(rng, 15)
+    obo = write_obo(tmp_path / f"go_{seed}.obo", terms)
+    ids = [t["id"] for t in terms]
+    ia = pd.Series({t: float(rng.uniform(0.1, 3)) for t in ids})
+    ontology = EvalOntology.from_obo(obo, ia=ia)
+    proteins = [f"P{i:02d}" for i in range(30)]
+    truth = pd.DataFrame({"protein": rng.choice(proteins, 120), "term": rng.choice(ids, 120)})
+    curves = {}
+    for method in METHODS:
+        predictions = pd.DataFrame({"protein": rng.choice(proteins, 300),
+                                    "term": rng.choice(ids, 300),
+                                    "score": rng.uniform(0, 1, 300)})
+        curves[method] = evaluate_frames(ontology, truth, predictions)
+    return curves
+
+
+def make_results(seed: int = 0, derived_window: str | None = WINDOWS[1]) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for window in WINDOWS:
+        for mode in ("PK", "NK", "LK"):  # deliberately not in report order
+            for aspect in ("CC", "BP", "MF"):
+                for method in METHODS:
+                    f = float(rng.uniform(0.2, 0.7))
+                    rows.append(dict(
+                        window=window, mode=mode, aspect=aspect, method=method, fmax=f,
+                        fmax_low=f - 0.04, fmax_high=f + 0.03, wfmax=f - 0.1,
+                        smin=float(rng.uniform(3, 20)), f_micro_w=f - 0.05,
+                        coverage=float(rng.uniform(0.4, 1)), tau=float(rng.integers(1, 99)) / 100,
+                        n_targets=int(rng.integers(5, 900)), derived=window == derived_window))
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def curves(tmp_path_factory):
+    return make_curves(tmp_path_factory.mktemp("curves"))
+
+
+# --------------------------------------------------------------------------------------------
+# plots
+
+
+@pytest.mark.parametrize("plot", [plot_fmax_curve, plot_precision_recall])
+@pytest.mark.parametrize("ns", ["BP", "molecular_function"])
+def test_curve_plots_are_stable_pngs(curves, tmp_path, plot, ns):
+    path = tmp_path / "plot.png"
+    data = plot(curves, ns, path)
+    assert path.read_bytes() == data
+    assert png_size(data) == CURVE_PIXELS
+    assert b"tEXt" not in png_chunk_types(data) and b"Software" not in data
+    assert plot(curves, ns) == data  # byte-stable
+    pixels = mpimg.imread(io.BytesIO(data))
+    assert pixels.shape[:2] == (CURVE_PIXELS[1], CURVE_PIXELS[0])
+    assert pixels[..., :3].std() > 0.05  # something was drawn
+
+
+def test_curve_plot_depends_on_marked_tau(curves):
+    plain = plot_fmax_curve(curves, "CC")
+    assert plot_fmax_curve(curves, "CC", taus={"knn": 0.5}) != plain
+
+
+def test_curve_plot_accepts_column_frames_and_rejects_bad(curves):
+    flat = {m: df.reset_index() for m, df in curves.items()}
+    assert plot_fmax_curve(flat, "BP") == plot_fmax_curve(curves, "BP")
+    with pytest.raises(ReportInputError, match="lacks columns"):
+        plot_fmax_curve({"knn": curves["knn"].drop(columns=["f"])}, "BP")
+    with pytest.raises(ReportInputError, match="namespace"):
+        plot_fmax_curve(curves, "no_such_namespace")
+
+
+def test_longitudinal_plot_png(tmp_path):
+    results = make_results()
+    data = plot_longitudinal(results, "fmax", tmp_path / "long.png")
+    assert png_size(data) == LONGITUDINAL_PIXELS
+    assert (tmp_path / "long.png").read_bytes() == data
+    assert plot_longitudinal(results.sample(frac=1, random_state=1), "fmax") == data
+    assert plot_longitudinal(results, "smin") != data
+    with pytest.raises(ReportInputError, match="no column"):
+        plot_longitudinal(results, "auc")
+
+
+def reference_point(rows: pd.DataFrame, tau):
+    """Loop version of the marked point: first maximum, or the row at tau (0 when absent)."""
+    if tau is None:
+        best = None
+        for t, f in zip(rows["tau"], rows["f"]):
+            if best is None or f > best[1]:
+                best = (t, f)
+        return best
+    for t, f in zip(rows["tau"], rows["f"]):
+        if abs(t - tau) < 1e-9:
+            return (t, f)
+    return (tau, 0.0)
+
+
+@pytest.mark.parametrize("tau", [None, 0.01, 0.37, 0.995])
+def test_marked_point_matches_reference(curves, tau):
+    rows = report._curve_rows(curves["blast"], "BP", False, "blast")
+    got = report._point_at(rows, tau)
+    assert got[:2] == pytest.approx(reference_point(rows, tau))
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+
+
+def _images(html_text: str) -> list[bytes]:
+    return [base64.b64decode(b64) for b64 in IMG_RE.findall(html_text)]
+
+
+def _assert_self_contained(html_text: str) -> None:
+    assert html_text.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html_text)
+    assert "<script" not in html_text and "<link" not in html_text
+    assert "Content-Security-Policy" in html_text
+
+
+def test_window_report_one_image_per_plot_and_derived_marker(curves):
+    results = make_results()
+    html_text = render_window_report(WINDOWS[1], results, curves, {"cutoff": "2019-01-14"})
+    _assert_self_contained(html_text)
+    images = _images(html_text)
+    assert html_text.count("<img") == len(images) == 2 * 3  # (F curve + PR) x 3 namespaces
+    assert all(png_size(png) == CURVE_PIXELS for png in images)
+    # every metric cell of a derived row carries the marker; the legend says what it means
+    rows = [r for r in html_text.split("<tr") if 'class="derived-row"' in r[:30]]
+    assert len(rows) == 27
+    assert all(r.count('<sup class="derived"') == 6 for r in rows)
+    assert 'id="derived-legend"' in html_text and "derived</em> release" in html_text
+    assert "2019-01-14" in html_text  # provenance value shown
+
+
+def test_window_report_without_derived_has_no_marker(curves):
+    html_text = render_window_report(WINDOWS[0], make_results(), curves, None)
+    assert 'class="derived"' not in html_text and "derived-legend" not in html_text
+    assert "&tau;" in html_text and "0.30" not in html_text.split("<h2>Scores")[0]
+
+
+def test_window_report_per_mode_curves_use_valid_tau(curves):
+    results = make_results()
+    nested = {"NK": curves, "PK": {"knn": curves["knn"]}}
+    html_text = render_window_report(WINDOWS[0], results, nested, {})
+    assert len(_images(html_text)) == 2 * 3 * 2
+    assert "VALID-fixed" in html_text and "own maximum" not in html_text
+    tau = results.query("window == @WINDOWS[0] and mode == 'PK' and aspect == 'BP' "
+                        "and method == 'knn'")["tau"].item()
+    expected = plot_fmax_curve({"knn": curves["knn"]}, "BP", taus={"knn": tau})
+    assert expected in _images(html_text)
+
+
+def test_window_report_escapes_text(curves):
+    results = make_results().assign(method=lambda f: f["method"] + "<b>")
+    html_text = render_window_report(WINDOWS[0], results, {}, {"note": "<script>x</script>"})
+    assert "<b>" not in html_text and "<script>" not in html_text
+    assert "knn&lt;b&gt;" in html_text
+
+
+def test_archive_report(curves):
+    results = make_results()
+    html_text = render_archive_report(results, {"archive": "data/"})
+    _assert_self_contained(html_text)
+    images = _images(html_text)
+    assert len(images) == html_text.count("<img") == 3  # fmax, wfmax, smin
+    assert all(png_size(png) == LONGITUDINAL_PIXELS for png in images)
+    assert images[0] == plot_longitudinal(results, "fmax")
+    assert 'class="derived"' in html_text and 'id="derived-legend"' in html_text
+    for window in WINDOWS:
+        assert f"<h3>{window}</h3>" in html_text
+    no_derived = render_archive_report(
+        make_results(derived_window=None).drop(columns=["wfmax", "smin"]), None)
+    assert no_derived.count("<img") == 1
+    assert 'class="derived"' not in no_derived
+
+
+def test_bad_results_are_named():
+    results = make_results()
+    with pytest.raises(ReportInputError, match=r"lacks columns \['derived'\]"):
+        render_archive_report(results.drop(columns=["derived"]), None)
+    broken = results.astype({"derived": object})
+    broken.loc[5, "derived"] = None
+    with pytest.raises(ReportInputError, match="row 5: derived"):
+        results_to_tsv(broken)
+    with pytest.raises(ReportInputError, match="aspect 'XX'"):
+        results_to_markdown(results.assign(aspect="XX"))
+    with pytest.raises(ReportInputError, match="no row for window"):
+        render_window_report("1999-01-01", results, {}, None)
+
+
+def test_write_report_is_atomic(tmp_path):
+    path = tmp_path / "out" / "report.html"
+    write_report(path, "<html>first</html>")
+    assert path.read_text() == "<html>first</html>"
+    with pytest.raises(ReportInputError):
+        write_report(path, b"bytes")
+    assert path.read_text() == "<html>first</html>"
+    assert [p.name for p in path.parent.iterdir()] == ["report.html"]
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown and TSV
+
+
+def test_markdown_table():
+    results = make_results()
+    text = results_to_markdown(results)
+    lines = text.splitlines()
+    body = [line for line in lines[2:] if line.startswith("| ")]
+    assert len(body) == len(results)
+    assert all(line.count(" | ") == lines[0].count(" | ") for line in body)
+    derived_lines = [line for line in body if "(derived)" in line]
+    assert len(derived_lines) == int(results["derived"].sum())
+    assert all(line.startswith(f"| {WINDOWS[1]}") for line in derived_lines)
+    assert "(derived): the number rests on a derived release" in text
+    first = results.iloc[0]
+    assert f"{first['fmax']:.3f} [{first['fmax_low']:.3f}, {first['fmax_high']:.3f}]" in text
+    # NK before LK before PK, BP before MF before CC
+    order = [tuple(line.split(" | ")[1:3]) for line in body[:9]]
+    assert order[0] == ("NK", "BP") and order[3] == ("NK", "MF") and order[-1] == ("NK", "CC")
+
+
+def test_tsv_round_trip():
+    results = make_results()
+    text = results_to_tsv(results)
+    back = pd.read_csv(io.StringIO(text), sep="\t")
+    assert list(back.columns) == report.RESULT_COLUMNS
+    assert len(back) == len(results)
+    key = ["window", "mode", "aspect", "method"]
+    merged = back.merge(results, on=key, suffixes=("", "_orig"))
+    assert len(merged) == len(results)
+    for column in ("fmax", "fmax_low", "smin", "tau", "coverage"):
+        np.testing.assert_allclose(merged[column], merged[column + "_orig"], rtol=1e-5)
+    assert (merged["n_targets"] == merged["n_targets_orig"]).all()
+    assert (merged["derived"] == merged["derived_orig"]).all()
