@@ -55,6 +55,85 @@ def _require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> 
         raise FeatureInputError(f"missing column(s) {missing}; has {list(frame.columns)}", path=what)
 
 
+def _as_str(series: pd.Series) -> pd.Series:
+    if pd.api.types.is_string_dtype(series.dtype) and series.dtype != object:
+        return series
+    return series.astype(str)
+
+
+def _check_similarity(neighbours: pd.DataFrame) -> np.ndarray:
+    sim = pd.to_numeric(neighbours["similarity"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(sim)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise FeatureInputError(
+            f"non-finite similarity {neighbours['similarity'].iloc[row]!r} "
+            f"(query {neighbours['query'].iloc[row]!r}, "
+            f"neighbour {neighbours['neighbour'].iloc[row]!r})",
+            path="neighbours",
+            line=row,
+        )
+    return sim
+
+
+def _check_k(k: int | None) -> None:
+    if k is not None and int(k) < 1:
+        raise FeatureInputError(f"k must be >= 1, got {k}", path="neighbours")
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an int64 array (sort-based: cheaper than hashing here)."""
+    values = np.sort(values)
+    if len(values) == 0:
+        return values
+    keep = np.ones(len(values), dtype=bool)
+    keep[1:] = values[1:] != values[:-1]
+    return values[keep]
+
+
+def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Start offsets of the runs of equal values in a sorted 1-d array."""
+    if len(sorted_keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([[0], np.flatnonzero(np.diff(sorted_keys)) + 1]).astype(np.int64)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` over pairs; int64, shape (sum(counts),)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
+def _rank_neighbours(q: np.ndarray, n: np.ndarray, sim: np.ndarray, k: int | None,
+                     n_proteins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Drop self-hits, keep each (query, neighbour)'s best similarity, rank, truncate at k.
+
+    Codes are sorted-order codes, so the order (query, similarity desc, neighbour id) is a
+    function of ids and similarities only. Returns (q, n, sim, rank) sorted that way.
+    """
+    keep = q != n
+    q, n, sim = q[keep], n[keep], sim[keep]
+    order = np.lexsort((n, -sim, q))
+    q, n, sim = q[order], n[order], sim[order]
+    pair = q * np.int64(n_proteins) + n
+    by_pair = np.argsort(pair, kind="stable")  # stable: the first of a pair is its best
+    first = np.ones(len(q), dtype=bool)
+    first[1:] = pair[by_pair][1:] != pair[by_pair][:-1]
+    keep = np.zeros(len(q), dtype=bool)
+    keep[by_pair[first]] = True
+    q, n, sim = q[keep], n[keep], sim[keep]
+    starts = _group_starts(q)
+    sizes = np.diff(np.concatenate([starts, [len(q)]]))
+    rank = np.arange(len(q), dtype=np.int64) - np.repeat(starts, sizes) + 1
+    if k is not None:
+        keep = rank <= int(k)
+        q, n, sim, rank = q[keep], n[keep], sim[keep], rank[keep]
+    return q, n, sim, rank
+
+
 def prepare_neighbours(neighbours: pd.DataFrame, k: int | None = None) -> pd.DataFrame:
     """Clean a neighbour frame and keep each query's top ``k`` neighbours.
 
@@ -72,53 +151,50 @@ def prepare_neighbours(neighbours: pd.DataFrame, k: int | None = None) -> pd.Dat
         ``query, neighbour, similarity, rank`` with ``rank`` 1-based, sorted by query then rank.
     """
     _require_columns(neighbours, ("query", "neighbour", "similarity"), "neighbours")
-    if k is not None and int(k) < 1:
-        raise FeatureInputError(f"k must be >= 1, got {k}", path="neighbours")
-    frame = pd.DataFrame(
-        {
-            "query": neighbours["query"].astype(str).to_numpy(),
-            "neighbour": neighbours["neighbour"].astype(str).to_numpy(),
-            "similarity": pd.to_numeric(neighbours["similarity"], errors="coerce").to_numpy(
-                dtype=np.float64
-            ),
-        }
-    )
-    bad = ~np.isfinite(frame["similarity"].to_numpy())
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise FeatureInputError(
-            f"non-finite similarity {neighbours['similarity'].iloc[row]!r} "
-            f"(query {frame['query'].iloc[row]!r}, neighbour {frame['neighbour'].iloc[row]!r})",
-            path="neighbours",
-            line=row,
-        )
-    # The golden rule's first clause: a protein never votes for itself.
-    frame = frame[frame["query"] != frame["neighbour"]]
-    frame = frame.sort_values(
-        ["query", "similarity", "neighbour"], ascending=[True, False, True], kind="mergesort"
-    )
-    frame = frame.drop_duplicates(["query", "neighbour"], keep="first")
-    frame["rank"] = frame.groupby("query", sort=False).cumcount().to_numpy() + 1
-    if k is not None:
-        frame = frame[frame["rank"] <= int(k)]
-    return frame.reset_index(drop=True)
+    _check_k(k)
+    sim = _check_similarity(neighbours)
+    ids = pd.concat([_as_str(neighbours["query"]), _as_str(neighbours["neighbour"])],
+                    ignore_index=True)
+    codes, uniques = pd.factorize(ids, sort=True)
+    uniques = np.asarray(uniques, dtype=object)
+    codes = codes.astype(np.int64)
+    n_rows = len(neighbours)
+    _check_present(codes, "neighbours", n_rows)
+    q, n, sim, rank = _rank_neighbours(codes[:n_rows], codes[n_rows:], sim, k, len(uniques))
+    return pd.DataFrame({"query": uniques[q], "neighbour": uniques[n], "similarity": sim,
+                         "rank": rank})
 
 
 def prepare_annotations(corpus_annotations: pd.DataFrame) -> pd.DataFrame:
     """Deduplicated ``protein, term, aspect`` rows with the aspect validated."""
     _require_columns(corpus_annotations, KEY_COLUMNS, "corpus_annotations")
     frame = pd.DataFrame(
-        {c: corpus_annotations[c].astype(str).to_numpy() for c in KEY_COLUMNS}
+        {c: _as_str(corpus_annotations[c]).to_numpy(dtype=object) for c in KEY_COLUMNS}
     ).drop_duplicates()
-    unknown = ~frame["aspect"].isin(list(ASPECT_CODES))
-    if unknown.any():
-        row = int(np.flatnonzero(unknown.to_numpy())[0])
+    _aspect_codes(frame["aspect"])
+    return frame.reset_index(drop=True)
+
+
+def _check_present(codes: np.ndarray, what: str, n_rows: int) -> None:
+    """Factorised id columns (stacked, ``n_rows`` each) must have no missing value."""
+    missing = np.flatnonzero(codes < 0)
+    if len(missing):
+        raise FeatureInputError("missing protein or term id", path=what,
+                                line=int(missing[0] % max(n_rows, 1)))
+
+
+def _aspect_codes(aspects: pd.Series) -> np.ndarray:
+    raw, uniques = pd.factorize(_as_str(aspects))
+    lookup = np.array([ASPECT_CODES.get(str(u), -1) for u in uniques], dtype=np.int64)
+    codes = lookup[raw] if len(raw) else np.zeros(0, dtype=np.int64)
+    if (codes < 0).any():
+        row = int(np.flatnonzero(codes < 0)[0])
         raise FeatureInputError(
-            f"aspect {frame['aspect'].iloc[row]!r} is not one of {sorted(ASPECT_CODES)}",
+            f"aspect {aspects.iloc[row]!r} is not one of {sorted(ASPECT_CODES)}",
             path="corpus_annotations",
             line=row,
         )
-    return frame.reset_index(drop=True)
+    return codes
 
 
 def _term_values(values: pd.Series | Mapping[str, float] | None, terms: np.ndarray) -> np.ndarray:
@@ -161,101 +237,115 @@ def candidate_features(
         ``protein, term, aspect, *FEATURE_COLUMNS``, one row per candidate, sorted by
         protein, aspect code, term. A query with no annotated neighbour has no rows.
     """
-    nb = prepare_neighbours(neighbours, k)
-    ann = prepare_annotations(corpus_annotations)
+    _require_columns(neighbours, ("query", "neighbour", "similarity"), "neighbours")
+    _require_columns(corpus_annotations, KEY_COLUMNS, "corpus_annotations")
+    _check_k(k)
+    sim = _check_similarity(neighbours)
+    a_raw = _aspect_codes(corpus_annotations["aspect"])
     columns = list(KEY_COLUMNS) + list(FEATURE_COLUMNS)
-    if nb.empty or ann.empty:
+
+    # Sorted factorisation: code order equals string order, so every sort below on codes is a
+    # sort on ids, and the output order is a function of ids only.
+    n_rows = len(neighbours)
+    ids = pd.concat([_as_str(neighbours["query"]), _as_str(neighbours["neighbour"]),
+                     _as_str(corpus_annotations["protein"])], ignore_index=True)
+    p_codes, protein_ids = pd.factorize(ids, sort=True)
+    protein_ids = np.asarray(protein_ids, dtype=object)
+    p_codes = p_codes.astype(np.int64)
+    n_prot = len(protein_ids)
+    t_raw, term_ids = pd.factorize(_as_str(corpus_annotations["term"]), sort=True)
+    _check_present(p_codes[:2 * n_rows], "neighbours", n_rows)
+    _check_present(np.concatenate([p_codes[2 * n_rows:], t_raw]), "corpus_annotations",
+                   len(corpus_annotations))
+    term_ids = np.asarray(term_ids, dtype=object)
+    n_terms = np.int64(max(len(term_ids), 1))
+
+    q, n, sim, rank = _rank_neighbours(p_codes[:n_rows], p_codes[n_rows:2 * n_rows], sim, k,
+                                       n_prot)
+    if len(q) == 0 or len(corpus_annotations) == 0:
         return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float)
                              for c in columns})
 
-    # Integer codes keep the large merges and groupbys cheap.
-    # Sorted factorisation: code order equals string order, so sorting on codes is
-    # sorting on ids (the output order is a function of ids only).
-    protein_codes, protein_ids = pd.factorize(
-        np.concatenate([nb["query"].to_numpy(dtype=object), nb["neighbour"].to_numpy(dtype=object),
-                        ann["protein"].to_numpy(dtype=object)]),
-        sort=True,
-    )
-    protein_ids = np.asarray(protein_ids, dtype=object)
-    n_nb = len(nb)
-    q_code = protein_codes[:n_nb]
-    n_code = protein_codes[n_nb:2 * n_nb]
-    a_prot = protein_codes[2 * n_nb:]
-    t_code, term_ids = pd.factorize(ann["term"].to_numpy(dtype=object), sort=True)
-    term_ids = np.asarray(term_ids, dtype=object)
-    a_code = ann["aspect"].map(ASPECT_CODES).to_numpy(dtype=np.int64)
+    # Deduplicated corpus as sorted keys (protein, aspect, term), indexed by protein (CSR).
+    ann_key = _sorted_unique((p_codes[2 * n_rows:] * 3 + a_raw) * n_terms + t_raw.astype(np.int64))
+    ann_pa = ann_key // n_terms
+    ann_p, ann_a, ann_t = ann_pa // 3, ann_pa % 3, ann_key % n_terms
+    ann_ptr = np.searchsorted(ann_p, np.arange(n_prot + 1))
+    pa_key = _sorted_unique(ann_pa)  # (protein, aspect) pairs annotated in the corpus
+    pa_ptr = np.searchsorted(pa_key // 3, np.arange(n_prot + 1))
 
-    nbc = pd.DataFrame({"q": q_code, "n": n_code, "sim": nb["similarity"].to_numpy(),
-                        "rank": nb["rank"].to_numpy(dtype=np.int64)})
-    annc = pd.DataFrame({"p": a_prot, "t": t_code, "a": a_code})
+    # One row per (neighbour row, neighbour's annotation), grouped by (query, aspect, term).
+    counts = ann_ptr[n + 1] - ann_ptr[n]
+    idx = _ranges(ann_ptr[n], counts)
+    rep = np.repeat(np.arange(len(q)), counts)
+    key = (q[rep] * 3 + ann_a[idx]) * n_terms + ann_t[idx]
+    order = np.argsort(key, kind="stable")
+    key_s, sim_s, rank_s = key[order], sim[rep][order], rank[rep][order]
+    starts = _group_starts(key_s)
+    if len(starts) == 0:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float)
+                             for c in columns})
+    cand_key = key_s[starts]
+    count = np.diff(np.concatenate([starts, [len(key_s)]])).astype(np.float64)
+    sim_max = np.maximum.reduceat(sim_s, starts)
+    sim_sum = np.add.reduceat(sim_s, starts)
+    best_rank = np.minimum.reduceat(rank_s, starts)
+    cand_qa = cand_key // n_terms
+    cand_q, cand_a, cand_t = cand_qa // 3, cand_qa % 3, cand_key % n_terms
 
-    per_query = nbc.groupby("q").agg(k_eff=("sim", "size"), sim_total=("sim", "sum"),
-                                     top_similarity=("sim", "max"))
+    # Per-query neighbour summaries (label-free for the query itself).
+    k_eff = np.bincount(q, minlength=n_prot).astype(np.float64)[cand_q]
+    sim_total = np.bincount(q, weights=sim, minlength=n_prot)[cand_q]
+    q_starts = _group_starts(q)
+    top_similarity = sim[q_starts][np.searchsorted(q[q_starts], cand_q)]
+    pa_counts = pa_ptr[n + 1] - pa_ptr[n]
+    pa_idx = _ranges(pa_ptr[n], pa_counts)
+    in_aspect = np.bincount(np.repeat(q, pa_counts) * 3 + pa_key[pa_idx] % 3,
+                            minlength=n_prot * 3)[cand_qa].astype(np.float64)
+    n_candidates = np.bincount(cand_qa, minlength=n_prot * 3)[cand_qa]
 
-    pairs = nbc.merge(annc, left_on="n", right_on="p", how="inner", sort=False)
-    grouped = pairs.groupby(["q", "a", "t"], sort=False)
-    cand = grouped.agg(sim_max=("sim", "max"), sim_sum=("sim", "sum"), count=("sim", "size"),
-                       best_rank=("rank", "min")).reset_index()
-    cand = cand.join(per_query, on="q")
-    k_eff = cand["k_eff"].to_numpy(dtype=np.float64)
-    sim_total = cand["sim_total"].to_numpy()
-    count = cand["count"].to_numpy(dtype=np.float64)
-    sim_sum = cand["sim_sum"].to_numpy()
-
-    # Distinct neighbours annotated in each aspect (label-free for the query itself).
-    prot_aspect = annc[["p", "a"]].drop_duplicates()
-    in_aspect = (
-        nbc[["q", "n"]].merge(prot_aspect, left_on="n", right_on="p", how="inner")
-        .groupby(["q", "a"]).size().rename("n_in_aspect")
-    )
-    cand = cand.join(in_aspect, on=["q", "a"])
-    n_candidates = cand.groupby(["q", "a"], sort=False)["t"].transform("size")
-
-    # Leave-one-out corpus prior: subtract the scored protein's own contribution so the value
+    # Leave-one-out corpus prior: subtract the scored protein's own contribution, so the value
     # equals the prior of a corpus from which its labels were removed.
-    term_count = annc.groupby(["a", "t"]).size().rename("term_count")
-    aspect_count = prot_aspect.groupby("a").size().rename("aspect_count")
-    cand = cand.join(term_count, on=["a", "t"]).join(aspect_count, on="a")
-    own_term = cand[["q", "a", "t"]].merge(
-        annc.assign(own=1), left_on=["q", "a", "t"], right_on=["p", "a", "t"], how="left"
-    )["own"].fillna(0).to_numpy(dtype=np.float64)
-    own_aspect = cand[["q", "a"]].merge(
-        prot_aspect.assign(own=1), left_on=["q", "a"], right_on=["p", "a"], how="left"
-    )["own"].fillna(0).to_numpy(dtype=np.float64)
-    numer = cand["term_count"].to_numpy(dtype=np.float64) - own_term
-    denom = cand["aspect_count"].to_numpy(dtype=np.float64) - own_aspect
-    with np.errstate(invalid="ignore", divide="ignore"):
-        prior = np.where(denom > 0, numer / np.where(denom > 0, denom, 1.0), 0.0)
-        weighted = np.where(sim_total > 0, sim_sum / np.where(sim_total > 0, sim_total, 1.0), 0.0)
+    term_count = np.bincount(ann_a * n_terms + ann_t, minlength=int(3 * n_terms))
+    aspect_count = np.bincount(pa_key % 3, minlength=3)
+    own_term = _contains(ann_key, cand_key)
+    own_aspect = _contains(pa_key, cand_qa)
+    numer = term_count[cand_a * n_terms + cand_t] - own_term
+    denom = (aspect_count[cand_a] - own_aspect).astype(np.float64)
+    safe = np.where(denom > 0, denom, 1.0)
+    prior = np.where(denom > 0, numer / safe, 0.0)
+    weighted = np.where(sim_total > 0, sim_sum / np.where(sim_total > 0, sim_total, 1.0), 0.0)
 
-    order = np.lexsort((cand["t"].to_numpy(), cand["a"].to_numpy(), cand["q"].to_numpy()))
-    cand = cand.iloc[order].reset_index(drop=True)
-    n_candidates = n_candidates.to_numpy()[order]
-    sim_sum, count, k_eff = sim_sum[order], count[order], k_eff[order]
-    prior, weighted = prior[order], weighted[order]
-    t_codes = cand["t"].to_numpy()
-    aspect_names = np.array(sorted(ASPECT_CODES, key=ASPECT_CODES.get))
+    aspect_names = np.array(sorted(ASPECT_CODES, key=ASPECT_CODES.get), dtype=object)
     out = pd.DataFrame(
         {
-            "protein": protein_ids[cand["q"].to_numpy()],
-            "term": term_ids[t_codes],
-            "aspect": aspect_names[cand["a"].to_numpy()],
-            "sim_max": cand["sim_max"].to_numpy(dtype=np.float64),
+            "protein": protein_ids[cand_q],
+            "term": term_ids[cand_t],
+            "aspect": aspect_names[cand_a],
+            "sim_max": sim_max,
             "sim_mean": sim_sum / count,
             "sim_sum": sim_sum,
             "vote_share": count / k_eff,
             "weighted_vote_share": weighted,
-            "best_rank": cand["best_rank"].to_numpy(dtype=np.int64),
-            "top_similarity": cand["top_similarity"].to_numpy(dtype=np.float64),
-            "aspect_neighbour_share": cand["n_in_aspect"].to_numpy(dtype=np.float64) / k_eff,
+            "best_rank": best_rank.astype(np.int64),
+            "top_similarity": top_similarity,
+            "aspect_neighbour_share": in_aspect / k_eff,
             "corpus_prior": prior,
-            "ia": _term_values(ia, term_ids)[t_codes],
-            "depth": _term_values(term_depth, term_ids)[t_codes],
+            "ia": _term_values(ia, term_ids)[cand_t],
+            "depth": _term_values(term_depth, term_ids)[cand_t],
             "n_candidates": n_candidates.astype(np.int64),
-            "aspect_code": cand["a"].to_numpy(dtype=np.int64),
+            "aspect_code": cand_a.astype(np.int64),
         }
     )
     return out[columns]
+
+
+def _contains(sorted_unique: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """1 where ``values`` occur in ``sorted_unique``, else 0 (int64, shape of ``values``)."""
+    if len(sorted_unique) == 0:
+        return np.zeros(len(values), dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_unique, values), len(sorted_unique) - 1)
+    return (sorted_unique[pos] == values).astype(np.int64)
 
 
 def golden_rule_violations(

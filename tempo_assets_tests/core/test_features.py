@@ -206,3 +206,15 @@ def test_empty_inputs_give_an_empty_frame_with_the_columns():
     empty = candidate_features(neighbours.iloc[:0], corpus)
     assert list(empty.columns) == ["protein", "term", "aspect", *FEATURE_COLUMNS]
     assert len(empty) == 0
+
+
+def test_missing_ids_are_refused():
+    neighbours, corpus, *_ = random_world(11)
+    holes = corpus.astype({"term": object})
+    holes.loc[4, "term"] = None
+    with pytest.raises(TempoInputError, match="corpus_annotations:4: missing"):
+        candidate_features(neighbours, holes)
+    gap = neighbours.astype({"neighbour": object})
+    gap.loc[2, "neighbour"] = None
+    with pytest.raises(TempoInputError, match="neighbours:2: missing"):
+        prepare_neighbours(gap)
