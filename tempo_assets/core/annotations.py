@@ -37,9 +37,11 @@ def require_columns(frame: pd.DataFrame, columns: tuple[str, ...] | list[str], w
 
 def not_qualified_mask(qualifier: pd.Series) -> pd.Series:
     """True where a GAF qualifier holds a ``NOT`` token (``NOT``, ``NOT|enables``, ...)."""
-    text = qualifier.astype(object).where(qualifier.notna(), "").astype(str).str.upper()
-    # Token match, so a hypothetical relation whose name merely contains "NOT" is not caught.
-    return text.str.contains(r"(?:^|\|)NOT(?:\||$)", regex=True)
+    # A GAF has a handful of distinct qualifiers: decide once per distinct value. Token
+    # match, so a relation whose name merely contains "NOT" is not caught.
+    negated = [value for value in pd.unique(qualifier.dropna())
+               if "NOT" in str(value).upper().split("|")]
+    return qualifier.isin(negated)
 
 
 def split_by_evidence(gaf_frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -64,8 +66,9 @@ def split_by_evidence(gaf_frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
         negated = not_qualified_mask(gaf_frame["qualifier"])
     else:
         negated = pd.Series(False, index=gaf_frame.index)
-    evidence = gaf_frame["evidence"].astype(object).where(gaf_frame["evidence"].notna(), "")
-    is_experimental = evidence.astype(str).str.strip().isin(EXPERIMENTAL_CODES)
+    codes = [value for value in pd.unique(gaf_frame["evidence"].dropna())
+             if str(value).strip() in EXPERIMENTAL_CODES]
+    is_experimental = gaf_frame["evidence"].isin(codes)
     experimental = gaf_frame.loc[~negated & is_experimental].reset_index(drop=True)
     non_experimental = gaf_frame.loc[~negated & ~is_experimental].reset_index(drop=True)
     counts = {

@@ -33,20 +33,21 @@ def real():
     obo_b = parse_obo(ARCHIVE / "go" / "go_2019-01-27.obo.gz")
     sequences = read_fasta(ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
     read_s = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     old, report_a = experimental_annotations(gaf_a, obo_a)
     new, report_b = experimental_annotations(gaf_b, obo_b)
     aligned, align_report = align_terms(old, obo_b)
     growth = annotation_growth(aligned, new, sequences=sequences)
-    compute_s = time.perf_counter() - start
-    print(f"\nread {read_s:.1f} s, annotations+alignment+growth {compute_s:.1f} s")
+    compute_s, compute_cpu_s = time.perf_counter() - start, time.process_time() - cpu
+    print(f"\nread {read_s:.1f} s, annotations+alignment+growth {compute_s:.1f} s wall, "
+          f"{compute_cpu_s:.1f} s CPU")
     print("a:", {k: v for k, v in report_a.items() if k != "dropped"})
     print("b:", {k: v for k, v in report_b.items() if k != "dropped"})
     print("a aligned to b:", {k: v for k, v in align_report.items() if k != "dropped"})
     print(growth.counts().to_string())
     print(growth.removed_counts().to_string())
     return {"gaf_a": gaf_a, "obo_a": obo_a, "old": old, "aligned": aligned, "new": new,
-            "growth": growth, "sequences": sequences, "compute_s": compute_s}
+            "growth": growth, "sequences": sequences, "compute_cpu_s": compute_cpu_s}
 
 
 def test_every_mode_nonempty_in_every_aspect(real):
@@ -60,7 +61,7 @@ def test_every_mode_nonempty_in_every_aspect(real):
     for aspect in ASPECTS:
         per_mode = counts.xs(aspect, level="aspect")["targets"]
         assert per_mode["PK"] > per_mode["NK"] and per_mode["PK"] > per_mode["LK"]
-    assert real["compute_s"] < 60
+    assert real["compute_cpu_s"] < 60   # CPU, not wall: CI machines are shared
 
 
 def test_modes_are_disjoint_per_aspect(real):
