@@ -1,134 +1,49 @@
 -- one row per (old_release, new_release, protein, aspect, term): a growth target's ground-truth or known term
-with old_annotations as (
-    select
-        ea.protein,
-        ea.term
-    from experimental_annotations as ea
-    where ea.release_id = :old_release
-),
-
-new_closure as (
-    select
-        tc.term,
-        tc.ancestor,
-        tc.aspect
-    from stg_term_closure as tc
-    where tc.release_id = :new_release
-),
-
-new_live_terms as (
-    select nc.term
-    from new_closure as nc
-    where nc.ancestor = nc.term
-),
-
-new_alt_ids as (
-    select
-        ta.alt_id,
-        ta.term
-    from stg_term_alt_ids as ta
-    where ta.release_id = :new_release
-),
-
--- old knowledge in the new release's vocabulary: alt ids mapped, obsolete terms dropped, and
--- re-closed, so an edge added between the releases is not mistaken for growth
-old_in_new_vocabulary as (
-    select distinct
-        oa.protein,
-        coalesce(lt.term, na.term) as term
-    from old_annotations as oa
-    left join new_live_terms as lt
-        on lt.term = oa.term
-    left join new_alt_ids as na
-        on na.alt_id = oa.term
-),
-
-old_terms as (
-    select distinct
-        ov.protein,
-        nc.aspect,
-        nc.ancestor as term
-    from old_in_new_vocabulary as ov
-    inner join new_closure as nc
-        on nc.term = ov.term
-),
-
-new_terms as (
-    select
-        ea.protein,
-        ea.aspect,
-        ea.term
-    from experimental_annotations as ea
-    where ea.release_id = :new_release
-),
-
-old_proteins as (
-    select distinct ot.protein
-    from old_terms as ot
-),
-
-old_aspects as (
-    select distinct
-        ot.protein,
-        ot.aspect
-    from old_terms as ot
-),
-
-old_sequences as (
-    select
-        ss.protein,
-        ss.sequence_sha256
-    from stg_sequences as ss
-    where ss.release_id = :old_release
-),
-
-new_sequences as (
-    select
-        ss.protein,
-        ss.sequence_sha256
-    from stg_sequences as ss
-    where ss.release_id = :new_release
-),
-
--- a sequence known at old, and not replaced by a different one where the new release knows it
-eligible_proteins as (
-    select os.protein
-    from old_sequences as os
-    left join new_sequences as ns
-        on ns.protein = os.protein
-    where ns.protein is null
-        or ns.sequence_sha256 = os.sequence_sha256
-),
-
-gained_aspects as (
+with gained as (
     select distinct
         nt.protein,
         nt.aspect
-    from new_terms as nt
-    left join old_terms as ot
-        on ot.protein = nt.protein
-        and ot.aspect = nt.aspect
+    from experimental_annotations as nt
+    inner join stg_sequences as os
+        on os.release_id = :old_release
+        and os.protein = nt.protein
+    left join stg_sequences as ns
+        on ns.release_id = :new_release
+        and ns.protein = nt.protein
+    left join aligned_annotations as ot
+        on ot.old_release = :old_release
+        and ot.new_release = :new_release
+        and ot.protein = nt.protein
         and ot.term = nt.term
-    where ot.term is null
+    where nt.release_id = :new_release
+        and ot.term is null
+        -- unchanged sequence where the new release knows it
+        and (ns.protein is null or ns.sequence_sha256 = os.sequence_sha256)
 ),
 
 targets as (
     select
-        ga.protein,
-        ga.aspect,
+        g.protein,
+        g.aspect,
         case
-            when oa.protein is not null then 'PK'
-            when op.protein is not null then 'LK'
+            when exists (
+                select 1
+                from aligned_annotations as oa
+                where oa.old_release = :old_release
+                    and oa.new_release = :new_release
+                    and oa.protein = g.protein
+                    and oa.aspect = g.aspect
+            ) then 'PK'
+            when exists (
+                select 1
+                from aligned_annotations as op
+                where op.old_release = :old_release
+                    and op.new_release = :new_release
+                    and op.protein = g.protein
+            ) then 'LK'
             else 'NK'
         end as mode
-    from gained_aspects as ga
-    inner join eligible_proteins as ep
-        on ep.protein = ga.protein
-    left join old_aspects as oa
-        on oa.protein = ga.protein
-        and oa.aspect = ga.aspect
-    left join old_proteins as op
-        on op.protein = ga.protein
+    from gained as g
 ),
 
 ground_truth_rows as (
@@ -140,12 +55,14 @@ ground_truth_rows as (
         true as is_ground_truth,
         case when t.mode = 'PK' and ot.term is not null then true else false end as is_known
     from targets as t
-    inner join new_terms as nt
-        on nt.protein = t.protein
+    inner join experimental_annotations as nt
+        on nt.release_id = :new_release
+        and nt.protein = t.protein
         and nt.aspect = t.aspect
-    left join old_terms as ot
-        on ot.protein = t.protein
-        and ot.aspect = t.aspect
+    left join aligned_annotations as ot
+        on ot.old_release = :old_release
+        and ot.new_release = :new_release
+        and ot.protein = t.protein
         and ot.term = nt.term
 ),
 
@@ -159,12 +76,14 @@ known_only_rows as (
         false as is_ground_truth,
         true as is_known
     from targets as t
-    inner join old_terms as ot
-        on ot.protein = t.protein
+    inner join aligned_annotations as ot
+        on ot.old_release = :old_release
+        and ot.new_release = :new_release
+        and ot.protein = t.protein
         and ot.aspect = t.aspect
-    left join new_terms as nt
-        on nt.protein = t.protein
-        and nt.aspect = t.aspect
+    left join experimental_annotations as nt
+        on nt.release_id = :new_release
+        and nt.protein = t.protein
         and nt.term = ot.term
     where t.mode = 'PK'
         and nt.term is null

@@ -5,7 +5,7 @@ with annotations as (
         sa.term
     from stg_annotations as sa
     where sa.release_id = :release_id
-        and sa.is_experimental
+        and sa.is_experimental = true
 ),
 
 closure as (

@@ -9,11 +9,6 @@ from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, WarehouseResource
 
 
-def _closure(onto, terms) -> pd.DataFrame:
-    rows = [(t, a, onto.aspect(t)) for t in sorted(set(terms)) if t in onto for a in sorted(onto.ancestors(t))]
-    return pd.DataFrame(rows, columns=["term", "ancestor", "aspect"])
-
-
 @dg.asset(partitions_def=RELEASES, group_name="warehouse")
 def stg_annotations(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
@@ -26,7 +21,7 @@ def stg_annotations(
                        value["non_experimental_cleaned"].assign(is_experimental=False)], ignore_index=True)
     wh = warehouse.warehouse()
     counts = {"stg_annotations": wh.load_annotations(release, frame),
-              "stg_term_closure": wh.load_term_closure(release, _closure(ontology.value, frame["term"].unique())),
+              "stg_term_closure": wh.load_ontology(release, ontology.value),
               "stg_sequences": wh.load_sequences(release, sequences.value[["protein", "sequence_sha256"]])}
     return dg.Output(counts, metadata=binding_metadata(
         archive.cutoff_of(release), artefacts=[release_annotations, ontology, sequences], **counts))
@@ -53,7 +48,9 @@ def annotation_growth(
     cutoff = context.partition_key
     prev = previous_release(archive.release_ids(), cutoff)
     read = [experimental_annotations.get(prev), experimental_annotations.get(cutoff)]
-    run = warehouse.warehouse().run_model("annotation_growth", old_release=prev, new_release=cutoff)
+    wh = warehouse.warehouse()
+    wh.run_model("aligned_annotations", old_release=prev, new_release=cutoff)
+    run = wh.run_model("annotation_growth", old_release=prev, new_release=cutoff)
     return dg.Output({"rows": run.rows}, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=read, rows=run.rows, old_release=prev))
 
@@ -72,6 +69,7 @@ def evaluation_sets(
     read, rows = [frozen_recipe], {}
     for role, old, new in (("valid", window.t_minus_1, window.t0), ("test", window.t0, window.t1)):
         read += [experimental_annotations.get(old), experimental_annotations.get(new)]
+        wh.run_model("aligned_annotations", old_release=old, new_release=new)
         wh.run_model("annotation_growth", old_release=old, new_release=new)
         rows[role] = wh.run_model("evaluation_sets", window_key=window.key, window_role=role,
                                   old_release=old, new_release=new).rows

@@ -153,6 +153,7 @@ def built(wh):
     for release in (OLD, NEW):
         wh.run_model("experimental_annotations", release_id=release)
         wh.run_model("nonexperimental_annotations", release_id=release)
+    wh.run_model("aligned_annotations", old_release=OLD, new_release=NEW)
     wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
     return wh
 
@@ -342,6 +343,7 @@ def test_growth_refuses_a_release_without_sequences(wh):
     wh.load_term_closure(NEW, NEW_CLOSURE, NEW_ALT_IDS)
     wh.run_model("experimental_annotations", release_id=OLD)
     wh.run_model("experimental_annotations", release_id=NEW)
+    wh.run_model("aligned_annotations", old_release=OLD, new_release=NEW)
     with pytest.raises(WarehouseError, match="stg_sequences holds no rows"):
         wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
 
@@ -534,6 +536,7 @@ def test_sql_growth_matches_python_reference_on_synthetic_ontologies(wh, tmp_pat
     wh.load_sequences(NEW, NEW_SEQUENCES)
     for release in (OLD, NEW):
         wh.run_model("experimental_annotations", release_id=release)
+    wh.run_model("aligned_annotations", old_release=OLD, new_release=NEW)
     wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
     sql = wh.read_growth(OLD, NEW)
     python = _python_growth(
@@ -590,6 +593,7 @@ def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
         DATA / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz").items()}
     wh.load_sequences(OLD, pd.DataFrame({"protein": list(sequences),
                                          "sequence_sha256": list(sequences.values())}))
+    wh.run_model("aligned_annotations", old_release=OLD, new_release=NEW)
     wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
     sql = wh.read_growth(OLD, NEW)
     python = annotation_growth(aligned, propagated[NEW], sequences)
