@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "tempo_assets.cli.release_cmd",
     "tempo_assets.cli.graph_cmd",
     "tempo_assets.cli.audit_cmd",
+    "tempo_assets.cli.audit_graph_cmd",
 )
 
 

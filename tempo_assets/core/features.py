@@ -11,9 +11,14 @@ corpus. Concretely
 - duplicated input rows collapse, and neighbours are ranked by (similarity desc, neighbour id),
   so nothing depends on row order, replication or label-derived bucket ids.
 
-``ia`` and ``term_depth`` are term-level inputs held fixed by the audit: depth comes from the
-ontology alone; the IA series must come from a corpus bound to the candidate cutoff (see
-``candidate_features``).
+- the IA of a term is leave-one-out too when ``ia`` is an ``ia.IaCounts``: for candidate
+  (p, t) it is the IA estimated on the IA corpus without p (p's own contribution to
+  ``n(t and P(t))`` and ``n(P(t))`` is subtracted), so it no longer carries p's labels at
+  order 1/n. A plain term -> bits series is accepted for compatibility but leaks whenever the
+  scored protein is in the corpus the series was estimated from.
+
+``term_depth`` comes from the ontology alone. ``tempo_assets.core.audits`` re-checks all of
+this on sampled proteins.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.ia import IaCounts
 
 ASPECT_CODES: dict[str, int] = {"BP": 0, "MF": 1, "CC": 2}
 
@@ -36,7 +42,7 @@ FEATURE_COLUMNS: tuple[str, ...] = (
     "top_similarity",  # similarity of the protein's nearest neighbour
     "aspect_neighbour_share",  # neighbours annotated in the aspect / neighbours considered
     "corpus_prior",  # leave-one-out fraction of aspect-annotated corpus proteins carrying it
-    "ia",  # information accretion of the term (NaN when unknown)
+    "ia",  # information accretion of the term, leave-one-out with IaCounts (NaN when unknown)
     "depth",  # depth of the term in the ontology (NaN when unknown)
     "n_candidates",  # candidate terms for this protein in this aspect
     "aspect_code",  # BP=0, MF=1, CC=2
@@ -210,7 +216,7 @@ def _term_values(values: pd.Series | Mapping[str, float] | None, terms: np.ndarr
 def candidate_features(
     neighbours: pd.DataFrame,
     corpus_annotations: pd.DataFrame,
-    ia: pd.Series | Mapping[str, float] | None = None,
+    ia: IaCounts | pd.Series | Mapping[str, float] | None = None,
     term_depth: pd.Series | Mapping[str, float] | None = None,
     k: int | None = None,
 ) -> pd.DataFrame:
@@ -222,10 +228,11 @@ def candidate_features(
         ``query, neighbour, similarity`` from ``KnnIndex.search`` (usually at ``K_max``).
     corpus_annotations : DataFrame, shape (n_annotations, >=3)
         Propagated ``protein, term, aspect`` of the corpus the neighbours were searched in.
-    ia : Series or mapping, optional
-        Term -> information accretion (bits). It is a term-level weight: bind it to a corpus
-        at or before the candidate cutoff (the ``t-2`` corpus for reranker labels), never to
-        the release that supplies the labels.
+    ia : IaCounts, Series or mapping, optional
+        ``IaCounts`` (``ia.ia_counts`` of a corpus at or before the candidate cutoff, never the
+        release that supplies the labels): the ``ia`` feature of (p, t) is the IA of ``t``
+        estimated without p (golden rule). A term -> bits series or mapping is used as is
+        (a fixed weight; it leaks when p is in the corpus it was estimated from).
     term_depth : Series or mapping, optional
         Term -> depth in the ontology.
     k : int, optional
@@ -331,13 +338,21 @@ def candidate_features(
             "top_similarity": top_similarity,
             "aspect_neighbour_share": in_aspect / k_eff,
             "corpus_prior": prior,
-            "ia": _term_values(ia, term_ids)[cand_t],
+            "ia": _ia_values(ia, protein_ids, cand_q, term_ids, cand_t),
             "depth": _term_values(term_depth, term_ids)[cand_t],
             "n_candidates": n_candidates.astype(np.int64),
             "aspect_code": cand_a.astype(np.int64),
         }
     )
     return out[columns]
+
+
+def _ia_values(ia, protein_ids: np.ndarray, cand_q: np.ndarray, term_ids: np.ndarray,
+               cand_t: np.ndarray) -> np.ndarray:
+    """The ``ia`` column: leave-one-out per candidate with ``IaCounts``, else per term."""
+    if not isinstance(ia, IaCounts):
+        return _term_values(ia, term_ids)[cand_t]
+    return ia.leave_one_out(protein_ids[cand_q], term_ids[cand_t])
 
 
 def _contains(sorted_unique: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -388,21 +403,35 @@ def golden_rule_violations(
     violations: list[tuple[str, str]] = []
     for protein in dict.fromkeys(str(p) for p in protein_ids):
         reduced = build_features(corpus_annotations[corpus_protein != protein])
-        before = _protein_rows(full, protein)
-        after = _protein_rows(reduced, protein)
-        if not before.index.equals(after.index):
-            violations.append((protein, "candidates"))
-            common = before.index.intersection(after.index)
-            before, after = before.loc[common], after.loc[common]
-        for col in feature_cols:
-            if col not in after.columns:
-                violations.append((protein, col))
-                continue
-            x = before[col].to_numpy(dtype=np.float64)
-            y = after[col].to_numpy(dtype=np.float64)
-            if not np.allclose(x, y, rtol=0.0, atol=atol, equal_nan=True):
-                violations.append((protein, col))
+        violations.extend((protein, col) for col in compare_protein_features(
+            full, reduced, protein, feature_cols, atol=atol))
     return violations
+
+
+def compare_protein_features(before: pd.DataFrame, after: pd.DataFrame, protein: str,
+                             feature_cols: Iterable[str], *, atol: float = 1e-12) -> list[str]:
+    """Features of ``protein`` that differ between two feature frames.
+
+    Rows are matched on ``(aspect, term)``; ``"candidates"`` is reported first when the two
+    frames propose different candidate sets (the common rows are then compared). A feature
+    column missing from ``after`` differs. NaN equals NaN; tolerance ``atol``, no relative one.
+    """
+    before = _protein_rows(before, protein)
+    after = _protein_rows(after, protein)
+    differing: list[str] = []
+    if not before.index.equals(after.index):
+        differing.append("candidates")
+        common = before.index.intersection(after.index)
+        before, after = before.loc[common], after.loc[common]
+    for col in feature_cols:
+        if col not in after.columns or col not in before.columns:
+            differing.append(col)
+            continue
+        x = before[col].to_numpy(dtype=np.float64)
+        y = after[col].to_numpy(dtype=np.float64)
+        if not np.allclose(x, y, rtol=0.0, atol=atol, equal_nan=True):
+            differing.append(col)
+    return differing
 
 
 def _protein_rows(frame: pd.DataFrame, protein: str) -> pd.DataFrame:

@@ -12,8 +12,9 @@ corpus proteins annotated with every term of the set. The file format is cafaeva
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -91,6 +92,143 @@ def information_accretion(propagated: pd.DataFrame, ontology: Any) -> pd.Series:
     Series of float64, shape (n_terms,)
         Index: term id (primary, non-obsolete, sorted), name ``ia``; bits, all >= 0.
     """
+    return ia_counts(propagated, ontology).series()
+
+
+def _ia_bits(with_parents: np.ndarray, with_both: np.ndarray, n_parents: np.ndarray) -> np.ndarray:
+    """``-log2(with_both / with_parents)`` with the conventions of ``information_accretion``."""
+    ia = np.zeros(len(with_both), dtype=np.float64)
+    scored = (n_parents > 0) & (with_both > 0)
+    ia[scored] = -np.log2(with_both[scored] / with_parents[scored])
+    return np.where(ia > 0, ia, 0.0)  # -log2(1) is -0.0
+
+
+@dataclass(frozen=True)
+class IaCounts:
+    """The counts behind IA, kept so one protein's contribution can be removed exactly.
+
+    ``IA(t) = -log2(with_both[t] / with_parents[t])`` where ``with_parents[t]`` counts the corpus
+    proteins holding every parent of ``t`` and ``with_both[t]`` those also holding ``t``.
+    Used as the ``ia`` input of ``features.candidate_features``, it gives each candidate
+    (protein p, term t) the IA of a corpus without p (``leave_one_out``), so the feature obeys
+    the golden rule even when p's own labels are in the corpus IA was estimated from.
+
+    Attributes
+    ----------
+    terms : ndarray of str, shape (n_terms,)
+        Primary, non-obsolete term ids, sorted.
+    proteins : ndarray of str, shape (n_proteins,)
+        Corpus proteins, sorted.
+    annotation : csr_matrix of int32, shape (n_proteins, n_terms)
+        0/1 incidence, sorted indices.
+    parent_matrix : csc_matrix of int32, shape (n_terms, n_terms)
+        ``parent_matrix[p, t] = 1`` when ``p`` is a parent of ``t``.
+    n_parents, with_parents, with_both : ndarray of int64, shape (n_terms,)
+    """
+
+    terms: np.ndarray
+    proteins: np.ndarray
+    annotation: sparse.csr_matrix
+    parent_matrix: sparse.csc_matrix
+    n_parents: np.ndarray
+    with_parents: np.ndarray
+    with_both: np.ndarray
+
+    def series(self) -> pd.Series:
+        """IA of every term (bits), as ``information_accretion`` returns it."""
+        ia = _ia_bits(self.with_parents, self.with_both, self.n_parents)
+        return pd.Series(ia, index=pd.Index(list(self.terms), name="term"), name="ia")
+
+    def drop_proteins(self, proteins: Iterable[str]) -> "IaCounts":
+        """The counts of the corpus without ``proteins``, recounted from the reduced matrix."""
+        drop = set(map(str, proteins))
+        keep = np.array([p not in drop for p in self.proteins], dtype=bool)
+        annotation = self.annotation[np.flatnonzero(keep)]
+        with_parents, with_both = count_parent_sets(annotation, self.parent_matrix, self.n_parents)
+        return replace(self, proteins=self.proteins[keep], annotation=annotation,
+                       with_parents=with_parents, with_both=with_both)
+
+    def leave_one_out(self, proteins: Sequence[str] | np.ndarray,
+                      terms: Sequence[str] | np.ndarray) -> np.ndarray:
+        """IA of ``terms[i]`` estimated on the corpus without ``proteins[i]``.
+
+        Parameters
+        ----------
+        proteins, terms : array-like of str, shape (n_rows,)
+            Candidate rows. A protein outside the corpus gets the plain IA of the term.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_rows,)
+            Bits; NaN where the term is not a term of the ontology.
+        """
+        proteins = np.asarray(proteins, dtype=object)
+        terms = np.asarray(terms, dtype=object)
+        if len(proteins) != len(terms):
+            raise TempoInputError(f"IaCounts.leave_one_out: {len(proteins)} proteins but "
+                                  f"{len(terms)} terms")
+        n_terms = len(self.terms)
+        t = _lookup(self.terms, terms)
+        p = _lookup(self.proteins, proteins)
+        out = np.full(len(terms), np.nan)
+        known = t >= 0
+        t_k, p_k = t[known], p[known]
+        # row-major keys of the incidence: sorted because the CSR rows and their indices are
+        held_keys = (np.repeat(np.arange(self.annotation.shape[0], dtype=np.int64),
+                               np.diff(self.annotation.indptr))
+                     * n_terms + self.annotation.indices.astype(np.int64))
+        in_corpus = p_k >= 0
+        holds_term = in_corpus & _member(held_keys, p_k * n_terms + t_k)
+        ptr, idx = self.parent_matrix.indptr, self.parent_matrix.indices
+        counts = (ptr[t_k + 1] - ptr[t_k]).astype(np.int64)
+        rows = np.repeat(np.arange(len(t_k)), counts)
+        parents = idx[_ranges(ptr[t_k].astype(np.int64), counts)].astype(np.int64)
+        held = _member(held_keys, p_k[rows] * n_terms + parents) & in_corpus[rows]
+        held_parents = np.bincount(rows, weights=held, minlength=len(t_k))
+        holds_parents = in_corpus & (held_parents == counts)
+        with_parents = self.with_parents[t_k] - holds_parents
+        with_both = self.with_both[t_k] - (holds_parents & holds_term)
+        out[known] = _ia_bits(with_parents, with_both, self.n_parents[t_k])
+        return out
+
+
+def _lookup(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Position of each value in ``sorted_ids`` (int64), -1 when absent."""
+    if len(sorted_ids) == 0:
+        return np.full(len(values), -1, dtype=np.int64)
+    codes = pd.Index(sorted_ids).get_indexer(pd.Index(values.astype(str)))
+    return np.asarray(codes, dtype=np.int64)
+
+
+def _member(sorted_keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    if len(sorted_keys) == 0:
+        return np.zeros(len(values), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
+    return sorted_keys[pos] == values
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)``; int64, shape (sum(counts),)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
+def ia_counts(propagated: pd.DataFrame, ontology: Any) -> IaCounts:
+    """The ``IaCounts`` of a propagated corpus (see ``information_accretion`` for conventions).
+
+    Parameters
+    ----------
+    propagated : DataFrame, shape (n_rows, >= 2)
+        ``protein, term``: annotations closed under ``ontology`` (primary ids).
+    ontology : Ontology
+
+    Returns
+    -------
+    IaCounts
+    """
     require_columns(propagated, ("protein", "term"), "information_accretion")
     terms = ontology_terms(ontology)
     column = {term: i for i, term in enumerate(terms)}
@@ -101,13 +239,14 @@ def information_accretion(propagated: pd.DataFrame, ontology: Any) -> pd.Series:
         raise TempoInputError(
             f"information_accretion: term {bad['term']} (protein {bad['protein']}) is not a "
             "primary, non-obsolete term of the ontology; clean the annotations first")
-    protein_codes, _ = pd.factorize(pairs["protein"])
-    n_proteins = int(protein_codes.max()) + 1 if len(protein_codes) else 0
+    protein_codes, protein_ids = pd.factorize(pairs["protein"], sort=True)
+    n_proteins = len(protein_ids)
     annotation = sparse.csr_matrix(
         (np.ones(len(pairs), dtype=np.int32),
          (protein_codes, term_index.to_numpy(dtype=np.int64))),
         shape=(n_proteins, len(terms)),
     )
+    annotation.sort_indices()
 
     parent_rows: list[int] = []
     parent_cols: list[int] = []
@@ -120,14 +259,13 @@ def information_accretion(propagated: pd.DataFrame, ontology: Any) -> pd.Series:
         (np.ones(len(parent_rows), dtype=np.int32), (parent_rows, parent_cols)),
         shape=(len(terms), len(terms)),
     )
+    parent_matrix.sort_indices()
     n_parents = np.asarray(parent_matrix.sum(axis=0)).ravel().astype(np.int64)
-
     with_parents, with_both = count_parent_sets(annotation, parent_matrix, n_parents)
-    ia = np.zeros(len(terms), dtype=np.float64)
-    scored = (n_parents > 0) & (with_both > 0)
-    ia[scored] = -np.log2(with_both[scored] / with_parents[scored])
-    ia = np.where(ia > 0, ia, 0.0)  # -log2(1) is -0.0
-    return pd.Series(ia, index=pd.Index(terms, name="term"), name="ia")
+    return IaCounts(terms=np.asarray(terms, dtype=object),
+                    proteins=np.asarray(protein_ids, dtype=object), annotation=annotation,
+                    parent_matrix=parent_matrix, n_parents=n_parents,
+                    with_parents=with_parents, with_both=with_both)
 
 
 def write_ia_file(path: str | Path, ia: pd.Series) -> int:

@@ -218,3 +218,18 @@ def test_missing_ids_are_refused():
     gap.loc[2, "neighbour"] = None
     with pytest.raises(TempoInputError, match="neighbours:2: missing"):
         prepare_neighbours(gap)
+
+
+def test_loo_ia_passes_golden_rule_violations_when_ia_is_rebuilt_from_the_reduced_corpus(tmp_path):
+    """IA counts recomputed from scratch on every reduced corpus: LOO passes, a fixed series fails."""
+    from tempo_assets.core.ia import ia_counts
+    from tempo_assets_tests.core.test_audits import ontology_world
+
+    ontology, corpus, neighbours, in_corpus = ontology_world(tmp_path, 21)
+    loo = golden_rule_violations(
+        in_corpus, lambda c: candidate_features(neighbours, c, ia=ia_counts(c, ontology), k=6), corpus)
+    assert loo == []
+    fixed = golden_rule_violations(
+        in_corpus, lambda c: candidate_features(neighbours, c, ia=ia_counts(c, ontology).series(), k=6),
+        corpus)
+    assert fixed and {f for _, f in fixed} == {"ia"}
