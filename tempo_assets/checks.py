@@ -7,6 +7,7 @@ these checks re-verify the stored sidecars so a failure shows, and stops downstr
 import dagster as dg
 
 from tempo_assets.assets.corpus import knn_corpus
+from tempo_assets.assets.embeddings import embeddings
 from tempo_assets.assets.ia import ia_weights
 from tempo_assets.assets.labels import reranker_labels
 from tempo_assets.assets.recipe import frozen_recipe
@@ -40,6 +41,16 @@ def _within_cutoff_check(asset_def, partitions_def):
         return within_cutoff(artefact_store.store(), archive, name, context.partition_key)
 
     return _check
+
+
+@dg.asset_check(asset=release_annotations, name="release_annotations__gaf_rows_within_file_date", blocking=True,
+                partitions_def=RELEASES,
+                description="no GAF row is dated after its file's declared date (a mislabelled file blocks downstream)")
+def release_annotations__gaf_rows_within_file_date(context, artefact_store: ArtefactStoreResource):
+    meta = artefact_store.store().read_meta("release_annotations", context.partition_key)
+    late = int(meta.get("gaf_rows_after_file_date", 0))
+    return dg.AssetCheckResult(passed=late == 0, metadata={
+        "gaf_rows_after_file_date": late, "rows_after_cutoff_dropped": int(meta.get("rows_after_cutoff_dropped", 0))})
 
 
 def window_lineage(meta: dict, archive: ArchiveResource, window_key: str, last_role: str) -> list[str]:
@@ -110,6 +121,8 @@ def test_score__no_lineage_past_t1(context, archive: ArchiveResource, artefact_s
 
 CHECKS = [
     _within_cutoff_check(release_annotations, RELEASES),
+    release_annotations__gaf_rows_within_file_date,
+    _within_cutoff_check(embeddings, RELEASES),
     _within_cutoff_check(knn_corpus, CUTOFFS),
     _within_cutoff_check(ia_weights, CUTOFFS),
     _within_cutoff_check(reranker_labels, CUTOFFS),

@@ -13,6 +13,7 @@ from tempo_assets.assets.scoring import test_score
 from tempo_assets.assets.selection import valid_selection
 from tempo_assets.assets.submission import submission
 from tempo_assets.assets.warehouse import annotation_growth, evaluation_sets, experimental_annotations, stg_annotations
+from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
 from tempo_assets.io_managers import ArtefactIOManager
 from tempo_assets.resources import (
@@ -47,7 +48,7 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=CHECKS,
+    asset_checks=CHECKS + AUDIT_CHECKS,
     jobs=JOBS,
     sensors=[archive_sensor],
     schedules=[weekly_archive_check],

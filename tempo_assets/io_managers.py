@@ -120,6 +120,17 @@ class Artefact:
         return {k: self.meta.get(k) for k in keys if self.meta.get(k) is not None}
 
 
+def refuse_flagged(artefact: Artefact, sidecar: Path | str | None = None) -> Artefact:
+    """``artefact``, unless its sidecar records violations (e.g. GAF rows dated after their file)."""
+    count = artefact.meta.get("violations") or 0
+    if count:
+        name = f"{artefact.meta.get('asset')}[{artefact.meta.get('partition')}]"
+        raise TempoInputError(
+            f"{name} records {count} violation(s) of its time binding (see its blocking checks); "
+            "refusing to read it: fix the archive and rematerialise", path=sidecar)
+    return artefact
+
+
 @dataclass
 class ArtefactSet:
     """Partitions of one upstream asset a window may read, gated by the reading role.
@@ -270,11 +281,18 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             limit_release = window.release_for(ROLE_LIMIT[role])
         else:
             limit_release = downstream_key
-        if context.has_asset_partitions and len(context.asset_partition_keys) == 1 and not (
-            downstream_key and is_window_key(downstream_key) and not is_window_key(context.asset_partition_keys[0])
+        keys = list(context.asset_partition_keys) if context.has_asset_partitions else []
+        if downstream_key is not None and is_window_key(downstream_key) and keys and all(map(is_window_key, keys)):
+            # a window asset reads only its own window of another window asset (identity); Dagster
+            # may report every registered key of a dynamic definition here, so bind it explicitly
+            if downstream_key not in keys:
+                raise TempoInputError(f"{upstream}[{downstream_key}] is not a registered window partition")
+            keys = [downstream_key]
+        if len(keys) == 1 and not (
+            downstream_key and is_window_key(downstream_key) and not is_window_key(keys[0])
         ):
-            key = context.asset_partition_keys[0]
-            artefact = store.open(upstream, key)
+            key = keys[0]
+            artefact = refuse_flagged(store.open(upstream, key), store.sidecar_path(upstream, key))
             if limit_release is not None and limit_release in as_of:
                 limit = as_of[limit_release]
                 if artefact.max_source_date > limit:
@@ -288,5 +306,5 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
         return ArtefactSet(
             asset=upstream, role=role or "cutoff", limit_release=limit_release,
             limit_date=as_of[limit_release], release_order=order, as_of=as_of,
-            fetch=lambda key: store.open(upstream, key),
+            fetch=lambda key: refuse_flagged(store.open(upstream, key), store.sidecar_path(upstream, key)),
         )

@@ -155,6 +155,23 @@ class PartitionPlan:
         return {"releases": self.releases, "cutoffs": self.cutoffs, "windows": self.windows}
 
 
+def check_as_of_order(manifests) -> None:
+    """Refuse an archive whose as-of dates do not strictly increase with the (sortable) release ids.
+
+    A release whose as-of date is not before the next release's (a file in it newer than the
+    next release, e.g. embeddings computed later) would put TRAIN data after VALID's end.
+    """
+    by_id = sorted(manifests, key=lambda m: m.id)
+    for older, newer in zip(by_id, by_id[1:]):
+        if parse_date(older.as_of) >= parse_date(newer.as_of):
+            latest = max(older.files, key=lambda f: f.date)
+            raise TempoInputError(
+                f"release {older.id!r} is as of {parse_date(older.as_of).isoformat()} (its {latest.kind} file "
+                f"{latest.path!r} is dated {latest.date.isoformat()}), not before the next release "
+                f"{newer.id!r} (as of {parse_date(newer.as_of).isoformat()}): a file newer than its release",
+                path=Path(older.folder) / "release.json")
+
+
 def plan_partitions(archive) -> PartitionPlan:
     """Partition keys for an ``Archive`` (core/releases.py): releases oldest first."""
     manifests = archive.releases()
@@ -163,6 +180,7 @@ def plan_partitions(archive) -> PartitionPlan:
         if WINDOW_SEPARATOR in rid:
             raise TempoInputError(f"release id {rid!r} must not contain {WINDOW_SEPARATOR!r}")
     as_of = {m.id: parse_date(m.as_of) for m in manifests}
+    check_as_of_order(manifests)
     windows = archive_windows(ids, Path(archive.root) / "windows.yaml")
     return PartitionPlan(ids, cutoff_keys(ids), [w.key for w in windows], as_of)
 

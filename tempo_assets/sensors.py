@@ -2,21 +2,21 @@
 
 import dagster as dg
 
-from tempo_assets.partitions import plan_partitions, register_partitions
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
-
 from tempo_assets.io_managers import ArtefactStore
-from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, PartitionPlan, parse_window_key, previous_release
+from tempo_assets.partitions import (
+    PartitionPlan, parse_window_key, plan_partitions, previous_release, register_partitions,
+)
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
 
 RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
                   "stg_annotations", "experimental_annotations"]
 CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
 WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score"]
 
-release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS, partitions_def=RELEASES)
-cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS, partitions_def=CUTOFFS)
-window_job = dg.define_asset_job("window_job", selection=WINDOW_ASSETS, partitions_def=WINDOWS)
-submission_job = dg.define_asset_job("submission_job", selection=["submission"], partitions_def=CUTOFFS)
+release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS)
+cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS)
+window_job = dg.define_asset_job("window_job", selection=WINDOW_ASSETS)
+submission_job = dg.define_asset_job("submission_job", selection=["submission"])
 JOBS = [release_job, cutoff_job, window_job, submission_job]
 
 
@@ -28,7 +28,8 @@ def ready_requests(plan: PartitionPlan, store: ArtefactStore) -> list[dg.RunRequ
     """Runs whose inputs are all materialised and whose outputs are not, in dependency order.
 
     Run keys make each request once: a release's runs, then its cutoff's once the release and
-    its predecessor are done, then each window once its TRAIN/VALID cutoffs and t1 are done.
+    its predecessor are done, then each window once its TRAIN/VALID cutoffs and t1 are done, then
+    the submission at the latest cutoff once a recipe usable there is frozen.
     """
     requests = []
     for key in plan.releases:
@@ -43,6 +44,13 @@ def ready_requests(plan: PartitionPlan, store: ArtefactStore) -> list[dg.RunRequ
         ready = _done(store, CUTOFF_ASSETS, w.t_minus_1) and _done(store, CUTOFF_ASSETS, w.t0)
         if ready and _done(store, RELEASE_ASSETS, w.t1) and not store.exists("frozen_recipe", key):
             requests.append(dg.RunRequest(run_key=f"windows:{key}", job_name="window_job", partition_key=key))
+    # a submission at the latest cutoff, once some recipe frozen on a window with t0 <= that cutoff exists
+    for key in plan.cutoffs[-1:]:
+        order = {r: i for i, r in enumerate(plan.releases)}
+        frozen = [w for w in map(parse_window_key, plan.windows)
+                  if order[w.t0] <= order[key] and store.exists("frozen_recipe", w.key)]
+        if frozen and _done(store, CUTOFF_ASSETS, key) and not store.exists("submission", key):
+            requests.append(dg.RunRequest(run_key=f"submission:{key}", job_name="submission_job", partition_key=key))
     return requests
 
 
@@ -59,15 +67,31 @@ def plan_new_partitions(instance: dg.DagsterInstance, root: str) -> tuple[dict[s
     return added, requests
 
 
+def _requested(cursor: str | None) -> set[str]:
+    """Run keys already requested, from the sensor cursor (a JSON list)."""
+    import json
+
+    return set(json.loads(cursor)) if cursor else set()
+
+
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED, jobs=JOBS,
            description="Registers partitions of new releases in the archive and requests the runs they make possible")
 def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource,
                    artefact_store: ArtefactStoreResource) -> dg.SensorResult:
+    """Each evaluation adds the archive's new partition keys and requests each ready run once.
+
+    The cursor holds the run keys already requested, so an unchanged archive requests nothing.
+    """
+    import json
+
     added, partition_requests = plan_new_partitions(context.instance, archive.root)
-    runs = ready_requests(plan_partitions(open_archive(archive.root)), artefact_store.store())
+    requested = _requested(context.cursor)
+    runs = [r for r in ready_requests(plan_partitions(open_archive(archive.root)), artefact_store.store())
+            if r.run_key not in requested]
     if not partition_requests and not runs:
-        return dg.SensorResult(skip_reason="archive unchanged and nothing ready to run")
-    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests)
+        return dg.SensorResult(skip_reason="archive unchanged and nothing new ready to run")
+    cursor = json.dumps(sorted(requested | {r.run_key for r in runs}))
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
 
 
 @dg.schedule(cron_schedule="0 6 * * 1", job=window_job, default_status=dg.DefaultScheduleStatus.STOPPED,

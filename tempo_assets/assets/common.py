@@ -113,17 +113,29 @@ def neighbours_of(corpus: Mapping[str, Any], embedded: Mapping[str, Any], protei
     return corpus_index(corpus).search(ids, matrix, k, exclude_self=True)
 
 
+def sequence_map(frame, restrict: Iterable[str] | None = None) -> dict[str, str]:
+    """``{protein: sequence sha256}`` of a stored ``sequences`` frame (optionally restricted)."""
+    mapping = dict(zip(frame["protein"], frame["sequence_sha256"]))
+    if restrict is not None:
+        keep = set(restrict)
+        mapping = {p: h for p, h in mapping.items() if p in keep}
+    return mapping
+
+
 def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[str, Any], new_ontology,
-                   old_sequence_ids: Iterable[str]):
+                   old_sequences: Mapping[str, str], new_sequences: Mapping[str, str] | None = None):
     """NK/LK/PK growth from an older release's experimental annotations to a newer one's.
 
     The older annotations are first expressed in the newer ontology (``align_terms``), so an edge
-    added between releases is not counted as growth.
+    added between releases is not counted as growth. Targets are restricted to proteins whose
+    sequence is available at the older release (``old_sequences``: protein -> sequence sha256)
+    and, where ``new_sequences`` knows the protein too, unchanged at the newer one (PROTOCOL.md).
     """
     from tempo_assets.core.growth import align_terms, annotation_growth
 
     old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
-    return annotation_growth(old_aligned, new_annotations["experimental"], sequences=set(old_sequence_ids))
+    return annotation_growth(old_aligned, new_annotations["experimental"], sequences=dict(old_sequences),
+                             new_sequences=None if new_sequences is None else dict(new_sequences))
 
 
 def term_depths(ontology, terms: Iterable[str]):
@@ -153,6 +165,7 @@ def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], pro
 
     With ``growth`` the source also carries the ground truth (with its ``mode``) and known terms.
     """
+    from tempo_assets.core.ia import ia_counts
     from tempo_assets.core.selection import CandidateSource
 
     neighbours = neighbours_of(corpus, embedded, proteins, k)
@@ -160,7 +173,9 @@ def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], pro
     return CandidateSource(
         neighbours=neighbours, corpus_annotations=corpus["annotations"],
         ground_truth=None if growth is None else growth.ground_truth,
-        known=None if growth is None else growth.known, ia=ia, term_depth=depth)
+        known=None if growth is None else growth.known,
+        # IA as counts, so each candidate's IA leaves its own protein out (the golden rule)
+        ia=ia_counts(corpus["annotations"], ontology), term_depth=depth)
 
 
 NAMESPACE = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
@@ -191,13 +206,18 @@ def evaluate_growth(eval_ontology, growth, predictions, n_boot: int = 0, seed: i
                 known = growth.known[growth.known["protein"].isin(targets["protein"]) & (growth.known["aspect"] == aspect)]
                 known = known[["protein", "term"]]
             df_all = evaluate_frames(eval_ontology, truth, preds, known=known)
+            # what was scored, so methods can be shown to share their targets
+            scored = {"mode": mode, "aspect": aspect, "targets": len(targets),
+                      "truth_proteins": int(truth["protein"].nunique()), "truth_pairs": len(truth),
+                      "truth_sha256": frame_digest(truth), "predicted_pairs": len(preds)}
             if ns not in df_all.index.get_level_values("ns"):
-                rows.append({"mode": mode, "aspect": aspect, "targets": len(targets), "fmax": 0.0})
+                rows.append({**scored, "fmax": 0.0})
                 continue
             fmax, tau = fmax_score(df_all, ns)
             smin, _ = smin_loss(df_all, ns)
             curve = df_all.loc[ns].reset_index()
-            row = {"mode": mode, "aspect": aspect, "targets": len(targets), "fmax": float(fmax), "tau": float(tau),
+            best = curve.loc[curve["f"].idxmax()]
+            row = {**scored, "fmax": float(fmax), "tau": float(tau), "coverage": float(best["cov"]),
                    "wfmax": float(curve["f_w"].max()) if "f_w" in curve else float("nan"), "smin": float(smin)}
             if n_boot:
                 ci = bootstrap_ci(eval_ontology, truth, preds, metric="f", n_boot=n_boot, seed=seed,
@@ -207,3 +227,45 @@ def evaluate_growth(eval_ontology, growth, predictions, n_boot: int = 0, seed: i
             curves.append(curve.assign(mode=mode, aspect=aspect))
     curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
     return pd.DataFrame(rows), curves_frame
+
+
+def frame_digest(frame) -> str:
+    """sha256 of a frame's rows, sorted (order-free identity of a target or truth set)."""
+    import hashlib
+
+    text = "\n".join(sorted("\t".join(map(str, row)) for row in frame.itertuples(index=False)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def method_predictions(recipe: Mapping[str, Any], source, train_source, targets, ia, k_plain: int) -> dict:
+    """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
+
+    All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
+    labelled candidates the recipe's rerankers are refit on; ``targets`` (``protein, aspect``)
+    are the proteins the naive baseline scores.
+    """
+    from tempo_assets.core.baselines import naive_term_scores
+    from tempo_assets.core.knn import knn_term_scores
+    from tempo_assets.core.selection import apply_recipe
+
+    return {
+        "recipe": apply_recipe(recipe, source.neighbours, source.corpus_annotations, train_source,
+                               ia=source.ia, term_depth=source.term_depth),
+        "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
+        "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
+    }
+
+
+def score_methods(eval_ontology, growth, methods: Mapping[str, Any], n_boot: int = 0, seed: int = 0,
+                  boot_methods: Iterable[str] = ("recipe",)):
+    """``evaluate_growth`` for each method on the same growth; ``(summary, curves)`` with a ``method`` column."""
+    import pandas as pd
+
+    boot = set(boot_methods)
+    summaries, curves = [], []
+    for name, predictions in methods.items():
+        summary, curve = evaluate_growth(eval_ontology, growth, predictions,
+                                         n_boot=n_boot if name in boot else 0, seed=seed)
+        summaries.append(summary.assign(method=name))
+        curves.append(curve.assign(method=name))
+    return pd.concat(summaries, ignore_index=True), pd.concat(curves, ignore_index=True)

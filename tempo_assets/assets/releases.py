@@ -5,6 +5,7 @@ import pandas as pd
 
 from tempo_assets.assets.common import binding_metadata, scalar_metadata
 from tempo_assets.core.annotations import clean_annotations, propagate_annotations, split_by_evidence
+from tempo_assets.core.dates import date_to_int, parse_date
 from tempo_assets.core.fasta import sequence_sha256
 from tempo_assets.io_managers import Artefact
 from tempo_assets.partitions import RELEASES
@@ -31,7 +32,12 @@ def release_annotations(
     frame, dropped = reader.gaf_frame(release)
     onto = ontology.value
     experimental, non_experimental = split_by_evidence(frame)
-    report = {"gaf_rows": len(frame), "rows_after_cutoff_dropped": int(dropped)}
+    # a row dated after its GAF's declared date means the file is mislabelled: the reader dropped
+    # those after the cutoff, and the check release_annotations__gaf_rows_within_file_date blocks
+    # the rest, so nothing downstream reads this release until the archive is fixed
+    newest_gaf = max(parse_date(s["date"]) for s in reader.sources if s["kind"] == "gaf")
+    late = int(dropped) + int((frame["date"].to_numpy() > date_to_int(newest_gaf)).sum())
+    report = {"gaf_rows": len(frame), "rows_after_cutoff_dropped": int(dropped), "gaf_rows_after_file_date": late}
     result = {}
     for name, rows in (("experimental", experimental), ("non_experimental", non_experimental)):
         cleaned, clean_report = clean_annotations(rows, onto)
@@ -42,7 +48,7 @@ def release_annotations(
         report[f"{name}_proteins"] = int(result[name]["protein"].nunique())
     result["report"] = report
     return dg.Output(result, metadata=binding_metadata(
-        archive.cutoff_of(release), reader=reader, artefacts=[ontology], **scalar_metadata(report)))
+        archive.cutoff_of(release), reader=reader, artefacts=[ontology], violations=late, **scalar_metadata(report)))
 
 
 @dg.asset(partitions_def=RELEASES, group_name="releases")

@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from tempo_assets.assets.common import (
-    binding_metadata, candidate_source, evaluate_growth, growth_between, role_in, scalar_metadata,
+    binding_metadata, candidate_source, growth_between, method_predictions, role_in, scalar_metadata, score_methods,
+    sequence_map,
 )
 from tempo_assets.assets.ia import ia_series
 from tempo_assets.core.errors import TempoInputError
@@ -40,56 +41,44 @@ def refuse_second_score(context: dg.AssetExecutionContext, store: ArtefactStoreR
     partitions_def=WINDOWS, group_name="scoring",
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
-         "release_annotations": role_in("test"), "ontology": role_in("test")},
+         "release_annotations": role_in("test"), "ontology": role_in("test"), "sequences": role_in("test")},
 )
 def test_score(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, knn_corpus: ArtefactSet,
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
-    release_annotations: ArtefactSet, ontology: ArtefactSet,
+    release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
 ) -> dg.Output:
     """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once."""
-    from tempo_assets.core.baselines import naive_term_scores
     from tempo_assets.core.evaluation import EvalOntology
-    from tempo_assets.core.knn import knn_term_scores
-    from tempo_assets.core.selection import CandidateSource, apply_recipe
+    from tempo_assets.core.selection import CandidateSource
 
     window = parse_window_key(context.partition_key)
     refuse_second_score(context, artefact_store, window.key)
     recipe = verify_recipe(frozen_recipe)
     t0 = window.t0
     corpus, labels, ia, emb = (s.get(t0) for s in (knn_corpus, reranker_labels, ia_weights, embeddings))
-    ann_t0, onto_t0 = release_annotations.get(t0), ontology.get(t0)
+    ann_t0, onto_t0, seq_t0 = release_annotations.get(t0), ontology.get(t0), sequences.get(t0)
     test_read_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     # TEST ground truth is read only from here on, after the recipe was verified
-    ann_t1, onto_t1 = release_annotations.get(window.t1), ontology.get(window.t1)
-    growth = growth_between(ann_t0.value, ann_t1.value, onto_t1.value, emb.value["ids"])
+    ann_t1, onto_t1, seq_t1 = release_annotations.get(window.t1), ontology.get(window.t1), sequences.get(window.t1)
+    growth = growth_between(ann_t0.value, ann_t1.value, onto_t1.value,
+                            sequence_map(seq_t0.value, emb.value["ids"]), sequence_map(seq_t1.value))
     ia_bits = ia_series(ia.value)
     source = candidate_source(corpus.value, emb.value, growth.targets["protein"].unique(), ia_bits, onto_t0.value,
                               max(grid.ks))
-    methods = {
-        "recipe": apply_recipe(recipe, source.neighbours, source.corpus_annotations, CandidateSource(**labels.value),
-                               ia=ia_bits, term_depth=source.term_depth),
-        "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=min(grid.ks)),
-        "naive": naive_term_scores(source.corpus_annotations, growth.targets[["protein", "aspect"]]),
-    }
+    methods = method_predictions(recipe, source, CandidateSource(**labels.value), growth.targets, ia_bits,
+                                 k_plain=min(grid.ks))
     eval_ontology = EvalOntology.from_obo(archive.reader(window.t1).obo_path(window.t1), ia=ia_bits)
-    summaries, curves = [], []
-    for name, predictions in methods.items():
-        summary, curve = evaluate_growth(eval_ontology, growth, predictions,
-                                         n_boot=grid.bootstrap_samples if name == "recipe" else 0, seed=grid.seed)
-        summaries.append(summary.assign(method=name))
-        curves.append(curve.assign(method=name))
-    import pandas as pd
-
-    summary = pd.concat(summaries, ignore_index=True)
+    summary, curves = score_methods(eval_ontology, growth, methods, n_boot=grid.bootstrap_samples, seed=grid.seed)
     recipe_rows = summary[summary["method"] == "recipe"]
     fmax = {f"fmax_{r.mode}_{r.aspect}": float(r.fmax) for r in recipe_rows.itertuples()}
-    read = [frozen_recipe, corpus, labels, ia, emb, ann_t0, onto_t0, ann_t1, onto_t1]
+    read = [frozen_recipe, corpus, labels, ia, emb, ann_t0, onto_t0, seq_t0, ann_t1, onto_t1, seq_t1]
     return dg.Output(
-        {"summary": summary, "curves": pd.concat(curves, ignore_index=True), "counts": growth.counts()},
+        {"summary": summary, "curves": curves, "counts": growth.counts(),
+         "excluded_by_sequence": len(growth.removed)},
         metadata=binding_metadata(
             archive.cutoff_of(window.t1), artefacts=read, window=window.key, window_role="test",
             recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
-            test_read_at=test_read_at, summary=dg.MetadataValue.md(summary.round(4).to_markdown(index=False)),
+            test_read_at=test_read_at, summary=dg.MetadataValue.md(summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)),
             **scalar_metadata(fmax)))

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "evaluation_sets")
 
 
 def ensure_dagster_home() -> Path:
@@ -54,14 +55,23 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
     return steps
 
 
-def run_steps(steps, instance, resources=None, echo=print) -> list[tuple[str, str, str, float]]:
-    """Materialise each step unless all its artefacts exist; returns (job, key, status, seconds)."""
+def run_steps(steps, instance, resources=None, echo=print, exclude=(),
+              log_level: str | None = None) -> list[tuple[str, str, str, float]]:
+    """Materialise each step unless all its artefacts exist; returns (job, key, status, seconds).
+
+    ``exclude`` names assets left out of every step (e.g. the SQL warehouse models, which no
+    score depends on); the run stops at the first failed step. Dagster's console log shows
+    ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING); the event log in the
+    instance keeps everything.
+    """
+    log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
     import dagster as dg
 
     from tempo_assets.definitions import ASSETS, build_resources
     from tempo_assets.io_managers import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
     from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS
+    from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
 
     resources = resources or build_resources()
@@ -70,14 +80,15 @@ def run_steps(steps, instance, resources=None, echo=print) -> list[tuple[str, st
                   "submission_job": ["submission"]}
     report = []
     for number, (job, key) in enumerate(steps, start=1):
-        names = selections[job]
+        names = [n for n in selections[job] if n not in set(exclude)]
         if all(store.exists(n, key) for n in names):
             echo(f"[{number}/{len(steps)}] {job} {key}: already materialised, skipped")
             report.append((job, key, "skipped", 0.0))
             continue
         started = time.perf_counter()
-        result = dg.materialize(ASSETS + CHECKS, selection=names, partition_key=key, instance=instance,
-                                resources=resources, raise_on_error=False)
+        result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS, selection=names, partition_key=key,
+                                instance=instance, resources=resources, raise_on_error=False,
+                                run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         seconds = time.perf_counter() - started
         status = "ok" if result.success else "FAILED"
         echo(f"[{number}/{len(steps)}] {job} {key}: {status} in {seconds:.1f}s")
@@ -125,7 +136,8 @@ def _materialize(args) -> int:
         print(f"tempo: error: unknown cutoff {args.cutoff!r} (see `tempo cutoffs`)", file=sys.stderr)
         return 2
     target = "all" if args.all else ("window" if args.window else "cutoff")
-    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance)
+    exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
+    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, exclude=exclude)
     return 0 if all(status != "FAILED" for _, _, status, _ in report) else 1
 
 
@@ -141,4 +153,6 @@ def register(subparsers) -> None:
     group.add_argument("--all", action="store_true", help="every window through test_score and the latest submission")
     group.add_argument("--window", metavar="KEY", help="one window through test_score")
     group.add_argument("--cutoff", metavar="KEY", help="one cutoff's submission")
+    parser.add_argument("--without-warehouse", action="store_true",
+                        help="leave out the SQL warehouse models (no score depends on them)")
     parser.set_defaults(func=_materialize)

@@ -2,10 +2,11 @@
 
 Reproduces ``cafaeval`` 1.3.0 (Piovesan et al., CAFA-evaluator) as printed: every cell of
 ``evaluation_all.tsv`` and ``evaluation_best_{f,f_w,s,f_micro,f_micro_w}.tsv``. cafaeval builds
-dense ``proteins x terms`` matrices and thresholds them 99 times; here every protein's
-propagated scores are turned once into a threshold-bin code (``searchsorted`` on the exact
-``numpy.arange(th_step, 1, th_step)`` grid), propagated level by level over a CSR parent graph,
-and counted per bin; per-threshold counts are reverse cumulative sums.
+dense ``proteins x terms`` float matrices and thresholds them 99 times; here every raw score is
+turned once into a threshold-bin code (``searchsorted`` on the exact
+``numpy.arange(th_step, 1, th_step)`` grid: max and fill propagation commute with that
+monotone map), codes are propagated by term height over a CSR parent graph in one-byte blocks,
+and per-protein counts per bin become per-threshold counts by reverse cumulative sums.
 
 Reproduced cafaeval rules (see ``parser.py``, ``graph.py``, ``evaluation.py`` of cafaeval):
 
@@ -56,6 +57,8 @@ misinformation (so its coverage can exceed 1); we drop it everywhere.
 """
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import math
 import os
@@ -67,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import atomic_write, open_text
+from tempo_assets.core.io import atomic_write, open_binary, open_text
 
 __all__ = [
     "EvalOntology",
@@ -384,6 +387,19 @@ def _build_truths(ontology: EvalOntology, proteins, terms) -> dict[str, _Truth]:
     return truths
 
 
+def _level_layout(ns: _Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Terms sorted by height (0 = no children): (term order, position of each term, level
+    bounds in that order). Cached per namespace."""
+    cached = getattr(ns, "_layout", None)
+    if cached is None:
+        order = np.argsort(ns.level, kind="stable")
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size)
+        bounds = np.searchsorted(ns.level[order], np.arange(int(ns.level.max()) + 2))
+        cached = ns._layout = (order, position, bounds)
+    return cached
+
+
 def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Namespace,
                mode: str) -> tuple[np.ndarray, np.ndarray]:
     """Propagate positive codes up the namespace graph, level by level.
@@ -398,63 +414,60 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
     Returns
     -------
     keys : int64 (n_final,), sorted ``row * n_terms + term``; codes : int64 (n_final,)
+
+    Notes
+    -----
+    Terms are finalised by height (a term after all its children), which is what cafaeval's
+    topological sweep computes. A block of proteins is a dense ``(terms, proteins)`` code
+    matrix whose rows are ordered by height, so each height is one contiguous slice; only its
+    non-zero cells are pushed to their parents (``maximum.at``).
     """
-    n_terms = np.int64(ns.n_terms)
+    n_terms = ns.n_terms
     if rows.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    scale = np.int64(int(codes.max()) + 1)
-    raw_keys = rows * n_terms + cols
-    levels = ns.level
-    raw_level = levels[cols]
-    max_level = int(levels.max())
-    pending: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(max_level + 1)]
-    order = np.argsort(raw_level, kind="stable")
-    bounds = np.searchsorted(raw_level[order], np.arange(max_level + 2))
-    for lev in range(max_level + 1):
-        sel = order[bounds[lev]:bounds[lev + 1]]
-        if sel.size:
-            pending[lev].append((raw_keys[sel], codes[sel], np.ones(sel.size, dtype=np.int64)))
+    top = int(codes.max())
+    dtype = np.uint8 if top < 256 else (np.uint16 if top < 65536 else np.int64)
+    order, position, bounds = _level_layout(ns)
+    uniq_rows, local = np.unique(rows, return_inverse=True)
+    sort = np.argsort(local, kind="stable")
+    local, cols, codes = local[sort], cols[sort], codes[sort]
+    block = max(1, 16_000_000 // max(n_terms, 1))
+    ptr, pidx = ns.parent_ptr, ns.parent_idx
     out_keys, out_codes = [], []
-    for lev in range(max_level + 1):
-        if not pending[lev]:
-            continue
-        keys = np.concatenate([p[0] for p in pending[lev]])
-        vals = np.concatenate([p[1] for p in pending[lev]])
-        raw = np.concatenate([p[2] for p in pending[lev]])
-        pending[lev] = []
-        if mode == "fill":
-            packed = (keys * 2 + raw) * scale + vals
-            packed.sort()
-            grp = packed // scale // 2
-        else:
-            packed = keys * scale + vals
-            packed.sort()
-            grp = packed // scale
-        last = np.empty(packed.size, dtype=bool)
-        last[-1] = True
-        np.not_equal(grp[1:], grp[:-1], out=last[:-1])
-        keys = grp[last]
-        vals = packed[last] % scale
-        out_keys.append(keys)
-        out_codes.append(vals)
-        node = keys % n_terms
-        counts = ns.parent_ptr[node + 1] - ns.parent_ptr[node]
-        if not counts.any():
-            continue
-        parents = ns.parent_idx[_ranges(ns.parent_ptr[node], counts)]
-        pkeys = np.repeat(keys - node, counts) + parents
-        pvals = np.repeat(vals, counts)
-        plev = levels[parents]
-        porder = np.argsort(plev, kind="stable")
-        pb = np.searchsorted(plev[porder], np.arange(lev + 1, max_level + 2))
-        for k, target in enumerate(range(lev + 1, max_level + 1)):
-            sel = porder[pb[k]:pb[k + 1]]
-            if sel.size:
-                pending[target].append((pkeys[sel], pvals[sel], np.zeros(sel.size, dtype=np.int64)))
+    for start in range(0, uniq_rows.size, block):
+        stop = min(start + block, uniq_rows.size)
+        width = stop - start
+        lo, hi = np.searchsorted(local, [start, stop])
+        matrix = np.zeros((n_terms, width), dtype=dtype)
+        np.maximum.at(matrix, (position[cols[lo:hi]], local[lo:hi] - start),
+                      codes[lo:hi].astype(dtype))
+        raw = matrix != 0 if mode == "fill" else None
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            sub = matrix[a:b]
+            flat = np.flatnonzero(sub)
+            if flat.size == 0:
+                continue
+            r = flat % width
+            node = order[a + flat // width]
+            values = sub.ravel()[flat]
+            out_keys.append(uniq_rows[start + r] * np.int64(n_terms) + node)
+            out_codes.append(values)
+            counts = ptr[node + 1] - ptr[node]
+            if not counts.any():
+                continue
+            targets = position[pidx[_ranges(ptr[node], counts)]]
+            r = np.repeat(r, counts)
+            values = np.repeat(values, counts)
+            if raw is not None:
+                open_cell = ~raw[targets, r]
+                targets, r, values = targets[open_cell], r[open_cell], values[open_cell]
+            np.maximum.at(matrix, (targets, r), values)
     keys = np.concatenate(out_keys)
-    vals = np.concatenate(out_codes)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], vals[order]
+    vals = np.concatenate(out_codes).astype(np.int64)
+    # sort by key, carrying the code in the low bits (one sort instead of an argsort)
+    shift = np.int64(int(vals.max()).bit_length())
+    packed = np.sort((keys << shift) | vals)
+    return packed >> shift, packed & ((np.int64(1) << shift) - 1)
 
 
 @dataclass
@@ -468,7 +481,37 @@ class _Raw:
     path: str | None = None
 
 
+_PLAIN_BYTES = np.zeros(256, dtype=bool)
+_PLAIN_BYTES[[9, 10]] = True
+_PLAIN_BYTES[32:127] = True
+
+
 def _read_prediction_file(path: str | Path) -> _Raw:
+    """Rows of lines with more than two whitespace-separated fields (cafaeval's rule).
+
+    Plain-ASCII files go through pandas' C reader; anything else (non-ASCII, carriage
+    returns, other control characters) through a line loop with ``str.split``, the rule's
+    own definition. Line numbers are recovered by the loop when an error must name one.
+    """
+    with open_binary(path) as handle:
+        data = handle.read()
+    if data and _PLAIN_BYTES[np.frombuffer(data, dtype=np.uint8)].all():
+        try:
+            frame = pd.read_csv(io.BytesIO(data), sep=r"\s+", header=None, names=[0, 1, 2],
+                                usecols=[0, 1, 2], dtype=object, keep_default_na=False,
+                                na_filter=False, quoting=csv.QUOTE_NONE, engine="c",
+                                index_col=False)
+        except (pd.errors.ParserError, ValueError):
+            frame = None
+        if frame is not None:
+            frame = frame[frame[2] != ""]
+            return _Raw(frame[0].to_numpy(dtype=object), frame[1].to_numpy(dtype=object),
+                        frame[2].to_numpy(dtype=object), np.full(len(frame), -1, dtype=np.int64),
+                        str(path))
+    return _read_prediction_lines(path)
+
+
+def _read_prediction_lines(path: str | Path) -> _Raw:
     proteins: list[str] = []
     terms: list[str] = []
     scores: list[str] = []
@@ -496,8 +539,12 @@ def _parse_scores(raw: _Raw, sel: np.ndarray) -> np.ndarray:
             try:
                 float(value)
             except ValueError:
+                line = int(raw.lines[pos])
+                if line < 0 and raw.path:  # fast reader: find the line number now
+                    again = _read_prediction_lines(raw.path)
+                    line = int(again.lines[pos])
                 raise EvaluationInputError(f"score is not a number: {value!r}", raw.path,
-                                           int(raw.lines[pos])) from None
+                                           line) from None
         raise
 
 

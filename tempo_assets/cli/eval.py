@@ -1,0 +1,64 @@
+"""``tempo-eval``: cafaeval 1.3.0's command line, on Tempo's sparse evaluator.
+
+Same positional arguments, options and output files as ``python -m cafaeval``; adds LAFA's
+``-toi FILE`` (terms of interest) and ``-known FILE`` (``protein term`` pairs known before the
+window, removed from ground truth and predictions).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tempo-eval",
+        description="CAFA evaluation (cafaeval 1.3.0 compatible): precision-recall curves, "
+                    "Fmax, Smin, weighted and micro-averaged variants.")
+    parser.add_argument("obo_file", help="ontology file, OBO format (plain or gzipped)")
+    parser.add_argument("pred_dir", help="predictions folder, walked recursively")
+    parser.add_argument("gt_file", help="ground truth file: 'protein term' lines")
+    parser.add_argument("-out_dir", default="results", help="output folder (default results/)")
+    parser.add_argument("-ia", help="information accretion file: 'term ia' lines")
+    parser.add_argument("-no_orphans", action="store_true", default=False,
+                        help="exclude terms without parents (the roots) from the evaluation")
+    parser.add_argument("-norm", choices=["cafa", "pred", "gt"], default="cafa",
+                        help="normalisation: cafa (precision by predicted targets, the rest by "
+                             "ground-truth targets), pred, or gt")
+    parser.add_argument("-prop", choices=["max", "fill"], default="max",
+                        help="propagation of prediction scores to ancestors")
+    parser.add_argument("-th_step", type=float, default=0.01, help="threshold step in (0, 1)")
+    parser.add_argument("-max_terms", type=int, default=None,
+                        help="terms per protein and namespace to read (cafaeval's counting)")
+    parser.add_argument("-threads", type=int, default=4,
+                        help="accepted for compatibility; the sparse evaluator is single-threaded")
+    parser.add_argument("-log_level", choices=["debug", "info", "warning", "error", "critical"],
+                        default="info", help="log level")
+    parser.add_argument("-toi", default=None, help="terms-of-interest file (LAFA mode)")
+    parser.add_argument("-known", default=None,
+                        help="known 'protein term' pairs removed before scoring (LAFA mode)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s [%(levelname)-5.5s] %(message)s")
+    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.evaluation import cafa_eval, write_results
+
+    try:
+        df_all, dfs_best = cafa_eval(
+            args.obo_file, args.pred_dir, args.gt_file, ia=args.ia, no_orphans=args.no_orphans,
+            norm=args.norm, prop=args.prop, max_terms=args.max_terms, th_step=args.th_step,
+            n_cpu=args.threads, toi=args.toi, known=args.known)
+        write_results(df_all, dfs_best, out_dir=args.out_dir, th_step=args.th_step)
+    except TempoInputError as exc:
+        print(f"tempo-eval: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Asset helpers on small frames: growth honours the sequence restriction (PROTOCOL.md, Growth)."""
+import pandas as pd
+
+from tempo_assets.assets.common import growth_between, sequence_map
+from tempo_assets.core.ontology import parse_obo
+from tempo_assets_tests.assets.tiny_archive import write_obo
+
+
+def propagated(ontology, rows):
+    out = [(p, a, ontology.aspect(t)) for p, t in rows for a in sorted(ontology.ancestors(t))]
+    return {"experimental": pd.DataFrame(out, columns=["protein", "term", "aspect"])}
+
+
+def test_growth_excludes_proteins_whose_sequence_changed_or_was_missing(tmp_path):
+    write_obo(tmp_path / "go.obo", "2020-01-01")
+    onto = parse_obo(tmp_path / "go.obo")
+    old = propagated(onto, [("P1", "GO:0000011")])  # P1 known in MF only
+    new = propagated(onto, [("P1", "GO:0000011"), ("P1", "GO:0000002"), ("P2", "GO:0000003"),
+                            ("P3", "GO:0000021"), ("P4", "GO:0000022")])
+    old_seqs = pd.DataFrame({"protein": ["P1", "P2", "P3"], "sequence_sha256": ["a", "b", "c"]})
+    new_seqs = pd.DataFrame({"protein": ["P1", "P2", "P3", "P4"], "sequence_sha256": ["a", "b", "c-changed", "d"]})
+
+    growth = growth_between(old, new, onto, sequence_map(old_seqs), sequence_map(new_seqs))
+    targets = {(r.protein, r.aspect): r.mode for r in growth.targets.itertuples()}
+    assert targets == {("P1", "BP"): "LK", ("P2", "BP"): "NK"}
+    removed = {(r.protein, r.reason) for r in growth.removed.itertuples()}
+    assert removed == {("P3", "sequence_changed"), ("P4", "no_sequence_at_a")}
+
+    # without the later sequences the changed one is kept: the restriction comes from new_sequences
+    kept = growth_between(old, new, onto, sequence_map(old_seqs))
+    assert ("P3", "CC") in {(r.protein, r.aspect) for r in kept.targets.itertuples()}
+
+
+def test_sequence_map_restricts_to_embedded_proteins():
+    frame = pd.DataFrame({"protein": ["P1", "P2"], "sequence": ["AA", "CC"], "sequence_sha256": ["h1", "h2"]})
+    assert sequence_map(frame) == {"P1": "h1", "P2": "h2"}
+    assert sequence_map(frame, ["P2", "P9"]) == {"P2": "h2"}

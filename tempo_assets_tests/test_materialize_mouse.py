@@ -1,0 +1,104 @@
+"""The graph on an archive it has never seen: mouse releases built with the ``tempo release`` CLI.
+
+From ``../shared/data/goa_archive``: mouse 2014-09-29 GAF + GO 2014-10-27; mouse 2019-01-14 GAF +
+GO 2019-01-27; 2016-01-15 and 2017-06-15 derived from the 2019 GAF (GO 2014-10-27). A seeded
+sample of mouse proteins (experimentally annotated in 2019, with a Swiss-Prot 2014-01 sequence)
+keeps it fast: the FASTA and both GAFs are cut to those proteins. No code is specific to it.
+"""
+import gzip
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tempo_assets.core.annotations import EXPERIMENTAL_CODES
+from tempo_assets_tests.conftest import WAREHOUSE_ASSETS, materialise_archive
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "goa_archive"
+N_PROTEINS = 600
+SEED = 20190114
+
+
+def sequence_ids(fasta: Path) -> set[str]:
+    with gzip.open(fasta, "rt", encoding="utf-8") as handle:
+        return {line.split("|")[1] for line in handle if line.startswith(">")}
+
+
+def experimental_proteins(gaf: Path) -> set[str]:
+    found = set()
+    with gzip.open(gaf, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("!"):
+                continue
+            cols = line.split("\t")
+            if cols[6] in EXPERIMENTAL_CODES and "NOT" not in cols[3]:
+                found.add(cols[1])
+    return found
+
+
+def subset_gaf(source: Path, target: Path, proteins: set[str]) -> None:
+    """Header lines verbatim, then only the rows of ``proteins``."""
+    with gzip.open(source, "rt", encoding="utf-8") as src, open(target, "w", encoding="utf-8") as out:
+        for line in src:
+            if line.startswith("!") or line.split("\t", 2)[1] in proteins:
+                out.write(line)
+
+
+def subset_fasta(source: Path, target: Path, proteins: set[str]) -> None:
+    keep = False
+    with gzip.open(source, "rt", encoding="utf-8") as src, open(target, "w", encoding="utf-8") as out:
+        for line in src:
+            if line.startswith(">"):
+                keep = line.split("|")[1] in proteins
+            if keep:
+                out.write(line)
+
+
+def tempo(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def build_mouse_archive(root: Path) -> Path:
+    src = root / "src"
+    src.mkdir()
+    fasta = SHARED / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"
+    gaf14, gaf19 = SHARED / "goa" / "goa_mouse_2014-09-29.gaf.gz", SHARED / "goa" / "goa_mouse_2019-01-14.gaf.gz"
+    pool = sorted(experimental_proteins(gaf19) & sequence_ids(fasta))
+    proteins = set(random.Random(SEED).sample(pool, N_PROTEINS))
+    subset_fasta(fasta, src / "mouse.fasta", proteins)
+    subset_gaf(gaf14, src / "goa_mouse_2014-09-29.sample.gaf", proteins)
+    subset_gaf(gaf19, src / "goa_mouse_2019-01-14.sample.gaf", proteins)
+    archive = root / "archive"
+    obo14, obo19 = SHARED / "go" / "go_2014-10-27.obo.gz", SHARED / "go" / "go_2019-01-27.obo.gz"
+    common = ["--fasta", str(src / "mouse.fasta"), "--fasta-date", "2014-01-31", "--provenance", "derived",
+              "--note", f"seeded sample of {N_PROTEINS} mouse proteins (test)"]
+    tempo("release", "add", str(archive), "--id", "2014-09-29", "--gaf", str(src / "goa_mouse_2014-09-29.sample.gaf"),
+          "--obo", str(obo14), *common)
+    tempo("release", "add", str(archive), "--id", "2019-01-14", "--gaf", str(src / "goa_mouse_2019-01-14.sample.gaf"),
+          "--obo", str(obo19), *common)
+    for cutoff in ("2016-01-15", "2017-06-15"):
+        tempo("release", "derive", str(archive), "--from", "2019-01-14", "--cutoff", cutoff, "--id", cutoff,
+              "--obo", str(obo14), "--fasta", str(src / "mouse.fasta"), "--fasta-date", "2014-01-31")
+    return archive
+
+
+@pytest.mark.slow
+def test_mouse_archive_through_one_window(tmp_path):
+    archive = build_mouse_archive(tmp_path)
+    window = "2014-09-29__2016-01-15__2017-06-15__2019-01-14"
+    graph = materialise_archive(tmp_path, archive, target="window", key=window, exclude=WAREHOUSE_ASSETS)
+    assert graph.plan.windows == [window]
+    assert [r[2] for r in graph.report] == ["ok"] * len(graph.report), graph.report
+    store = graph.store()
+    meta = store.read_meta("test_score", window)
+    assert (meta["window"], meta["window_role"], meta["cutoff"]) == (window, "test", "2019-01-27")
+    summary = store.open("test_score", window).value["summary"]
+    assert set(summary["method"]) == {"recipe", "knn", "naive"}
+    assert summary["targets"].gt(0).all() and summary["fmax"].between(0, 1).all()
+    # every source the TEST score read is dated on or before t1's cutoff
+    assert max(s["date"] for s in meta["sources"] if "date" in s) <= "2019-01-27"
+    graph.instance.dispose()
