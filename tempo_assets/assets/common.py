@@ -93,6 +93,22 @@ def scalar_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def removal_metadata(context: dg.AssetExecutionContext, artefact_store, log) -> dict[str, Any]:
+    """Write ``log`` (a ``core.removals.RemovalLog``) beside this output's artefact; its metadata.
+
+    The manifest goes to ``<artefact folder>/removals.tsv.gz`` (written even when empty, so a
+    rematerialisation never leaves an older manifest behind); the metadata carries
+    ``removed_<reason>`` counts, ``removed_total``, the per-kind counts and the file's sha256.
+    """
+    from tempo_assets.core.removals import MANIFEST_NAME
+
+    partition = context.partition_key if context.has_partition_key else None
+    folder = artefact_store.store().folder(context.asset_key.to_user_string(), partition)
+    meta = log.metadata(sha256=log.write(folder / MANIFEST_NAME))
+    meta["removals"] = dg.MetadataValue.json(meta["removals"])
+    return meta
+
+
 def corpus_index(corpus: Mapping[str, Any]):
     """The faiss index of a stored ``knn_corpus`` value (rebuilt: an exact flat index is cheap)."""
     from tempo_assets.core.knn import KnnIndex

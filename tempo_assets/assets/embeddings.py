@@ -2,17 +2,18 @@
 
 import dagster as dg
 
-from tempo_assets.assets.common import binding_metadata
+from tempo_assets.assets.common import binding_metadata, removal_metadata
 from tempo_assets.core.embeddings import embed_proteins
+from tempo_assets.core.removals import REASON_NOT_IN_FILE, RemovalLog, log_proteins
 from tempo_assets.io_managers import Artefact
 from tempo_assets.partitions import RELEASES
-from tempo_assets.resources import ArchiveResource, EmbedderResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, EmbedderResource
 
 
 @dg.asset(partitions_def=RELEASES, group_name="embeddings")
 def embeddings(
     context: dg.AssetExecutionContext, archive: ArchiveResource, embedder: EmbedderResource,
-    sequences: Artefact,
+    artefact_store: ArtefactStoreResource, sequences: Artefact,
 ) -> dg.Output:
     """One vector per protein with a sequence at the release's cutoff (cached by sequence sha256)."""
     release = context.partition_key
@@ -24,8 +25,11 @@ def embeddings(
     result = embed_proteins(model, dict(zip(frame["protein"], frame["sequence"])), cache=embedder.cache())
     stats = dict(result.stats)
     value = {"ids": list(result.ids), "matrix": result.matrix, "embedder_id": stats["embedder_id"]}
+    removals = RemovalLog()
+    log_proteins(removals, stats.get("missing") or [], REASON_NOT_IN_FILE)
     return dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(release), reader=reader, artefacts=[sequences],
         embedder_id=stats["embedder_id"], proteins=len(result.ids),
         cache_hits=int(stats.get("hits", 0)), cache_misses=int(stats.get("misses", 0)),
-        missing=len(stats.get("missing", []) or []), precomputed=bool(precomputed)))
+        missing=len(stats.get("missing", []) or []), precomputed=bool(precomputed),
+        **removal_metadata(context, artefact_store, removals)))

@@ -2,12 +2,13 @@
 import dagster as dg
 
 from tempo_assets.assets.common import (
-    all_in, binding_metadata, build_corpus, candidate_source, growth_between, sequence_map,
+    all_in, binding_metadata, build_corpus, candidate_source, growth_between, removal_metadata, sequence_map,
 )
 from tempo_assets.core.ia import information_accretion
+from tempo_assets.core.removals import RemovalLog, log_growth
 from tempo_assets.io_managers import ArtefactSet
 from tempo_assets.partitions import CUTOFFS, previous_release
-from tempo_assets.resources import ArchiveResource, GridResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
 
 @dg.asset(
@@ -16,7 +17,7 @@ from tempo_assets.resources import ArchiveResource, GridResource
 )
 def reranker_labels(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
-    embeddings: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
+    artefact_store: ArtefactStoreResource, embeddings: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
 ) -> dg.Output:
     """One candidate source per cutoff: growth (prev, cutoff] targets, neighbours in the prev corpus, truth at cutoff."""
     cutoff = context.partition_key
@@ -31,7 +32,10 @@ def reranker_labels(
                             sequence_map(seq_prev.value, emb_prev.value["ids"]), sequence_map(seq_now.value))
     source = candidate_source(corpus, emb_prev.value, growth.targets["protein"].unique(), ia, onto_prev.value,
                               max(grid.ks), growth=growth)
+    removals = RemovalLog()
+    log_growth(removals, growth)
     value = {f: getattr(source, f) for f in ("neighbours", "corpus_annotations", "ground_truth", "known", "ia", "term_depth")}
     return dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=[emb_prev, ann_prev, ann_now, onto_prev, onto_now, seq_prev, seq_now],
-        candidate_release=prev, targets=len(growth.targets), neighbour_rows=len(source.neighbours)))
+        candidate_release=prev, targets=len(growth.targets), neighbour_rows=len(source.neighbours),
+        **removal_metadata(context, artefact_store, removals)))

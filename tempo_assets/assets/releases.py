@@ -3,13 +3,14 @@
 import dagster as dg
 import pandas as pd
 
-from tempo_assets.assets.common import binding_metadata, scalar_metadata
+from tempo_assets.assets.common import binding_metadata, removal_metadata, scalar_metadata
 from tempo_assets.core.annotations import clean_annotations, propagate_annotations, split_by_evidence
 from tempo_assets.core.dates import date_to_int, parse_date
 from tempo_assets.core.fasta import sequence_sha256
+from tempo_assets.core.removals import RemovalLog, gaf_rows_after_cutoff, log_gaf_rows, log_term_cleaning
 from tempo_assets.io_managers import Artefact
 from tempo_assets.partitions import RELEASES
-from tempo_assets.resources import ArchiveResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
 
 @dg.asset(partitions_def=RELEASES, group_name="releases")
@@ -24,7 +25,8 @@ def ontology(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.
 
 @dg.asset(partitions_def=RELEASES, group_name="releases")
 def release_annotations(
-    context: dg.AssetExecutionContext, archive: ArchiveResource, ontology: Artefact
+    context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
+    ontology: Artefact,
 ) -> dg.Output:
     """One row per (protein, term) per evidence class at the release's cutoff: cleaned and propagated."""
     release = context.partition_key
@@ -39,8 +41,11 @@ def release_annotations(
     late = int(dropped) + int((frame["date"].to_numpy() > date_to_int(newest_gaf)).sum())
     report = {"gaf_rows": len(frame), "rows_after_cutoff_dropped": int(dropped), "gaf_rows_after_file_date": late}
     result = {}
+    removals = RemovalLog()
+    log_gaf_rows(removals, gaf_rows_after_cutoff(reader, release) if dropped else frame.iloc[:0], frame)
     for name, rows in (("experimental", experimental), ("non_experimental", non_experimental)):
         cleaned, clean_report = clean_annotations(rows, onto)
+        log_term_cleaning(removals, rows, clean_report, onto, kind=f"{name}_annotation")
         result[f"{name}_cleaned"] = cleaned
         result[name] = propagate_annotations(cleaned, onto)
         report.update({f"{name}_{k}": v for k, v in clean_report.items() if not hasattr(v, "columns")})
@@ -48,7 +53,8 @@ def release_annotations(
         report[f"{name}_proteins"] = int(result[name]["protein"].nunique())
     result["report"] = report
     return dg.Output(result, metadata=binding_metadata(
-        archive.cutoff_of(release), reader=reader, artefacts=[ontology], violations=late, **scalar_metadata(report)))
+        archive.cutoff_of(release), reader=reader, artefacts=[ontology], violations=late, **scalar_metadata(report),
+        **removal_metadata(context, artefact_store, removals)))
 
 
 @dg.asset(partitions_def=RELEASES, group_name="releases")

@@ -5,11 +5,12 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from tempo_assets.assets.common import (
-    binding_metadata, candidate_source, growth_between, method_predictions, role_in, scalar_metadata, score_methods,
-    sequence_map,
+    binding_metadata, candidate_source, growth_between, method_predictions, removal_metadata, role_in,
+    scalar_metadata, score_methods, sequence_map,
 )
 from tempo_assets.assets.ia import ia_series
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.io_managers import Artefact, ArtefactSet
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
@@ -72,6 +73,9 @@ def test_score(
     eval_ontology = EvalOntology.from_obo(archive.reader(window.t1).obo_path(window.t1), ia=ia_bits)
     summary, curves = score_methods(eval_ontology, growth, methods, n_boot=grid.bootstrap_samples, seed=grid.seed)
     recipe_rows = summary[summary["method"] == "recipe"]
+    removals = RemovalLog()
+    log_growth(removals, growth)
+    log_evaluation(removals, growth, methods)
     fmax = {f"fmax_{r.mode}_{r.aspect}": float(r.fmax) for r in recipe_rows.itertuples()}
     read = [frozen_recipe, corpus, labels, ia, emb, ann_t0, onto_t0, seq_t0, ann_t1, onto_t1, seq_t1]
     return dg.Output(
@@ -81,4 +85,4 @@ def test_score(
             archive.cutoff_of(window.t1), artefacts=read, window=window.key, window_role="test",
             recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
             test_read_at=test_read_at, summary=dg.MetadataValue.md(summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)),
-            **scalar_metadata(fmax)))
+            **scalar_metadata(fmax), **removal_metadata(context, artefact_store, removals)))

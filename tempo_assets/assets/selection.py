@@ -3,12 +3,14 @@
 import dagster as dg
 
 from tempo_assets.assets.common import (
-    binding_metadata, candidate_source, growth_between, method_predictions, role_in, score_methods, sequence_map,
+    binding_metadata, candidate_source, growth_between, method_predictions, removal_metadata, role_in, score_methods,
+    sequence_map,
 )
 from tempo_assets.assets.ia import ia_series
+from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.io_managers import ArtefactSet
 from tempo_assets.partitions import WINDOWS, parse_window_key
-from tempo_assets.resources import ArchiveResource, GridResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
 
 @dg.asset(
@@ -19,7 +21,7 @@ from tempo_assets.resources import ArchiveResource, GridResource
 )
 def valid_selection(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
-    knn_corpus: ArtefactSet, reranker_labels: ArtefactSet, ia_weights: ArtefactSet,
+    artefact_store: ArtefactStoreResource, knn_corpus: ArtefactSet, reranker_labels: ArtefactSet, ia_weights: ArtefactSet,
     embeddings: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
 ) -> dg.Output:
     """One row per (config, aspect, mode) of the grid scored on VALID (t-1, t0]; TRAIN read at t-1 only."""
@@ -46,9 +48,13 @@ def valid_selection(
     # the recipe (refit on TRAIN labels) beside plain KNN and the naive baseline, on the same VALID targets
     methods = method_predictions(recipe, valid, train, growth.targets, ia_bits, k_plain=min(grid.ks))
     summary, _ = score_methods(eval_ontology, growth, methods)
+    removals = RemovalLog()
+    log_growth(removals, growth)
+    log_evaluation(removals, growth, methods)
     read = [corpus, labels, ia, emb, ann_old, ann_new, onto_old, onto_new, seq_old, seq_new]
     return dg.Output({"grid": grid_frame, "recipe": recipe, "valid_counts": growth.counts(), "valid_summary": summary},
                      metadata=binding_metadata(archive.cutoff_of(window.t0), artefacts=read, window=window.key,
                                                window_role="valid", grid_rows=len(grid_frame),
                                                valid_targets=len(growth.targets),
-                                               excluded_by_sequence=len(growth.removed)))
+                                               excluded_by_sequence=len(growth.removed),
+                                               **removal_metadata(context, artefact_store, removals)))

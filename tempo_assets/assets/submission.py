@@ -5,10 +5,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.assets.common import binding_metadata, candidate_source
+from tempo_assets.assets.common import binding_metadata, candidate_source, removal_metadata
 from tempo_assets.assets.ia import ia_series
 from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.removals import RemovalLog, log_submission
 from tempo_assets.io_managers import Artefact
 from tempo_assets.core.errors import CutoffViolation
 from tempo_assets.partitions import CUTOFFS, WINDOWS, parse_window_key
@@ -51,7 +52,10 @@ def submission(
         path = Path(tmp) / "submission.tsv"
         stats = write_cafa_submission(predictions, path, author="Tempo", model=1, keywords=["k-nearest neighbors"])
         text = path.read_text(encoding="utf-8")
+    removals = RemovalLog()
+    log_submission(removals, predictions)
     read = [knn_corpus, reranker_labels, ia_weights, embeddings, ontology, frozen]
     return dg.Output(text, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=read, recipe_window=key, recipe_hash=frozen.meta["recipe_hash"],
-        rows=int(stats.get("rows", 0)) if isinstance(stats, dict) else 0, targets=len(embeddings.value["ids"])))
+        rows=int(stats.get("rows", 0)) if isinstance(stats, dict) else 0, targets=len(embeddings.value["ids"]),
+        **removal_metadata(context, artefact_store, removals)))
