@@ -401,7 +401,7 @@ def _level_layout(ns: _Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Namespace,
-               mode: str) -> tuple[np.ndarray, np.ndarray]:
+               mode: str, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Propagate positive codes up the namespace graph, level by level.
 
     Parameters
@@ -411,16 +411,19 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
     mode : ``"max"`` (a term takes the max over its descendants) or ``"fill"`` (a term with a
         raw entry keeps it; otherwise it takes the max of its children's final values).
 
+    sort : bool
+        Sort the output by key (otherwise it comes in height order).
+
     Returns
     -------
-    keys : int64 (n_final,), sorted ``row * n_terms + term``; codes : int64 (n_final,)
+    keys : int64 (n_final,), ``row * n_terms + term``; codes : int64 (n_final,)
 
     Notes
     -----
     Terms are finalised by height (a term after all its children), which is what cafaeval's
     topological sweep computes. A block of proteins is a dense ``(terms, proteins)`` code
     matrix whose rows are ordered by height, so each height is one contiguous slice; only its
-    non-zero cells are pushed to their parents (``maximum.at``).
+    non-zero cells (found 8 bytes at a time) are pushed to their parents (``maximum.at``).
     """
     n_terms = ns.n_terms
     if rows.size == 0:
@@ -429,14 +432,16 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
     dtype = np.uint8 if top < 256 else (np.uint16 if top < 65536 else np.int64)
     order, position, bounds = _level_layout(ns)
     uniq_rows, local = np.unique(rows, return_inverse=True)
-    sort = np.argsort(local, kind="stable")
-    local, cols, codes = local[sort], cols[sort], codes[sort]
+    by_row = np.argsort(local, kind="stable")
+    local, cols, codes = local[by_row], cols[by_row], codes[by_row]
     block = max(1, 16_000_000 // max(n_terms, 1))
+    per_word = 8 // np.dtype(dtype).itemsize
+    lanes = np.arange(per_word, dtype=np.int64)
     ptr, pidx = ns.parent_ptr, ns.parent_idx
     out_keys, out_codes = [], []
     for start in range(0, uniq_rows.size, block):
         stop = min(start + block, uniq_rows.size)
-        width = stop - start
+        width = -(-(stop - start) // per_word) * per_word  # padded: rows are whole words
         lo, hi = np.searchsorted(local, [start, stop])
         matrix = np.zeros((n_terms, width), dtype=dtype)
         np.maximum.at(matrix, (position[cols[lo:hi]], local[lo:hi] - start),
@@ -444,12 +449,15 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
         raw = matrix != 0 if mode == "fill" else None
         for a, b in zip(bounds[:-1], bounds[1:]):
             sub = matrix[a:b]
-            flat = np.flatnonzero(sub)
-            if flat.size == 0:
+            words = np.flatnonzero(sub.view(np.uint64))
+            if words.size == 0:
                 continue
+            flat = (words[:, None] * per_word + lanes).ravel()
+            cells = sub.ravel()
+            flat = flat[cells[flat] != 0]
             r = flat % width
             node = order[a + flat // width]
-            values = sub.ravel()[flat]
+            values = cells[flat]
             out_keys.append(uniq_rows[start + r] * np.int64(n_terms) + node)
             out_codes.append(values)
             counts = ptr[node + 1] - ptr[node]
@@ -464,6 +472,8 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
             np.maximum.at(matrix, (targets, r), values)
     keys = np.concatenate(out_keys)
     vals = np.concatenate(out_codes).astype(np.int64)
+    if not sort:
+        return keys, vals
     # sort by key, carrying the code in the low bits (one sort instead of an argsort)
     shift = np.int64(int(vals.max()).bit_length())
     packed = np.sort((keys << shift) | vals)
@@ -472,13 +482,32 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
 
 @dataclass
 class _Raw:
-    """Prediction rows in file order, before namespace routing."""
+    """Prediction rows in file order, before namespace routing, as codes into uniques."""
 
-    proteins: np.ndarray  # object (n,)
-    terms: np.ndarray  # object (n,)
-    scores: np.ndarray  # float64 (n,) or object strings to be parsed
-    lines: np.ndarray  # int64 (n,) line numbers (or row positions)
+    protein_codes: np.ndarray  # int64 (n,)
+    proteins: np.ndarray  # object (n_proteins,)
+    term_codes: np.ndarray  # int64 (n,)
+    terms: np.ndarray  # object (n_terms,)
+    score_codes: np.ndarray | None  # int64 (n,) into score_text, for text input
+    score_text: np.ndarray | None  # object (n_distinct,) score strings, parsed once each
+    scores: np.ndarray | None  # float64 (n,), for frame input
+    lines: np.ndarray  # int64 (n,) line numbers (-1: not known yet) or row positions
     path: str | None = None
+
+    @classmethod
+    def from_values(cls, proteins, terms, scores, lines, path) -> "_Raw":
+        p_codes, p_uniques = pd.factorize(np.asarray(proteins, dtype=object))
+        t_codes, t_uniques = pd.factorize(np.asarray(terms, dtype=object))
+        scores = np.asarray(scores)
+        if scores.dtype == object:
+            s_codes, s_uniques = pd.factorize(scores)
+            return cls(p_codes.astype(np.int64), np.asarray(p_uniques, dtype=object),
+                       t_codes.astype(np.int64), np.asarray(t_uniques, dtype=object),
+                       s_codes.astype(np.int64), np.asarray(s_uniques, dtype=object), None,
+                       np.asarray(lines, dtype=np.int64), path)
+        return cls(p_codes.astype(np.int64), np.asarray(p_uniques, dtype=object),
+                   t_codes.astype(np.int64), np.asarray(t_uniques, dtype=object), None, None,
+                   scores.astype(np.float64), np.asarray(lines, dtype=np.int64), path)
 
 
 _PLAIN_BYTES = np.zeros(256, dtype=bool)
@@ -489,9 +518,9 @@ _PLAIN_BYTES[32:127] = True
 def _read_prediction_file(path: str | Path) -> _Raw:
     """Rows of lines with more than two whitespace-separated fields (cafaeval's rule).
 
-    Plain-ASCII files go through pandas' C reader; anything else (non-ASCII, carriage
-    returns, other control characters) through a line loop with ``str.split``, the rule's
-    own definition. Line numbers are recovered by the loop when an error must name one.
+    Plain-ASCII files go through pandas' C reader; anything else (non-ASCII, carriage returns,
+    other control characters) through a line loop with ``str.split``, the rule's own
+    definition. Line numbers are recovered by the loop when an error must name one.
     """
     with open_binary(path) as handle:
         data = handle.read()
@@ -504,10 +533,11 @@ def _read_prediction_file(path: str | Path) -> _Raw:
         except (pd.errors.ParserError, ValueError):
             frame = None
         if frame is not None:
-            frame = frame[frame[2] != ""]
-            return _Raw(frame[0].to_numpy(dtype=object), frame[1].to_numpy(dtype=object),
-                        frame[2].to_numpy(dtype=object), np.full(len(frame), -1, dtype=np.int64),
-                        str(path))
+            scores = frame[2].to_numpy(dtype=object)
+            keep = scores != ""  # a line with fewer than three fields
+            return _Raw.from_values(frame[0].to_numpy(dtype=object)[keep],
+                                    frame[1].to_numpy(dtype=object)[keep], scores[keep],
+                                    np.full(int(keep.sum()), -1, dtype=np.int64), str(path))
     return _read_prediction_lines(path)
 
 
@@ -524,33 +554,33 @@ def _read_prediction_lines(path: str | Path) -> _Raw:
                 terms.append(parts[1])
                 scores.append(parts[2])
                 lines.append(lineno)
-    return _Raw(np.array(proteins, dtype=object), np.array(terms, dtype=object),
-                np.array(scores, dtype=object), np.array(lines, dtype=np.int64), str(path))
+    return _Raw.from_values(np.array(proteins, dtype=object), np.array(terms, dtype=object),
+                            np.array(scores, dtype=object), lines, str(path))
 
 
 def _parse_scores(raw: _Raw, sel: np.ndarray) -> np.ndarray:
-    values = raw.scores[sel]
-    if values.dtype != object:
-        return values.astype(np.float64)
-    try:
-        return values.astype(np.float64)
-    except ValueError:
-        for pos, value in zip(sel, values):
-            try:
-                float(value)
-            except ValueError:
-                line = int(raw.lines[pos])
-                if line < 0 and raw.path:  # fast reader: find the line number now
-                    again = _read_prediction_lines(raw.path)
-                    line = int(again.lines[pos])
-                raise EvaluationInputError(f"score is not a number: {value!r}", raw.path,
-                                           line) from None
-        raise
+    """Scores of rows ``sel`` with Python's ``float`` (cafaeval's conversion)."""
+    if raw.scores is not None:
+        return raw.scores[sel]
+    codes = raw.score_codes[sel]
+    used = np.unique(codes)
+    parsed = np.full(raw.score_text.size, np.nan)
+    for code in used:
+        try:
+            parsed[code] = float(raw.score_text[code])
+        except ValueError:
+            pos = sel[np.flatnonzero(codes == code)[0]]
+            line = int(raw.lines[pos])
+            if line < 0 and raw.path:  # fast reader: find the line number now
+                line = int(_read_prediction_lines(raw.path).lines[pos])
+            raise EvaluationInputError(f"score is not a number: {raw.score_text[code]!r}",
+                                       raw.path, line) from None
+    return parsed[codes]
 
 
 @dataclass
 class _Prediction:
-    """Propagated predictions of one namespace: sorted keys and bin codes (1 + n taus <= s)."""
+    """Propagated predictions of one namespace: keys (any order) and codes (1 + taus <= s)."""
 
     keys: np.ndarray
     codes: np.ndarray
@@ -570,10 +600,9 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
             ns_of[term] = k
         for term in ns.alt:
             ns_of[term] = k
-    n = raw.terms.size
-    if n == 0:
+    if raw.term_codes.size == 0:
         return {}
-    term_codes, term_uniques = pd.factorize(raw.terms)
+    term_codes, term_uniques = raw.term_codes, raw.terms
     uniq_ns = np.array([ns_of.get(t, -1) for t in term_uniques], dtype=np.int64)
     row_ns = uniq_ns[term_codes] if term_codes.size else np.zeros(0, dtype=np.int64)
     out: dict[str, _Prediction] = {}
@@ -584,9 +613,8 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
         in_ns = np.flatnonzero(row_ns == k)
         if in_ns.size == 0:
             continue
-        prot_codes, prot_uniques = pd.factorize(raw.proteins[in_ns])
-        uniq_rows = np.array([truth.row_of.get(p, -1) for p in prot_uniques], dtype=np.int64)
-        rows = uniq_rows[prot_codes]
+        uniq_rows = np.array([truth.row_of.get(p, -1) for p in raw.proteins], dtype=np.int64)
+        rows = uniq_rows[raw.protein_codes[in_ns]]
         keep = rows >= 0
         sel = in_ns[keep]
         rows = rows[keep]
@@ -624,7 +652,7 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
             continue  # nothing inserted: cafaeval does not evaluate this namespace
         positive = effective > 0
         codes = 1 + np.searchsorted(tau, effective[positive], side="right").astype(np.int64)
-        keys, codes = _propagate(rows[positive], cols[positive], codes, ns, prop)
+        keys, codes = _propagate(rows[positive], cols[positive], codes, ns, prop, sort=False)
         out[name] = _Prediction(keys, codes)
         logger.info("Prediction: %s, %s, annotations %d", raw.path, name, keys.size)
     if skipped_nan:
@@ -683,6 +711,23 @@ def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
     return sorted_ref[pos] == values
 
 
+_BITMAP_LIMIT = 1 << 31  # bits (256 MiB); above it, fall back to a sorted search
+
+
+def _member(values: np.ndarray, ref: np.ndarray, universe: int) -> np.ndarray:
+    """``isin(values, ref)`` for non-negative int64 keys below ``universe``; ref in any order.
+
+    A bitmap gather (one random read per value) beats a binary search over unsorted queries.
+    """
+    if ref.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if universe > _BITMAP_LIMIT:
+        return _isin_sorted(values, np.sort(ref))
+    bits = np.zeros((universe >> 3) + 1, dtype=np.uint8)
+    np.bitwise_or.at(bits, ref >> 3, (np.uint8(1) << (ref & 7).astype(np.uint8)))
+    return ((bits[values >> 3] >> (values & 7).astype(np.uint8)) & 1).astype(bool)
+
+
 def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Prediction,
                    n_tau: int, term_mask: np.ndarray, weights: np.ndarray | None,
                    known_keys: np.ndarray | None, lafa: bool) -> tuple[_Contrib, np.ndarray]:
@@ -691,9 +736,10 @@ def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Pred
     g_keys = gt_keys[term_mask[gt_keys % n_terms]]
     keep_pred = term_mask[pred.keys % n_terms] & (pred.codes >= 2)
     p_keys, p_codes = pred.keys[keep_pred], pred.codes[keep_pred] - 1  # c: taus counted, >= 1
+    universe = n_rows * int(n_terms)
     if known_keys is not None and known_keys.size:
         g_keys = g_keys[~_isin_sorted(g_keys, known_keys)]
-        mask = ~_isin_sorted(p_keys, known_keys)
+        mask = ~_member(p_keys, known_keys, universe)
         p_keys, p_codes = p_keys[mask], p_codes[mask]
     rows = np.arange(n_rows, dtype=np.int64)
     if lafa:
@@ -710,7 +756,7 @@ def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Pred
         g_row = g_keys // n_terms
         p_row = p_keys // n_terms
     n_p = rows.size
-    is_tp = _isin_sorted(p_keys, g_keys)
+    is_tp = _member(p_keys, g_keys, universe)
     if weights is None:
         n_gt = np.bincount(g_row, minlength=n_p).astype(np.int64)
         width = n_tau + 1
@@ -734,7 +780,8 @@ def _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_t
     """
     n_terms = np.int64(ns.n_terms)
     # entries: every predicted term, plus ground-truth terms that are not predicted (c = 0)
-    gt_only = ~_isin_sorted(g_keys, p_keys)
+    universe = max(int(g_keys.max(initial=0)), int(p_keys.max(initial=0))) + 1
+    gt_only = ~_member(g_keys, p_keys, universe)
     e_row = np.concatenate([p_row, g_row[gt_only]])
     e_col = np.concatenate([p_keys % n_terms, g_keys[gt_only] % n_terms])
     e_c = np.concatenate([p_codes, np.zeros(int(gt_only.sum()), dtype=np.int64)])
@@ -1042,10 +1089,11 @@ def _frame_truth(ground_truth: pd.DataFrame) -> tuple[list[str], list[str]]:
 def _frame_raw(predictions: pd.DataFrame) -> _Raw:
     if not {"protein", "term", "score"} <= set(predictions.columns):
         raise EvaluationInputError("predictions need 'protein', 'term' and 'score' columns")
-    return _Raw(predictions["protein"].astype(str).to_numpy(dtype=object),
-                predictions["term"].astype(str).to_numpy(dtype=object),
-                pd.to_numeric(predictions["score"], errors="raise").to_numpy(dtype=np.float64),
-                np.arange(len(predictions), dtype=np.int64), "<predictions frame>")
+    return _Raw.from_values(
+        predictions["protein"].astype(str).to_numpy(dtype=object),
+        predictions["term"].astype(str).to_numpy(dtype=object),
+        pd.to_numeric(predictions["score"], errors="raise").to_numpy(dtype=np.float64),
+        np.arange(len(predictions), dtype=np.int64), "<predictions frame>")
 
 
 def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
