@@ -197,8 +197,13 @@ def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], pro
 NAMESPACE = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
 
 
-def evaluate_growth(eval_ontology, growth, predictions, n_boot: int = 0, seed: int = 0):
+def evaluate_growth(eval_ontology, growth, predictions, n_boot: int = 0, seed: int = 0,
+                    taus: Mapping[str, float] | None = None):
     """Per (mode, aspect): Fmax and its tau, weighted Fmax, Smin, coverage, targets, bootstrap CI.
+
+    With ``taus`` (aspect -> the threshold frozen on VALID) each row also carries precision,
+    recall and F at that fixed threshold (``f_at_tau``): the number the protocol reports, beside
+    the best-over-thresholds Fmax of the whole curve.
 
     Modes are scored separately, never pooled (PROTOCOL.md); PK known terms are removed by the
     evaluator. A target whose true terms were never predicted scores zero (it stays in the
@@ -235,6 +240,8 @@ def evaluate_growth(eval_ontology, growth, predictions, n_boot: int = 0, seed: i
             best = curve.loc[curve["f"].idxmax()]
             row = {**scored, "fmax": float(fmax), "tau": float(tau), "coverage": float(best["cov"]),
                    "wfmax": float(curve["f_w"].max()) if "f_w" in curve else float("nan"), "smin": float(smin)}
+            if taus and taus.get(aspect) is not None:
+                row.update(scores_at_tau(curve, float(taus[aspect])))
             if n_boot:
                 ci = bootstrap_ci(eval_ontology, truth, preds, metric="f", n_boot=n_boot, seed=seed,
                                   known=known).get(ns, {})
@@ -272,16 +279,37 @@ def method_predictions(recipe: Mapping[str, Any], source, train_source, targets,
     }
 
 
+def scores_at_tau(curve, tau: float) -> dict:
+    """Precision, recall and F of one threshold-curve row at ``tau`` (0 when no protein is covered there)."""
+    import numpy as np
+
+    at = curve[np.isclose(curve["tau"].to_numpy(dtype=float), tau, rtol=0, atol=1e-9)]
+    if at.empty:  # cafaeval drops rows without coverage: nothing is predicted at this threshold
+        return {"tau_valid": tau, "pr_at_tau": 0.0, "rc_at_tau": 0.0, "f_at_tau": 0.0}
+    first = at.iloc[0]
+    return {"tau_valid": tau, "pr_at_tau": float(first["pr"]), "rc_at_tau": float(first["rc"]),
+            "f_at_tau": float(first["f"])}
+
+
+def recipe_taus(recipe: Mapping[str, Any]) -> dict:
+    """aspect -> the threshold the recipe froze on VALID."""
+    return {aspect: choice.get("tau") for aspect, choice in recipe.get("aspects", {}).items()}
+
+
 def score_methods(eval_ontology, growth, methods: Mapping[str, Any], n_boot: int = 0, seed: int = 0,
-                  boot_methods: Iterable[str] = ("recipe",)):
-    """``evaluate_growth`` for each method on the same growth; ``(summary, curves)`` with a ``method`` column."""
+                  boot_methods: Iterable[str] = ("recipe",), taus: Mapping[str, Mapping[str, float]] | None = None):
+    """``evaluate_growth`` for each method on the same growth; ``(summary, curves)`` with a ``method`` column.
+
+    ``taus`` maps a method to its aspect -> VALID-frozen threshold (see ``evaluate_growth``).
+    """
     import pandas as pd
 
     boot = set(boot_methods)
     summaries, curves = [], []
     for name, predictions in methods.items():
         summary, curve = evaluate_growth(eval_ontology, growth, predictions,
-                                         n_boot=n_boot if name in boot else 0, seed=seed)
+                                         n_boot=n_boot if name in boot else 0, seed=seed,
+                                         taus=(taus or {}).get(name))
         summaries.append(summary.assign(method=name))
         curves.append(curve.assign(method=name))
     return pd.concat(summaries, ignore_index=True), pd.concat(curves, ignore_index=True)

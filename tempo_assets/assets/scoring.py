@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from tempo_assets.assets.common import (
-    binding_metadata, candidate_source, growth_between, method_predictions, removal_metadata, role_in,
-    scalar_metadata, score_methods, sequence_map,
+    binding_metadata, candidate_source, growth_between, method_predictions, recipe_taus, removal_metadata,
+    role_in, scalar_metadata, score_methods, sequence_map,
 )
 from tempo_assets.assets.ia import ia_series
 from tempo_assets.core.errors import TempoInputError
@@ -71,12 +71,15 @@ def test_score(
     methods = method_predictions(recipe, source, CandidateSource(**labels.value), growth.targets, ia_bits,
                                  k_plain=min(grid.ks))
     eval_ontology = EvalOntology.from_obo(archive.reader(window.t1).obo_path(window.t1), ia=ia_bits)
-    summary, curves = score_methods(eval_ontology, growth, methods, n_boot=grid.bootstrap_samples, seed=grid.seed)
+    summary, curves = score_methods(eval_ontology, growth, methods, n_boot=grid.bootstrap_samples, seed=grid.seed,
+                                    taus={"recipe": recipe_taus(recipe)})
     recipe_rows = summary[summary["method"] == "recipe"]
     removals = RemovalLog()
     log_growth(removals, growth)
     log_evaluation(removals, growth, methods)
     fmax = {f"fmax_{r.mode}_{r.aspect}": float(r.fmax) for r in recipe_rows.itertuples()}
+    if "f_at_tau" in recipe_rows:  # F at the threshold frozen on VALID, beside the curve's best
+        fmax.update({f"f_at_tau_{r.mode}_{r.aspect}": float(r.f_at_tau) for r in recipe_rows.itertuples()})
     read = [frozen_recipe, corpus, labels, ia, emb, ann_t0, onto_t0, seq_t0, ann_t1, onto_t1, seq_t1]
     return dg.Output(
         {"summary": summary, "curves": curves, "counts": growth.counts(),

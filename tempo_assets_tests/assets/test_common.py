@@ -1,4 +1,5 @@
 """Asset helpers on small frames: growth honours the sequence restriction (PROTOCOL.md, Growth)."""
+import numpy as np
 import pandas as pd
 
 from tempo_assets.assets.common import growth_between, sequence_map
@@ -35,3 +36,21 @@ def test_sequence_map_restricts_to_embedded_proteins():
     frame = pd.DataFrame({"protein": ["P1", "P2"], "sequence": ["AA", "CC"], "sequence_sha256": ["h1", "h2"]})
     assert sequence_map(frame) == {"P1": "h1", "P2": "h2"}
     assert sequence_map(frame, ["P2", "P9"]) == {"P2": "h2"}
+
+
+def test_scores_at_tau_reads_the_frozen_threshold_row_not_the_best():
+    import pandas as pd
+
+    from tempo_assets.assets.common import recipe_taus, scores_at_tau
+
+    tau_grid = np.arange(0.01, 1, 0.01)
+    curve = pd.DataFrame({"tau": tau_grid, "pr": np.linspace(0.2, 0.9, 99),
+                          "rc": np.linspace(0.9, 0.1, 99)})
+    curve["f"] = 2 * curve["pr"] * curve["rc"] / (curve["pr"] + curve["rc"])
+    frozen = tau_grid[56]  # the grid value printed as 0.57, with its float error
+    got = scores_at_tau(curve, float(frozen))
+    assert got["f_at_tau"] == curve["f"].iloc[56]
+    assert got["f_at_tau"] < curve["f"].max()
+    # a threshold past the last covered row scores zero rather than vanishing
+    assert scores_at_tau(curve[curve["tau"] < 0.5], float(frozen))["f_at_tau"] == 0.0
+    assert recipe_taus({"aspects": {"BP": {"tau": 0.3}, "MF": {"tau": None}}}) == {"BP": 0.3, "MF": None}
