@@ -8,7 +8,12 @@ Each tool runs as a subprocess under ``/usr/bin/time -v`` with the same ``-threa
 prints wall times, ratios against tempo-eval measured in the same run, peak RSS, and whether
 each tool's output tables are identical (as printed) to tempo-eval's.
 
-    .venv/bin/python benchmarks/bench_eval.py [--rows 2000000] [--threads 1] [--skip-cafaeval]
+    .venv/bin/python benchmarks/bench_eval.py [--rows 2000000] [--threads 1] [--repeat 5]
+        [--skip-cafaeval] [--skip-protea]
+
+The case is built once and reused while ``case.txt`` in the work folder matches the options.
+tempo-eval runs ``--repeat`` times and its medians are reported (CPU time, user + sys, is the
+comparison least moved by other jobs on the machine); the peers run once.
 
 Interpreters: ``$TEMPO_CAFAEVAL_PYTHON`` (default ``.venv-cafaeval/bin/python``) and
 ``$TEMPO_PROTEA_PYTHON`` (default ``/work/protea-venv/bin/python``).
@@ -62,6 +67,12 @@ def build_case(work: Path, rows: int, seed: int) -> dict[str, Path]:
     rng = np.random.default_rng(seed)
     work.mkdir(parents=True, exist_ok=True)
     obo = work / "go_2019-01-27.obo"
+    stamp = work / "case.txt"
+    case = {"obo": obo, "gt": work / "gt.tsv", "preds": work / "preds"}
+    key = f"rows={rows} seed={seed}"
+    if stamp.exists() and stamp.read_text() == key and all(p.exists() for p in case.values()):
+        print(f"case cached in {work} ({key})")
+        return case
     if not obo.exists():
         with gzip.open(ARCHIVE / "go" / "go_2019-01-27.obo.gz", "rb") as src, open(obo, "wb") as dst:
             shutil.copyfileobj(src, dst)
@@ -94,7 +105,8 @@ def build_case(work: Path, rows: int, seed: int) -> dict[str, Path]:
     counts = truth.groupby("aspect")["protein"].nunique().to_dict()
     print(f"ground truth: {len(truth):,} rows, proteins per aspect {counts}; "
           f"predictions: {len(preds):,} rows")
-    return {"obo": obo, "gt": gt, "preds": pred_dir}
+    stamp.write_text(key)
+    return case
 
 
 def timed(command: list[str], log: Path) -> tuple[float, float, float, int]:
@@ -137,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=REPO / "bench_out" / "eval")
     parser.add_argument("--skip-cafaeval", action="store_true")
     parser.add_argument("--skip-protea", action="store_true")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="tempo-eval runs (the median is reported; the peers run once)")
     args = parser.parse_args(argv)
 
     case = build_case(args.work, args.rows, args.seed)
@@ -151,15 +165,26 @@ def main(argv: list[str] | None = None) -> int:
                                                          "/work/protea-venv/bin/python"),
                                           "-m", "cafaeval"]
     results = {}
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} CPUs); -threads {args.threads}")
     for name, command in tools.items():
         out = args.work / ("out_" + re.sub(r"[^a-z0-9]+", "_", name.lower()))
-        shutil.rmtree(out, ignore_errors=True)
         full = [*command, *inputs, "-out_dir", str(out), "-threads", str(args.threads),
                 "-log_level", "warning"]
-        wall, cpu, rss, rc = timed(full, args.work / f"{out.name}.log")
+        runs = []
+        for _ in range(args.repeat if name == "tempo-eval" else 1):
+            shutil.rmtree(out, ignore_errors=True)
+            runs.append(timed(full, args.work / f"{out.name}.log"))
+        # medians: the load of other jobs on a shared machine moves single runs
+        wall, cpu = (float(np.median([r[i] for r in runs])) for i in (0, 1))
+        rss, rc = max(r[2] for r in runs), max(r[3] for r in runs)
         results[name] = (wall, cpu, rss, rc, out)
-        print(f"{name:24s} wall {wall:9.1f} s   CPU {cpu:9.1f} s   peak RSS {rss:9.0f} MiB"
-              f"   rc {rc}", flush=True)
+        spread = (f" (median of {len(runs)}: wall {min(r[0] for r in runs):.2f}-"
+                  f"{max(r[0] for r in runs):.2f}, CPU {min(r[1] for r in runs):.2f}-"
+                  f"{max(r[1] for r in runs):.2f})" if len(runs) > 1 else "")
+        print(f"{name:24s} wall {wall:9.2f} s   CPU {cpu:9.2f} s   peak RSS {rss:9.0f} MiB"
+              f"   rc {rc}{spread}", flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     base_wall, base_cpu, base_rss, _, base_out = results["tempo-eval"]
     print("\nratios (same run, same -threads):")

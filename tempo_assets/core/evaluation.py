@@ -45,7 +45,8 @@ Deliberate differences (documented, all on inputs where cafaeval crashes or has 
 * An alt_id claimed by several primaries is expanded in sorted order (cafaeval iterates a
   ``set``, so with ``max_terms`` its own result depends on the hash seed).
 * OBO/GT/prediction files may be gzipped.
-* ``n_cpu`` is accepted and ignored: the sparse kernel is single-threaded and fast.
+* ``n_cpu`` (``-threads``) is not a process pool over thresholds: with ``n_cpu > 1`` the
+  prediction file is parsed by Arrow's threads and namespaces are propagated in threads.
 
 LAFA mode (``toi`` and/or ``known``, following cafaeval-protea 0.1.0's ``-toi``/``-known``):
 ``toi`` terms (alt ids mapped) are intersected with the evaluated terms and with the IA terms;
@@ -57,11 +58,10 @@ misinformation (so its coverage can exceed 1); we drop it everywhere.
 """
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,49 +137,59 @@ class _Namespace:
         return len(self.terms)
 
 
+# The only tags cafaeval reads, at the start of a line after leading whitespace (which its
+# ``line.strip()`` drops); ``.`` stops at the newline, so one match is one line.
+_OBO_TAG_LINE = re.compile(
+    r"\n[^\S\n]*(id|alt_id|namespace|is_obsolete|is_a|relationship): (.*)")
+
+
 def _read_obo_cafaeval(path: str | Path) -> dict[str, dict[str, dict]]:
-    """``namespace -> term -> {alt_id, rel}`` with cafaeval's line rules."""
+    """``namespace -> term -> {alt_id, rel}`` with cafaeval's line rules.
+
+    cafaeval reads every line as ``tag: value`` (``line.strip()`` split on the first
+    ``": "``) and ignores stanza headers. Instead of a Python loop over every line (most are
+    ``name``, ``def``, ``synonym``, ``xref``), one regular-expression pass picks out the lines
+    of the six tags it acts on, in file order; newlines are translated as text mode does.
+    """
+    with open_binary(path) as handle:
+        text = handle.read().decode("utf-8", errors="replace")
+    if not text:
+        raise EvaluationInputError("empty OBO file", path)
+    if "\r" in text:  # universal newlines, as cafaeval's open() sees the file
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     term_dict: dict[str, dict[str, dict]] = {}
     term_id = None
     namespace = None
     alt_ids: list[str] = []
     rels: list[str] = []
     obsolete = True
-    seen_line = False
-
-    def flush():
-        if term_id is not None and obsolete is False and namespace is not None:
-            term_dict.setdefault(namespace, {})[term_id] = {"alt_id": alt_ids, "rel": rels}
-
-    with open_text(path) as handle:
-        for raw in handle:
-            seen_line = True
-            text = raw.strip()
-            cut = text.find(": ")
-            if cut < 0:
-                continue
-            key, value = text[:cut], text[cut + 2:]
-            if key == "id":
-                flush()
-                term_id = value
-                alt_ids, rels = [], []
-                obsolete = False
-                namespace = None
-            elif key == "alt_id":
-                alt_ids.append(value)
-            elif key == "namespace" and value != "external":
+    for key, value in _OBO_TAG_LINE.findall("\n" + text):
+        value = value.rstrip()  # the end of cafaeval's strip(); "id: " alone is no tag line
+        if not value:
+            continue
+        if key == "id":
+            if term_id is not None and obsolete is False and namespace is not None:
+                term_dict.setdefault(namespace, {})[term_id] = {"alt_id": alt_ids, "rel": rels}
+            term_id = value
+            alt_ids, rels = [], []
+            obsolete = False
+            namespace = None
+        elif key == "is_a":
+            rels.append(value.split("!")[0].strip())
+        elif key == "namespace":
+            if value != "external":
                 namespace = value
-            elif key == "is_obsolete":
-                obsolete = True
-            elif key == "is_a":
-                rels.append(value.split("!")[0].strip())
-            elif key == "relationship" and value.startswith("part_of"):
+        elif key == "relationship":
+            if value.startswith("part_of"):
                 parts = value.split()
                 if len(parts) > 1:
                     rels.append(parts[1].strip())
-        flush()
-    if not seen_line:
-        raise EvaluationInputError("empty OBO file", path)
+        elif key == "alt_id":
+            alt_ids.append(value)
+        else:  # is_obsolete, whatever its value
+            obsolete = True
+    if term_id is not None and obsolete is False and namespace is not None:
+        term_dict.setdefault(namespace, {})[term_id] = {"alt_id": alt_ids, "rel": rels}
     if not term_dict:
         raise EvaluationInputError("no term with a namespace in this OBO file", path)
     return term_dict
@@ -349,22 +359,52 @@ def _read_pairs(path: str | Path, what: str) -> tuple[list[str], list[str]]:
 
 
 def _group_pairs(ontology: EvalOntology, proteins: Iterable[str], terms: Iterable[str],
-                 ) -> dict[str, dict[str, list[int]]]:
-    """cafaeval's ``gt_parser`` grouping: ``ns -> protein (first-seen order) -> [term index]``."""
-    grouped: dict[str, dict[str, list[int]]] = {}
-    cache: dict[str, tuple[str, tuple[int, ...]] | None] = {}
-    dropped = 0
-    for protein, term in zip(proteins, terms):
-        hit = cache.get(term, False)
-        if hit is False:
-            hit = cache[term] = ontology.term_namespace_first(term)
+                 ) -> dict[str, tuple[list[str], np.ndarray, np.ndarray]]:
+    """cafaeval's ``gt_parser`` grouping, on factorised ids.
+
+    Returns
+    -------
+    dict
+        ``ns -> (proteins, rows, cols)`` for the namespaces that got a pair: ``proteins`` in
+        first-seen order within the namespace (cafaeval's row order), ``rows`` and ``cols``
+        int64 (n_pairs,) a row and a term index per pair (an alt id adds one pair per primary).
+        A term goes to the first namespace whose primaries, then alt ids, know it.
+    """
+    p_codes, p_uniques = pd.factorize(np.asarray(list(proteins), dtype=object))
+    t_codes, t_uniques = pd.factorize(np.asarray(list(terms), dtype=object))
+    names = list(ontology.namespaces)
+    ns_of = np.full(len(t_uniques), -1, dtype=np.int64)
+    columns: list[tuple[int, ...]] = []
+    for t, term in enumerate(t_uniques):
+        hit = ontology.term_namespace_first(term)
         if hit is None:
-            dropped += 1
-            continue
-        name, idx = hit
-        grouped.setdefault(name, {}).setdefault(protein, []).extend(idx)
+            columns.append(())
+        else:
+            ns_of[t] = names.index(hit[0])
+            columns.append(hit[1])
+    sizes = np.array([len(c) for c in columns], dtype=np.int64)
+    flat_cols = np.fromiter((c for cs in columns for c in cs), dtype=np.int64,
+                            count=int(sizes.sum()))
+    starts = np.cumsum(sizes) - sizes
+    row_ns = ns_of[t_codes]
+    dropped = int(np.count_nonzero(row_ns < 0))
     if dropped:
         logger.info("%d annotation rows with terms unknown to the ontology dropped", dropped)
+    grouped: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
+    for k, name in enumerate(names):
+        sel = np.flatnonzero(row_ns == k)
+        if sel.size == 0:
+            continue
+        pc = p_codes[sel]
+        uniq, first = np.unique(pc, return_index=True)
+        in_order = uniq[np.argsort(first, kind="stable")]
+        row_of = np.empty(len(p_uniques), dtype=np.int64)
+        row_of[in_order] = np.arange(in_order.size)
+        tc = t_codes[sel]
+        counts = sizes[tc]
+        cols = flat_cols[_ranges(starts[tc], counts)]
+        rows = np.repeat(row_of[pc], counts)
+        grouped[name] = ([p_uniques[c] for c in in_order], rows, cols)
     return grouped
 
 
@@ -372,126 +412,188 @@ def _build_truths(ontology: EvalOntology, proteins, terms) -> dict[str, _Truth]:
     grouped = _group_pairs(ontology, proteins, terms)
     truths: dict[str, _Truth] = {}
     for name in ontology.namespaces:  # cafaeval: gts in ontology order
-        by_protein = grouped.get(name)
-        if not by_protein:
+        if name not in grouped:
             continue
         ns = ontology.namespaces[name]
-        ids = list(by_protein)
-        counts = np.fromiter((len(v) for v in by_protein.values()), dtype=np.int64, count=len(ids))
-        rows = np.repeat(np.arange(len(ids), dtype=np.int64), counts)
-        cols = np.fromiter((c for v in by_protein.values() for c in v), dtype=np.int64,
-                           count=int(counts.sum()))
-        keys, _ = _propagate(rows, cols, np.ones(rows.size, dtype=np.int64), ns, "max")
+        ids, rows, cols = grouped[name]
+        keys = _propagated_keys(rows, cols, ns)
         truths[name] = _Truth(ids, {p: i for i, p in enumerate(ids)}, keys)
         logger.info("Ground truth: %s, proteins %d, annotations %d", name, len(ids), keys.size)
     return truths
 
 
-def _level_layout(ns: _Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Terms sorted by height (0 = no children): (term order, position of each term, level
-    bounds in that order). Cached per namespace."""
+def _level_layout(ns: _Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                             np.ndarray]:
+    """Terms sorted by height (0 = no children), cached per namespace.
+
+    Returns
+    -------
+    order : int64 (n_terms,), the term at each position; position : int64 (n_terms,), the
+    position of each term; bounds : int64 (n_levels + 1,), level slices of the positions;
+    ptr, parents : CSR (n_terms + 1,), (n_edges,) from a position to its parents' positions
+    (so the propagation loop never maps back and forth between terms and positions).
+    """
     cached = getattr(ns, "_layout", None)
     if cached is None:
         order = np.argsort(ns.level, kind="stable")
         position = np.empty_like(order)
         position[order] = np.arange(order.size)
         bounds = np.searchsorted(ns.level[order], np.arange(int(ns.level.max()) + 2))
-        cached = ns._layout = (order, position, bounds)
+        counts = np.diff(ns.parent_ptr)[order]
+        ptr = np.zeros(order.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        parents = position[ns.parent_idx[_ranges(ns.parent_ptr[order], counts)]]
+        cached = ns._layout = (order, position, bounds, ptr, parents)
     return cached
 
 
+@dataclass
+class _Cells:
+    """Non-zero cells of a propagated ``proteins x terms`` code matrix, in no fixed order.
+
+    ``rows`` int32 (n,), ``terms`` int32 (n,), ``codes`` uint8/uint16/int64 (n,) and
+    ``flags`` bool (n,) or None: whether the cell is one of the ``flag_keys`` given to
+    :func:`_propagate` (for predictions, the propagated ground truth: the cell is a true
+    positive).
+    """
+
+    rows: np.ndarray
+    terms: np.ndarray
+    codes: np.ndarray
+    flags: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls) -> "_Cells":
+        return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.uint8),
+                   np.zeros(0, bool))
+
+    def keys(self, n_terms: int) -> np.ndarray:
+        """int64 (n,) ``row * n_terms + term``."""
+        return self.rows.astype(np.int64) * np.int64(n_terms) + self.terms
+
+
+_BLOCK_BYTES = 1 << 24  # one block's code matrix: fits the last-level cache of a small machine
+
+
 def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Namespace,
-               mode: str, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
+               mode: str, flag_keys: np.ndarray | None = None) -> _Cells:
     """Propagate positive codes up the namespace graph, level by level.
 
     Parameters
     ----------
     rows, cols, codes : int64 arrays (n_raw,)
-        Raw entries (duplicates allowed: the max is kept); codes > 0.
+        Raw entries (duplicates allowed: the max is kept); rows >= 0, codes > 0.
     mode : ``"max"`` (a term takes the max over its descendants) or ``"fill"`` (a term with a
         raw entry keeps it; otherwise it takes the max of its children's final values).
-
-    sort : bool
-        Sort the output by key (otherwise it comes in height order).
+    flag_keys : int64 (n_flag,), sorted ``row * n_terms + term``, optional
+        Cells to flag in the output (looked up in a dense block, not by a search per cell).
 
     Returns
     -------
-    keys : int64 (n_final,), ``row * n_terms + term``; codes : int64 (n_final,)
+    _Cells
+        Every non-zero cell of the propagated matrix, in height order within row blocks.
 
     Notes
     -----
     Terms are finalised by height (a term after all its children), which is what cafaeval's
-    topological sweep computes. A block of proteins is a dense ``(terms, proteins)`` code
-    matrix whose rows are ordered by height, so each height is one contiguous slice; only its
-    non-zero cells (found 8 bytes at a time) are pushed to their parents (``maximum.at``).
+    topological sweep computes. A block of ``2**k`` rows is a flat ``(terms, rows)`` code
+    matrix whose term axis is ordered by height, so each height is one contiguous slice; only
+    its non-zero cells (found 8 bytes at a time) are pushed to their parents with a 1-D
+    ``maximum.at`` (numpy's fast path). The buffers are reused across blocks, so the kernel
+    touches a cache-sized working set and allocates no large temporary per block.
     """
     n_terms = ns.n_terms
     if rows.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return _Cells.empty()
     top = int(codes.max())
     dtype = np.uint8 if top < 256 else (np.uint16 if top < 65536 else np.int64)
-    order, position, bounds = _level_layout(ns)
-    uniq_rows, local = np.unique(rows, return_inverse=True)
-    by_row = np.argsort(local, kind="stable")
-    local, cols, codes = local[by_row], cols[by_row], codes[by_row]
-    block = max(1, 16_000_000 // max(n_terms, 1))
+    order, position, bounds, ptr, parents = _level_layout(ns)
+    n_rows = int(rows.max()) + 1
+    # rows per block: a power of two (cells split with a shift and a mask), at least a word
+    shift = max(3, min(int(_BLOCK_BYTES // (n_terms * np.dtype(dtype).itemsize)).bit_length() - 1,
+                       max(3, (n_rows - 1).bit_length())))
+    width = 1 << shift
+    n_blocks = -(-n_rows // width)
+    flat_in = (position[cols] << shift) | (rows & (width - 1))
+    codes = codes.astype(dtype)
+    if n_blocks > 1:
+        block_of = (rows >> shift).astype(np.uint16 if n_blocks < 65536 else np.int64)
+        by_block = np.argsort(block_of, kind="stable")  # radix sort for 16-bit keys
+        flat_in, codes = flat_in[by_block], codes[by_block]
+        cuts = np.searchsorted(block_of[by_block], np.arange(n_blocks + 1))
+    else:
+        cuts = np.array([0, rows.size])
     per_word = 8 // np.dtype(dtype).itemsize
-    lanes = np.arange(per_word, dtype=np.int64)
-    ptr, pidx = ns.parent_ptr, ns.parent_idx
-    out_keys, out_codes = [], []
-    for start in range(0, uniq_rows.size, block):
-        stop = min(start + block, uniq_rows.size)
-        width = -(-(stop - start) // per_word) * per_word  # padded: rows are whole words
-        lo, hi = np.searchsorted(local, [start, stop])
-        matrix = np.zeros((n_terms, width), dtype=dtype)
-        np.maximum.at(matrix, (position[cols[lo:hi]], local[lo:hi] - start),
-                      codes[lo:hi].astype(dtype))
-        raw = matrix != 0 if mode == "fill" else None
+    matrix = np.zeros(n_terms * width, dtype=dtype)
+    flag_buf = np.zeros(n_terms * width, dtype=bool) if flag_keys is not None else None
+    raw = None
+    out_rows, out_terms, out_codes, out_flags = [], [], [], []
+    for block in range(n_blocks):
+        lo, hi = cuts[block], cuts[block + 1]
+        if lo == hi:
+            continue
+        start = block * width
+        np.maximum.at(matrix, flat_in[lo:hi], codes[lo:hi])
+        if mode == "fill":
+            raw = matrix != 0
+        if flag_buf is not None:
+            f_lo, f_hi = np.searchsorted(flag_keys, [start * n_terms, (start + width) * n_terms])
+            fk = flag_keys[f_lo:f_hi]
+            flag_at = (position[fk % n_terms] << shift) | (fk // n_terms - start)
+            flag_buf[flag_at] = True
         for a, b in zip(bounds[:-1], bounds[1:]):
-            sub = matrix[a:b]
-            words = np.flatnonzero(sub.view(np.uint64))
+            # (x != 0 then a boolean nonzero: numpy's fast path, several times quicker than
+            # nonzero on an integer array)
+            sub = matrix[a << shift:b << shift].view(np.uint64)
+            words = np.flatnonzero(sub != 0)
             if words.size == 0:
                 continue
-            flat = (words[:, None] * per_word + lanes).ravel()
-            cells = sub.ravel()
-            flat = flat[cells[flat] != 0]
-            r = flat % width
-            node = order[a + flat // width]
-            values = cells[flat]
-            out_keys.append(uniq_rows[start + r] * np.int64(n_terms) + node)
+            # the non-zero cells inside the non-zero words, found on a compact copy
+            packed = sub[words].view(dtype)
+            hit = np.flatnonzero(packed != 0)
+            values = packed[hit]
+            flat = words[hit // per_word] * per_word + hit % per_word
+            r = flat & (width - 1)
+            pos = a + (flat >> shift)
+            out_rows.append((start + r).astype(np.int32))
+            out_terms.append(order[pos].astype(np.int32))
             out_codes.append(values)
-            counts = ptr[node + 1] - ptr[node]
+            if flag_buf is not None:
+                out_flags.append(flag_buf[(a << shift) + flat])
+            counts = ptr[pos + 1] - ptr[pos]
             if not counts.any():
                 continue
-            targets = position[pidx[_ranges(ptr[node], counts)]]
-            r = np.repeat(r, counts)
+            targets = (parents[_ranges(ptr[pos], counts)] << shift) | np.repeat(r, counts)
             values = np.repeat(values, counts)
             if raw is not None:
-                open_cell = ~raw[targets, r]
-                targets, r, values = targets[open_cell], r[open_cell], values[open_cell]
-            np.maximum.at(matrix, (targets, r), values)
-    keys = np.concatenate(out_keys)
-    vals = np.concatenate(out_codes).astype(np.int64)
-    if not sort:
-        return keys, vals
-    # sort by key, carrying the code in the low bits (one sort instead of an argsort)
-    shift = np.int64(int(vals.max()).bit_length())
-    packed = np.sort((keys << shift) | vals)
-    return packed >> shift, packed & ((np.int64(1) << shift) - 1)
+                open_cell = ~raw[targets]
+                targets, values = targets[open_cell], values[open_cell]
+            np.maximum.at(matrix, targets, values)
+        matrix.fill(0)
+        if flag_buf is not None:
+            flag_buf[flag_at] = False
+    return _Cells(np.concatenate(out_rows), np.concatenate(out_terms), np.concatenate(out_codes),
+                  np.concatenate(out_flags) if flag_buf is not None else None)
+
+
+def _propagated_keys(rows: np.ndarray, cols: np.ndarray, ns: _Namespace) -> np.ndarray:
+    """Sorted int64 keys ``row * n_terms + term`` of the boolean ``max`` propagation."""
+    cells = _propagate(rows, cols, np.ones(rows.size, dtype=np.int64), ns, "max")
+    return np.sort(cells.keys(ns.n_terms))
 
 
 @dataclass
 class _Raw:
     """Prediction rows in file order, before namespace routing, as codes into uniques."""
 
-    protein_codes: np.ndarray  # int64 (n,)
+    protein_codes: np.ndarray  # int32 or int64 (n,)
     proteins: np.ndarray  # object (n_proteins,)
-    term_codes: np.ndarray  # int64 (n,)
+    term_codes: np.ndarray  # int32 or int64 (n,)
     terms: np.ndarray  # object (n_terms,)
-    score_codes: np.ndarray | None  # int64 (n,) into score_text, for text input
+    score_codes: np.ndarray | None  # int32 or int64 (n,) into score_text, for text input
     score_text: np.ndarray | None  # object (n_distinct,) score strings, parsed once each
     scores: np.ndarray | None  # float64 (n,), for frame input
-    lines: np.ndarray  # int64 (n,) line numbers (-1: not known yet) or row positions
+    lines: np.ndarray | None  # int64 (n,) line numbers or row positions; None: not known yet
     path: str | None = None
 
     @classmethod
@@ -510,35 +612,72 @@ class _Raw:
                    scores.astype(np.float64), np.asarray(lines, dtype=np.int64), path)
 
 
-_PLAIN_BYTES = np.zeros(256, dtype=bool)
-_PLAIN_BYTES[[9, 10]] = True
-_PLAIN_BYTES[32:127] = True
+_PLAIN_BYTES = bytes([9, 10, *range(32, 127)])
 
 
-def _read_prediction_file(path: str | Path) -> _Raw:
+def _read_prediction_file(path: str | Path, n_threads: int = 1) -> _Raw:
     """Rows of lines with more than two whitespace-separated fields (cafaeval's rule).
 
-    Plain-ASCII files go through pandas' C reader; anything else (non-ASCII, carriage returns,
-    other control characters) through a line loop with ``str.split``, the rule's own
-    definition. Line numbers are recovered by the loop when an error must name one.
+    Plain-ASCII files whose lines all split into exactly three non-empty fields on tabs (after
+    spaces become tabs) go through Arrow's CSV reader, which dictionary-encodes the three
+    columns in C++ (no Python string per row); ``n_threads > 1`` lets it parse blocks in
+    parallel. Anything else (non-ASCII, carriage returns, other control characters, runs of
+    separators, lines with fewer or more fields) takes a line loop with ``str.split``, the
+    rule's own definition. Line numbers are recovered by the loop when an error must name one.
     """
     with open_binary(path) as handle:
         data = handle.read()
-    if data and _PLAIN_BYTES[np.frombuffer(data, dtype=np.uint8)].all():
-        try:
-            frame = pd.read_csv(io.BytesIO(data), sep=r"\s+", header=None, names=[0, 1, 2],
-                                usecols=[0, 1, 2], dtype=object, keep_default_na=False,
-                                na_filter=False, quoting=csv.QUOTE_NONE, engine="c",
-                                index_col=False)
-        except (pd.errors.ParserError, ValueError):
-            frame = None
-        if frame is not None:
-            scores = frame[2].to_numpy(dtype=object)
-            keep = scores != ""  # a line with fewer than three fields
-            return _Raw.from_values(frame[0].to_numpy(dtype=object)[keep],
-                                    frame[1].to_numpy(dtype=object)[keep], scores[keep],
-                                    np.full(int(keep.sum()), -1, dtype=np.int64), str(path))
-    return _read_prediction_lines(path)
+    raw = _read_prediction_arrow(data, str(path), n_threads) if data else None
+    return raw if raw is not None else _read_prediction_lines(path)
+
+
+def _read_prediction_arrow(data: bytes, path: str, n_threads: int) -> _Raw | None:
+    """Arrow fast path of :func:`_read_prediction_file`; None when its preconditions fail."""
+    # only printable ASCII, tabs and newlines: then str.split() splits on tabs and spaces only
+    # (translate deletes the allowed bytes in one C pass without a file-sized temporary)
+    if data.translate(None, _PLAIN_BYTES):
+        return None
+    if data.find(b" ") >= 0:
+        data = data.replace(b" ", b"\t")
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    # With tab as the only separator, a run of separators or a leading/trailing one shows up
+    # as an empty field (checked below) or as a 4th column (a parse error), and a line with
+    # fewer than three fields is a parse error too; then the loop decides. A line that
+    # splits into three non-empty tab fields splits into the same three on whitespace.
+    as_dict = pa.dictionary(pa.int32(), pa.string())
+    names = ["protein", "term", "score"]
+    try:
+        table = pa_csv.read_csv(
+            pa.py_buffer(data),
+            read_options=pa_csv.ReadOptions(
+                use_threads=n_threads > 1, column_names=names,
+                # one block single-threaded (one dictionary per column, no unification)
+                block_size=(len(data) + 1 if n_threads <= 1
+                            else max(1 << 22, len(data) // (4 * n_threads)))),
+            parse_options=pa_csv.ParseOptions(delimiter="\t", quote_char=False,
+                                               double_quote=False, escape_char=False,
+                                               newlines_in_values=False, ignore_empty_lines=True),
+            convert_options=pa_csv.ConvertOptions(column_types={n: as_dict for n in names},
+                                                  strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+    columns = []
+    for name in names:
+        chunked = table.column(name)
+        if chunked.num_chunks > 1:
+            chunked = chunked.unify_dictionaries()
+        if chunked.num_chunks == 0:
+            return None
+        uniques = chunked.chunk(0).dictionary.to_numpy(zero_copy_only=False).astype(object)
+        if (uniques == "").any():
+            return None
+        parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunked.chunks]
+        codes = parts[0] if len(parts) == 1 else np.concatenate(parts)  # int32, read-only
+        columns.append((codes, uniques))
+    (p_codes, proteins), (t_codes, terms), (s_codes, score_text) = columns
+    return _Raw(p_codes, proteins, t_codes, terms, s_codes, score_text, None, None, path)
 
 
 def _read_prediction_lines(path: str | Path) -> _Raw:
@@ -558,37 +697,50 @@ def _read_prediction_lines(path: str | Path) -> _Raw:
                             np.array(scores, dtype=object), lines, str(path))
 
 
-def _parse_scores(raw: _Raw, sel: np.ndarray) -> np.ndarray:
-    """Scores of rows ``sel`` with Python's ``float`` (cafaeval's conversion)."""
+def _score_bins(raw: _Raw, sel: np.ndarray, tau: np.ndarray) -> tuple[np.ndarray, int]:
+    """Threshold bins of the scores of rows ``sel``, parsed with Python's ``float``.
+
+    Returns
+    -------
+    bins : int64 (n_sel,)
+        0 for a score that never counts (``<= 0`` or NaN: cafaeval's ``max`` starting from 0),
+        else ``1 + #{tau <= score}``.
+    n_nan : int
+        Rows whose score is NaN.
+
+    Text scores are parsed and binned once per distinct string (a prediction file holds few),
+    and only the strings that rows ``sel`` use: a bad score elsewhere is never read, as in
+    cafaeval.
+    """
     if raw.scores is not None:
-        return raw.scores[sel]
-    codes = raw.score_codes[sel]
-    used = np.unique(codes)
-    parsed = np.full(raw.score_text.size, np.nan)
-    for code in used:
-        try:
-            parsed[code] = float(raw.score_text[code])
-        except ValueError:
-            pos = sel[np.flatnonzero(codes == code)[0]]
-            line = int(raw.lines[pos])
-            if line < 0 and raw.path:  # fast reader: find the line number now
-                line = int(_read_prediction_lines(raw.path).lines[pos])
-            raise EvaluationInputError(f"score is not a number: {raw.score_text[code]!r}",
-                                       raw.path, line) from None
-    return parsed[codes]
-
-
-@dataclass
-class _Prediction:
-    """Propagated predictions of one namespace: keys (any order) and codes (1 + taus <= s)."""
-
-    keys: np.ndarray
-    codes: np.ndarray
+        values, codes = raw.scores[sel], None
+    else:
+        codes = raw.score_codes[sel]
+        values = np.full(raw.score_text.size, np.nan)
+        for code in np.flatnonzero(np.bincount(codes, minlength=raw.score_text.size)):
+            try:
+                values[code] = float(raw.score_text[code])
+            except ValueError:
+                pos = sel[np.flatnonzero(codes == code)[0]]
+                line = int(raw.lines[pos]) if raw.lines is not None else -1
+                if line < 0 and raw.path:  # fast reader: find the line number now
+                    line = int(_read_prediction_lines(raw.path).lines[pos])
+                raise EvaluationInputError(f"score is not a number: {raw.score_text[code]!r}",
+                                           raw.path, line) from None
+    nan = np.isnan(values)
+    bins = np.where(values > 0, 1 + np.searchsorted(tau, values, side="right"), 0)
+    if codes is None:
+        return bins.astype(np.int64), int(nan.sum())
+    return bins.astype(np.int64)[codes], int(np.count_nonzero(nan[codes]))
 
 
 def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _Raw,
                        tau: np.ndarray, prop: str, max_terms: int | None,
-                       ) -> dict[str, _Prediction]:
+                       n_threads: int = 1) -> dict[str, _Cells]:
+    """Route, map, bin and propagate one method's predictions, per namespace (cafaeval order).
+
+    ``n_threads > 1`` propagates the namespaces in a thread pool.
+    """
     if prop not in ("max", "fill"):
         raise EvaluationInputError(f"prop must be 'max' or 'fill', got {prop!r}")
     # cafaeval's ns_dict: namespaces with ground truth, primaries then alt ids, last one wins
@@ -603,9 +755,10 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
     if raw.term_codes.size == 0:
         return {}
     term_codes, term_uniques = raw.term_codes, raw.terms
-    uniq_ns = np.array([ns_of.get(t, -1) for t in term_uniques], dtype=np.int64)
+    uniq_ns = np.array([ns_of.get(t, -1) for t in term_uniques], dtype=np.int16)
     row_ns = uniq_ns[term_codes] if term_codes.size else np.zeros(0, dtype=np.int64)
-    out: dict[str, _Prediction] = {}
+    out: dict[str, _Cells] = {}
+    jobs: dict[str, tuple] = {}
     skipped_nan = 0
     for k, name in enumerate(names):
         ns = ontology.namespaces[name]
@@ -620,43 +773,51 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
         rows = rows[keep]
         if sel.size == 0:
             continue
-        scores = _parse_scores(raw, sel)
+        bins, n_nan = _score_bins(raw, sel, tau)
+        skipped_nan += n_nan
         # term -> column(s); an alt id (checked first, as cafaeval does) expands to its primaries
         tcode = term_codes[sel]
-        uniq_t = np.unique(tcode)
+        uniq_t = np.flatnonzero(np.bincount(tcode, minlength=term_uniques.size))
         col_lists = []
         for t in uniq_t:
             term = term_uniques[t]
             alts = ns.alt.get(term)
             col_lists.append(alts if alts is not None else (ns.index[term],))
         sizes = np.array([len(c) for c in col_lists], dtype=np.int64)
-        lens = np.zeros(term_uniques.size, dtype=np.int64)
-        lens[uniq_t] = sizes
         flat_cols = np.fromiter((c for cl in col_lists for c in cl), dtype=np.int64,
                                 count=int(sizes.sum()))
         # flat_cols is ordered by uniq_t; each unique term code's slice starts here
         starts_by_code = np.zeros(term_uniques.size, dtype=np.int64)
         starts_by_code[uniq_t] = np.cumsum(sizes) - sizes
-        counts = lens[tcode]
-        cols = flat_cols[_ranges(starts_by_code[tcode], counts)]
-        rows = np.repeat(rows, counts)
-        scores = np.repeat(scores, counts)
-        nan = np.isnan(scores)
-        skipped_nan += int(nan.sum())
-        effective = np.where(nan, 0.0, scores)
-        effective = np.maximum(effective, 0.0)
+        if (sizes == 1).all():  # no alt id with several primaries: one column per row
+            cols = flat_cols[starts_by_code[tcode]]
+        else:
+            lens = np.zeros(term_uniques.size, dtype=np.int64)
+            lens[uniq_t] = sizes
+            counts = lens[tcode]
+            cols = flat_cols[_ranges(starts_by_code[tcode], counts)]
+            rows = np.repeat(rows, counts)
+            bins = np.repeat(bins, counts)
         if max_terms is not None:
-            allowed = _max_terms_mask(rows, cols, effective, ns.n_terms, int(max_terms))
-            rows, cols, effective = rows[allowed], cols[allowed], effective[allowed]
+            allowed = _max_terms_mask(rows, cols, bins, ns.n_terms, int(max_terms))
+            rows, cols, bins = rows[allowed], cols[allowed], bins[allowed]
         if rows.size == 0:
             continue  # nothing inserted: cafaeval does not evaluate this namespace
-        positive = effective > 0
-        codes = 1 + np.searchsorted(tau, effective[positive], side="right").astype(np.int64)
-        keys, codes = _propagate(rows[positive], cols[positive], codes, ns, prop, sort=False)
-        out[name] = _Prediction(keys, codes)
-        logger.info("Prediction: %s, %s, annotations %d", raw.path, name, keys.size)
+        positive = bins > 0
+        jobs[name] = (rows[positive], cols[positive], bins[positive], ns, prop, truth.keys)
     if skipped_nan:
         logger.warning("%s: %d NaN scores ignored (as cafaeval does)", raw.path, skipped_nan)
+    if n_threads > 1 and len(jobs) > 1:
+        # namespaces are independent and numpy releases the GIL in the kernel's big calls
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(n_threads, len(jobs))) as pool:
+            done = dict(zip(jobs, pool.map(lambda args: _propagate(*args), jobs.values())))
+    else:
+        done = {name: _propagate(*args) for name, args in jobs.items()}
+    for name, cells in done.items():
+        out[name] = cells
+        logger.info("Prediction: %s, %s, annotations %d", raw.path, name, cells.rows.size)
     return out
 
 
@@ -728,19 +889,27 @@ def _member(values: np.ndarray, ref: np.ndarray, universe: int) -> np.ndarray:
     return ((bits[values >> 3] >> (values & 7).astype(np.uint8)) & 1).astype(bool)
 
 
-def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Prediction,
+def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Cells,
                    n_tau: int, term_mask: np.ndarray, weights: np.ndarray | None,
                    known_keys: np.ndarray | None, lafa: bool) -> tuple[_Contrib, np.ndarray]:
     """Per-protein quantities for the terms in ``term_mask``; returns (contrib, kept rows)."""
     n_terms = np.int64(ns.n_terms)
     g_keys = gt_keys[term_mask[gt_keys % n_terms]]
-    keep_pred = term_mask[pred.keys % n_terms] & (pred.codes >= 2)
-    p_keys, p_codes = pred.keys[keep_pred], pred.codes[keep_pred] - 1  # c: taus counted, >= 1
+    # pred.flags marks the cells in the full ground truth; a kept cell's term is in term_mask
+    # and its key is not known, so the flag is also membership in the filtered g_keys
+    p_rows, p_terms, p_codes, is_tp = pred.rows, pred.terms, pred.codes, pred.flags
+    keep = None if term_mask.all() else term_mask[p_terms]
+    if weights is not None:
+        # unweighted counts drop code 1 (below the first threshold) with bin 0 anyway
+        keep = pred.codes >= 2 if keep is None else keep & (pred.codes >= 2)
+    if keep is not None:
+        p_rows, p_terms, p_codes, is_tp = p_rows[keep], p_terms[keep], p_codes[keep], is_tp[keep]
+    p_codes = p_codes.astype(np.int64) - 1  # c: taus counted
     universe = n_rows * int(n_terms)
     if known_keys is not None and known_keys.size:
         g_keys = g_keys[~_isin_sorted(g_keys, known_keys)]
-        mask = ~_member(p_keys, known_keys, universe)
-        p_keys, p_codes = p_keys[mask], p_codes[mask]
+        mask = ~_member(p_rows.astype(np.int64) * n_terms + p_terms, known_keys, universe)
+        p_rows, p_terms, p_codes, is_tp = p_rows[mask], p_terms[mask], p_codes[mask], is_tp[mask]
     rows = np.arange(n_rows, dtype=np.int64)
     if lafa:
         has_gt = np.zeros(n_rows, dtype=bool)
@@ -748,25 +917,26 @@ def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Pred
         rows = np.flatnonzero(has_gt)
         remap = np.full(n_rows, -1, dtype=np.int64)
         remap[rows] = np.arange(rows.size)
-        p_mask = has_gt[p_keys // n_terms]
-        p_keys, p_codes = p_keys[p_mask], p_codes[p_mask]
+        p_mask = has_gt[p_rows]
+        p_rows, p_terms, p_codes, is_tp = (p_rows[p_mask], p_terms[p_mask], p_codes[p_mask],
+                                           is_tp[p_mask])
         g_row = remap[g_keys // n_terms]
-        p_row = remap[p_keys // n_terms]
+        p_row = remap[p_rows]
     else:
         g_row = g_keys // n_terms
-        p_row = p_keys // n_terms
+        p_row = p_rows.astype(np.int64)
     n_p = rows.size
-    is_tp = _member(p_keys, g_keys, universe)
     if weights is None:
         n_gt = np.bincount(g_row, minlength=n_p).astype(np.int64)
         width = n_tau + 1
-        pred_bins = np.bincount(p_row * width + p_codes, minlength=n_p * width).reshape(n_p, width)
-        tp_bins = np.bincount(p_row[is_tp] * width + p_codes[is_tp],
-                              minlength=n_p * width).reshape(n_p, width)
+        cell = p_row * width + p_codes
+        pred_bins = np.bincount(cell, minlength=n_p * width).reshape(n_p, width)
+        tp_bins = np.bincount(cell[is_tp], minlength=n_p * width).reshape(n_p, width)
         # at threshold k (0-based) a term counts when c >= k + 1
         n_pred = np.cumsum(pred_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
         tp = np.cumsum(tp_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
         return _Contrib(n_pred, tp, n_pred - tp, n_gt[None, :] - tp, n_gt), rows
+    p_keys = p_rows.astype(np.int64) * n_terms + p_terms
     return _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_tp,
                                    n_tau, weights), rows
 
@@ -942,21 +1112,20 @@ def _known_keys(ontology: EvalOntology, truths: dict[str, _Truth], known) -> dic
     grouped = _group_pairs(ontology, proteins, terms)
     out: dict[str, np.ndarray] = {}
     for name, truth in truths.items():
-        by_protein = grouped.get(name, {})
-        rows, cols = [], []
-        for protein, idx in by_protein.items():
-            row = truth.row_of.get(protein)
-            if row is not None:
-                rows.extend([row] * len(idx))
-                cols.extend(idx)
         ns = ontology.namespaces[name]
-        keys, _ = _propagate(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
-                             np.ones(len(rows), dtype=np.int64), ns, "max")
-        out[name] = keys
+        if name not in grouped:
+            out[name] = np.zeros(0, dtype=np.int64)
+            continue
+        ids, rows, cols = grouped[name]
+        # known rows -> ground-truth rows; pairs of proteins without ground truth are dropped
+        truth_row = np.array([truth.row_of.get(p, -1) for p in ids], dtype=np.int64)
+        rows = truth_row[rows]
+        keep = rows >= 0
+        out[name] = _propagated_keys(rows[keep], cols[keep], ns)
     return out
 
 
-def _namespace_contribs(setup: _Setup, name: str, pred: _Prediction, weighted: bool):
+def _namespace_contribs(setup: _Setup, name: str, pred: _Cells, weighted: bool):
     ns = setup.ontology.namespaces[name]
     truth = setup.truths[name]
     mask = ns.toi_ia_mask if weighted else ns.toi_mask
@@ -967,7 +1136,7 @@ def _namespace_contribs(setup: _Setup, name: str, pred: _Prediction, weighted: b
                           ns.ia if weighted else None, known, setup.lafa)
 
 
-def _evaluate_setup(setup: _Setup, preds: dict[str, _Prediction]) -> pd.DataFrame | None:
+def _evaluate_setup(setup: _Setup, preds: dict[str, _Cells]) -> pd.DataFrame | None:
     frames, frames_w = [], []
     for name in setup.truths:
         pred = preds.get(name)
@@ -1040,7 +1209,7 @@ def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, norm="cafa
     df_all : DataFrame indexed (filename, ns, tau), or None when nothing was evaluated
     dfs_best : dict metric -> DataFrame of best rows (with ``cov_max``)
     """
-    del n_cpu  # single-threaded sparse kernel; accepted for signature compatibility
+    n_threads = max(1, int(n_cpu or 1))
     ontology = EvalOntology.from_obo(obo_file, ia=ia, orphans=not no_orphans)
     setup = _setup(ontology, _read_pairs(gt_file, "ground-truth"), th_step, toi, known, norm)
     pred_folder = os.path.normpath(str(pred_dir)) + "/"
@@ -1049,8 +1218,9 @@ def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, norm="cafa
     files = [os.path.join(root, f) for root, _, names in os.walk(pred_folder) for f in names]
     dfs = []
     for file_name in files:
-        raw = _read_prediction_file(file_name)
-        preds = _build_predictions(ontology, setup.truths, raw, setup.tau, prop, max_terms)
+        raw = _read_prediction_file(file_name, n_threads)
+        preds = _build_predictions(ontology, setup.truths, raw, setup.tau, prop, max_terms,
+                                   n_threads)
         if not preds:
             logger.warning("Prediction: %s, not evaluated (no overlap with the ground truth)",
                            file_name)
@@ -1224,7 +1394,7 @@ def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts
                                    setup.tau, opts.get("prop", "max"), opts.get("max_terms"))
         per_ns = {}
         for name in setup.truths:
-            pred = preds.get(name, _Prediction(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            pred = preds.get(name, _Cells.empty())
             contrib, rows = _namespace_contribs(setup, name, pred, weighted)
             per_ns[name] = (contrib, rows)
         per_method.append(per_ns)

@@ -483,3 +483,111 @@ def test_threshold_grid_rejects_bad_step():
     with pytest.raises(EvaluationInputError):
         threshold_grid(0)
     assert np.array_equal(threshold_grid(0.01), np.arange(0.01, 1, 0.01))
+
+
+# ------------------------------------------------------------------------------------------
+# fast readers == cafaeval's line rules
+
+
+def cafaeval_prediction_rows(path) -> list[tuple[str, str, str]]:
+    """cafaeval's ``pred_parser`` reading: text-mode lines, whitespace split, > 2 fields."""
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            parts = line.strip().split()
+            if len(parts) > 2:
+                rows.append(tuple(parts[:3]))
+    return rows
+
+
+@pytest.mark.parametrize("content", [
+    "P1\tGO:1\t0.5\nP2\tGO:2\t0.25\n",
+    "P1 GO:1 0.5\nP2\tGO:2 0.25",  # spaces, no final newline
+    "P1\tGO:1\t0.5\n\nP2\tGO:2\t0.25\n\n",  # blank lines
+    "P1\t\tGO:1\t0.5\n",  # a run of separators
+    "\tP1\tGO:1\t0.5\nP2\tGO:2\t0.1\t\n",  # leading / trailing separators
+    "P1\tGO:1\t0.5\textra\tfields\nP2\tGO:2\n",  # more and fewer than three fields
+    "P1\tGO:1\t0.5\r\nP2\tGO:2\t0.25\r\n",  # CRLF
+    "P1\tGO:1\t0.5\nP\u00e9\tGO:2\t0.25\n",  # non-ASCII
+    "P1\tGO:1\t0.5\x0bx\nP2\tGO:2\t0.25\x0c\n",  # other whitespace
+    "   \n\t\n",  # nothing but whitespace
+])
+def test_prediction_reader_equals_cafaeval_lines(tmp_path, content):
+    from tempo_assets.core.evaluation import _read_prediction_file
+
+    path = tmp_path / "m.tsv"
+    path.write_bytes(content.encode("utf-8"))
+    for threads in (1, 2):
+        raw = _read_prediction_file(path, threads)
+        got = list(zip(raw.proteins[raw.protein_codes], raw.terms[raw.term_codes],
+                       raw.score_text[raw.score_codes]))
+        assert got == cafaeval_prediction_rows(path)
+
+
+def test_prediction_reader_takes_arrow_path_on_plain_files(tmp_path):
+    from tempo_assets.core.evaluation import _read_prediction_file
+
+    path = tmp_path / "m.tsv"
+    path.write_text("P1\tGO:1\t0.5\nP2 GO:2 0.25\n")
+    assert _read_prediction_file(path).lines is None  # Arrow path: no line numbers kept
+    path.write_text("P1\tGO:1\t0.5\nP2\tGO:2\n")
+    assert _read_prediction_file(path).lines is not None  # line loop
+
+
+def cafaeval_obo_terms(path) -> dict[str, dict[str, dict]]:
+    """cafaeval 1.3.0's ``obo_parser`` loop (ids, namespaces, alt ids, is_a/part_of)."""
+    out: dict[str, dict[str, dict]] = {}
+    term_id, namespace, alt_id, rel, obsolete = None, None, [], [], True
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            line = line.strip().split(": ")
+            if len(line) > 1:
+                k, v = line[0], ": ".join(line[1:])
+                if k == "id":
+                    if term_id is not None and obsolete is False and namespace is not None:
+                        out.setdefault(namespace, {})[term_id] = {"alt_id": alt_id, "rel": rel}
+                    term_id, alt_id, rel, obsolete, namespace = v, [], [], False, None
+                elif k == "alt_id":
+                    alt_id.append(v)
+                elif k == "namespace" and v != "external":
+                    namespace = v
+                elif k == "is_obsolete":
+                    obsolete = True
+                elif k == "is_a":
+                    rel.append(v.split("!")[0].strip())
+                elif k == "relationship" and v.startswith("part_of"):
+                    rel.append(v.split()[1].strip())
+    if obsolete is False and namespace is not None:
+        out.setdefault(namespace, {})[term_id] = {"alt_id": alt_id, "rel": rel}
+    return out
+
+
+def test_obo_scanner_equals_cafaeval_loop(toy, tmp_path):
+    from tempo_assets.core.evaluation import _read_obo_cafaeval
+
+    path, *_ = toy
+    text = open(path).read()
+    tricky = text + (
+        "\n[Term]\n  id: GO:0088881  \nnamespace: molecular_function\t\n"
+        "\tis_a: GO:0000015 ! indented\nrelationship: regulates GO:0000016\n"
+        "alt_id: \nalt_id: GO:0088882 \n"
+        "[Term]\r\nid: GO:0088883\r\nnamespace: external\r\nnamespace: cellular_component\r\n"
+        "relationship: part_of GO:0000029 ! x\r\n"
+        "[Term]\nid: GO:0088884\nnamespace: external\nis_a: GO:0000029\n"
+        "[Term]\nid: GO:0088885\nnamespace: cellular_component\nis_obsolete: false\n")
+    for content in (text, tricky):
+        target = tmp_path / "t.obo"
+        target.write_bytes(content.encode("utf-8"))
+        assert _read_obo_cafaeval(target) == cafaeval_obo_terms(target)
+
+
+def test_threads_give_identical_tables(toy, tmp_path):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 3)
+    gt_file = tmp_path / "gt.tsv"
+    gt.to_csv(gt_file, sep="\t", header=False, index=False)
+    (tmp_path / "p").mkdir()
+    preds.to_csv(tmp_path / "p" / "m.tsv", sep="\t", header=False, index=False)
+    one, _ = cafa_eval(path, tmp_path / "p", gt_file, n_cpu=1)
+    two, _ = cafa_eval(path, tmp_path / "p", gt_file, n_cpu=2)
+    pd.testing.assert_frame_equal(one, two)
