@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from tempo_assets.assets.benchmark import BenchmarkResource, benchmark, benchmark_catalog
 from tempo_assets.assets.corpus import knn_corpus
 from tempo_assets.assets.embeddings import embeddings
 from tempo_assets.assets.ia import ia_weights
@@ -27,12 +28,13 @@ ASSETS = [
     stg_annotations, experimental_annotations, annotation_growth, evaluation_sets,
     knn_corpus, ia_weights, reranker_labels,
     valid_selection, frozen_recipe, test_score, submission,
+    benchmark, benchmark_catalog,
 ]
 
 
 def build_resources(archive_root: str | None = None, artefacts_root: str | None = None,
                     warehouse_url: str | None = None, cache_root: str | None = None,
-                    grid: GridResource | None = None) -> dict:
+                    grid: GridResource | None = None, benchmark_config: BenchmarkResource | None = None) -> dict:
     """Resources bound to an archive and an artefact folder (defaults from the environment)."""
     archive_root = archive_root or default_archive_root()
     artefacts_root = artefacts_root or default_artefacts_root()
@@ -43,6 +45,7 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
         "embedder": EmbedderResource(cache_root=cache_root or default_cache_root()),
         "grid": grid or GridResource(),
         "warehouse": WarehouseResource(url=warehouse_url or default_warehouse_url()),
+        "benchmark_config": benchmark_config or BenchmarkResource(),
     }
 
 

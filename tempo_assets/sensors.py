@@ -11,13 +11,14 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_
 RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
                   "stg_annotations", "experimental_annotations"]
 CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
-WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score"]
+WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score", "benchmark"]
 
 release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS)
 cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS)
 window_job = dg.define_asset_job("window_job", selection=WINDOW_ASSETS)
 submission_job = dg.define_asset_job("submission_job", selection=["submission"])
-JOBS = [release_job, cutoff_job, window_job, submission_job]
+catalog_job = dg.define_asset_job("catalog_job", selection=["benchmark_catalog"])
+JOBS = [release_job, cutoff_job, window_job, submission_job, catalog_job]
 
 
 def _done(store: ArtefactStore, assets: list[str], key: str) -> bool:

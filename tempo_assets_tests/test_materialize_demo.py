@@ -22,7 +22,7 @@ from tempo_assets_tests.conftest import REPO, WAREHOUSE_ASSETS, subprocess_env
 
 pytestmark = pytest.mark.slow
 
-WINDOW_ROLES = {"valid_selection": "valid", "frozen_recipe": "valid", "test_score": "test"}
+WINDOW_ROLES = {"valid_selection": "valid", "frozen_recipe": "valid", "test_score": "test", "benchmark": "test"}
 EXPECTED_CHECKS = {  # check -> partition kind it runs on
     "release_annotations__within_cutoff": "releases", "release_annotations__gaf_rows_within_file_date": "releases",
     "embeddings__within_cutoff": "releases", "knn_corpus__within_cutoff": "cutoffs",

@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "tempo_assets.cli.graph_cmd",
     "tempo_assets.cli.audit_cmd",
     "tempo_assets.cli.audit_graph_cmd",
+    "tempo_assets.cli.report_cmd",
 )
 
 

@@ -1,0 +1,131 @@
+"""``tempo report [--window KEY] [--format tsv|md|html] [--out PATH]``: benchmark tables and pages.
+
+Reads the stored ``benchmark`` artefacts (``$TEMPO_ARTEFACTS``) of the archive's windows
+(``$TEMPO_ARCHIVE``) and, where ``$DAGSTER_HOME`` holds an instance, its failed runs. TSV and
+Markdown go to stdout (or ``--out``); HTML is written to ``--out`` (default: beside the artefact,
+``<artefacts>/benchmark/<window>/report.html``, or ``<artefacts>/benchmark_catalog/report.html``
+for the whole archive). Every number on a derived release is marked.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+FORMATS = ("tsv", "md", "html")
+
+
+def _instance():
+    """The Dagster instance at ``$DAGSTER_HOME`` if there is one (failed runs), else None."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home or not (Path(home) / "dagster.yaml").exists():
+        return None
+    import dagster as dg
+
+    return dg.DagsterInstance.get()
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        from tempo_assets.core.io import atomic_write
+
+        with atomic_write(out) as handle:
+            handle.write(text)
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def _window_text(value, window: str, derived: bool, fmt: str) -> str:
+    from tempo_assets.core.benchmark import results_frame
+    from tempo_assets.core.report import results_to_markdown, results_to_tsv
+
+    results = results_frame(value["summary"], window, derived)
+    if fmt == "tsv":
+        return results_to_tsv(results)
+    parts = [f"## Benchmark {window}\n", results_to_markdown(results)]
+    if len(value.get("paired", [])):
+        parts += ["\n### Paired bootstrap (Fmax, a - b)\n", value["paired"].round(4).to_markdown(index=False), "\n"]
+    if len(value.get("decay", [])):
+        parts += ["\n### Decay (trained at t0 vs t-1, same TEST)\n", value["decay"].round(4).to_markdown(index=False),
+                  "\n"]
+    return "\n".join(parts)
+
+
+def _report(args) -> int:
+    from tempo_assets.assets.benchmark import OLDER, build_catalog, curve_groups
+    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.report import (
+        render_archive_report, render_window_report, results_to_markdown, results_to_tsv, write_report,
+    )
+    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.resources import default_archive_root, default_artefacts_root
+
+    store = ArtefactStore(default_artefacts_root())
+    built = build_catalog(store, default_archive_root(), _instance())
+    catalog, results = built["catalog"], built["results"]
+    if args.compare:
+        from tempo_assets.core.benchmark import compare_windows
+
+        table = compare_windows(results, *args.compare) if len(results) else None
+        if table is None:
+            raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
+        text = (table.to_csv(sep="\t", index=False, lineterminator="\n", float_format="%.6g") if args.format == "tsv"
+                else f"## {args.compare[1]} minus {args.compare[0]}\n\n" + table.round(4).to_markdown(index=False) + "\n")
+        _emit(text, args.out)
+        return 0
+    if args.window:
+        if args.window not in set(catalog["window"]):
+            raise TempoInputError(f"unknown window {args.window!r} (see `tempo windows`)")
+        row = catalog[catalog["window"] == args.window].iloc[0]
+        if built["metas"].get(args.window) is None:
+            raise TempoInputError(f"window {args.window} has no benchmark yet (status {row['status']}): "
+                                  f"run `tempo materialize --window {args.window}`")
+        if row["status"] != "ready":
+            print(f"tempo: warning: window {args.window} is {row['status']}: {row['reasons']}", file=sys.stderr)
+        value = store.open("benchmark", args.window).value
+        derived = bool(row["derived"])
+        if args.format == "html":
+            from tempo_assets.core.benchmark import results_frame
+
+            out = Path(args.out or store.folder("benchmark", args.window) / "report.html")
+            curves = value["curves"]
+            newest = curves[~curves["method"].str.endswith(OLDER)] if len(curves) else curves
+            provenance = {"window": args.window, "status": row["status"],
+                          "derived_releases": value.get("derived_releases") or "none", "lafa": value.get("lafa")}
+            write_report(out, render_window_report(args.window, results_frame(value["summary"], args.window, derived),
+                                                   curve_groups(newest), provenance))
+            print(f"wrote {out}")
+            return 0
+        _emit(_window_text(value, args.window, derived, args.format), args.out)
+        return 0
+    if args.format == "html":
+        if results.empty:
+            raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
+        out = Path(args.out or store.folder("benchmark_catalog", None) / "report.html")
+        main = results[~results["method"].str.endswith(OLDER)]
+        write_report(out, render_archive_report(main, {"catalog": catalog.to_dict("records")}))
+        print(f"wrote {out}")
+        return 0
+    if args.format == "tsv":
+        text = results_to_tsv(results) if len(results) else ""
+        _emit(text, args.out)
+        return 0
+    parts = ["## Windows\n", catalog.to_markdown(index=False), "\n"]
+    if len(results):
+        parts += ["## Results\n", results_to_markdown(results)]
+    if len(built["decay"]):
+        parts += ["\n## Decay (trained at t0 vs t-1, same TEST)\n", built["decay"].round(4).to_markdown(index=False),
+                  "\n"]
+    _emit("\n".join(parts), args.out)
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("report", help="benchmark tables (tsv/md to stdout) or an HTML report")
+    parser.add_argument("--window", metavar="KEY", help="one window (default: the whole archive)")
+    parser.add_argument("--compare", nargs=2, metavar=("KEY_A", "KEY_B"),
+                        help="metrics of two windows side by side (B - A) per mode, aspect and method (tsv/md)")
+    parser.add_argument("--format", choices=FORMATS, default="md")
+    parser.add_argument("--out", metavar="PATH", help="write here instead of stdout / the default HTML path")
+    parser.set_defaults(func=_report)

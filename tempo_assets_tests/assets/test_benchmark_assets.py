@@ -1,0 +1,179 @@
+"""The benchmark asset, the catalog and ``tempo report`` on the tiny archive (diamond runs for real)."""
+import argparse
+import re
+import shutil
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from tempo_assets.assets.benchmark import BASELINES, OLDER, BenchmarkResource, build_catalog
+from tempo_assets.cli import report_cmd
+from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS, plan_steps, run_steps
+from tempo_assets.definitions import ASSETS, build_resources, defs
+from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
+from tempo_assets.resources import GridResource, open_archive
+from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny archive's one window materialised through test_score and benchmark."""
+    root = tmp_path_factory.mktemp("tiny_benchmark")
+    archive = build_tiny_archive(root)
+    instance = dg.DagsterInstance.ephemeral()
+    plan = plan_partitions(open_archive(archive))
+    register_partitions(instance, plan)
+    resources = build_resources(str(archive), str(root / "art"), "sqlite:///" + str(root / "wh.sqlite"),
+                                str(root / "cache"), grid=GridResource(bootstrap_samples=20),
+                                benchmark_config=BenchmarkResource(bootstrap_samples=40))
+    window = plan.windows[0]
+    report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None,
+                       exclude=WAREHOUSE_ASSETS)
+    assert [r[2] for r in report] == ["ok"] * len(report), report
+    return {"root": root, "archive": archive, "instance": instance, "plan": plan, "resources": resources,
+            "window": window, "store": ArtefactStore(root / "art")}
+
+
+def test_benchmark_depends_on_test_score_and_reads_test_only_after_it():
+    graph = defs.resolve_asset_graph()
+    parents = {k.to_user_string() for k in graph.get(dg.AssetKey("benchmark")).parent_keys}
+    assert "test_score" in parents and "frozen_recipe" in parents
+    children = {k.to_user_string() for k in graph.get(dg.AssetKey("benchmark")).child_keys}
+    assert children == {"benchmark_catalog"}
+
+
+def test_every_method_scored_on_the_same_targets(tiny):
+    store, window = tiny["store"], tiny["window"]
+    meta = store.read_meta("benchmark", window)
+    assert meta["window_role"] == "test" and meta["max_source_date"] <= meta["cutoff"]
+    assert meta["cutoff"] == tiny["plan"].as_of[parse_window_key(window).t1].isoformat()
+    assert meta["recipe_matches_test_score"] is True
+    value = store.open("benchmark", window).value
+    summary = value["summary"]
+    expected = {"recipe", *BASELINES} | {f"{m}{OLDER}" for m in ("recipe", *BASELINES)}
+    assert set(summary["method"]) == expected
+    per_cell = summary.groupby(["mode", "aspect"])[["n_targets", "truth_pairs"]].nunique()
+    assert (per_cell == 1).all().all(), "methods scored on different targets"
+    assert set(summary["mode"]) <= {"NK", "LK", "PK"} and summary["fmax_low"].notna().any()
+    # BLAST ran (diamond, no mock) and found the family members the tiny archive plants
+    assert summary[summary["method"] == "blast"]["fmax"].max() > 0
+    paired = value["paired"]
+    assert {("recipe", b) for b in BASELINES} <= set(zip(paired["a"], paired["b"]))
+    assert set(value["decay"]["method"]) == {"recipe", *BASELINES}
+
+
+def test_curves_are_images_in_the_ui_and_in_the_html_report(tiny):
+    store, window = tiny["store"], tiny["window"]
+    records = tiny["instance"].fetch_observations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("benchmark"), asset_partitions=[window]), limit=1).records
+    metadata = records[0].asset_observation.metadata
+    images = [k for k in metadata if k.startswith("curves_")]
+    assert images and all(metadata[k].value.count("data:image/png;base64,") >= 2 for k in images)
+    # ... and not in the sidecar, which records the time binding
+    assert (store.folder("benchmark", window) / "artefact.json").stat().st_size < 200_000
+    html = (store.folder("benchmark", window) / "report.html").read_text(encoding="utf-8")
+    assert html.count("<img") >= 2 and "data:image/png;base64," in html
+
+
+def test_catalog_ready_then_stale_when_an_input_changes(tiny):
+    store, window = tiny["store"], tiny["window"]
+    built = build_catalog(store, str(tiny["archive"]), tiny["instance"])
+    assert built["catalog"].set_index("window").loc[window, "status"] == "ready"
+    result = dg.materialize(ASSETS, selection=["benchmark_catalog"], instance=tiny["instance"],
+                            resources=tiny["resources"])
+    metadata = result.asset_materializations_for_node("benchmark_catalog")[0].metadata
+    assert "data:image/png;base64," in metadata["longitudinal"].value
+    assert (store.folder("benchmark_catalog", None) / "report.html").exists()
+    # an upstream artefact rewritten with other content: the benchmark no longer reflects it
+    t0 = parse_window_key(window).t0
+    meta = store.read_meta("ia_weights", t0)
+    frame = store.open("ia_weights", t0).value
+    store.write("ia_weights", t0, frame.assign(ia=frame["ia"] + 1.0), meta)
+    catalog = build_catalog(store, str(tiny["archive"]), tiny["instance"])["catalog"].set_index("window")
+    assert catalog.loc[window, "status"] == "stale" and f"ia_weights[{t0}]" in catalog.loc[window, "reasons"]
+    store.write("ia_weights", t0, frame, meta)  # restored content: same sha256, ready again
+    assert build_catalog(store, str(tiny["archive"]))["catalog"]["status"].tolist() == ["ready"]
+
+
+def run_report(monkeypatch, tiny, *argv):
+    monkeypatch.setenv("TEMPO_ARCHIVE", str(tiny["archive"]))
+    monkeypatch.setenv("TEMPO_ARTEFACTS", str(tiny["root"] / "art"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    parser = argparse.ArgumentParser()
+    report_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["report", *argv])
+    return args.func(args)
+
+
+def test_tempo_report_formats(tiny, monkeypatch, capsys, tmp_path):
+    window = tiny["window"]
+    summary = tiny["store"].open("benchmark", window).value["summary"]
+    assert run_report(monkeypatch, tiny, "--format", "tsv") == 0
+    lines = capsys.readouterr().out.strip().split("\n")
+    header = lines[0].split("\t")
+    assert header[:4] == ["window", "mode", "aspect", "method"] and "derived" in header
+    assert len(lines) == len(summary) + 1
+    assert run_report(monkeypatch, tiny, "--window", window, "--format", "md") == 0
+    text = capsys.readouterr().out
+    assert "| recipe |" in text and "Paired bootstrap" in text
+    assert run_report(monkeypatch, tiny, "--format", "md") == 0
+    assert "| ready " in capsys.readouterr().out
+    out = tmp_path / "archive.html"
+    assert run_report(monkeypatch, tiny, "--format", "html", "--out", str(out)) == 0
+    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") >= 1
+    assert capsys.readouterr().out.strip() == f"wrote {out}"
+    page = tmp_path / "window.html"
+    assert run_report(monkeypatch, tiny, "--window", window, "--format", "html", "--out", str(page)) == 0
+    assert page.read_text(encoding="utf-8").count("<img") >= 2 and OLDER not in capsys.readouterr().out
+    assert run_report(monkeypatch, tiny, "--compare", window, window, "--format", "tsv") == 0
+    compared = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out), sep="\t")
+    assert len(compared) == len(summary) and (compared["fmax_delta"] == 0).all()
+    with pytest.raises(Exception, match="unknown window"):
+        run_report(monkeypatch, tiny, "--window", "nope__a__b__c")
+
+
+def test_derived_release_marks_every_number(tiny, monkeypatch, capsys):
+    # the tiny archive has no derived release: mark t1 derived and the report says so
+    import json
+
+    t1 = parse_window_key(tiny["window"]).t1
+    manifest = tiny["archive"] / "releases" / t1 / "release.json"
+    original = manifest.read_text(encoding="utf-8")
+    try:
+        manifest.write_text(json.dumps({**json.loads(original), "derived": True}), encoding="utf-8")
+        assert run_report(monkeypatch, tiny, "--format", "md") == 0
+        text = capsys.readouterr().out
+        rows = [line for line in text.splitlines() if re.match(rf"\| {tiny['window']} \| (NK|LK|PK) \|", line)]
+        assert rows and all("(derived)" in line for line in rows)
+    finally:
+        manifest.write_text(original, encoding="utf-8")
+
+
+def test_lafa_conventions_option(tiny):
+    resources = dict(tiny["resources"], benchmark_config=BenchmarkResource(bootstrap_samples=0, lafa=True,
+                                                                         decay=False))
+    result = dg.materialize(ASSETS, selection=["benchmark"], partition_key=tiny["window"],
+                            instance=tiny["instance"], resources=resources)
+    assert result.success
+    value = tiny["store"].open("benchmark", tiny["window"]).value
+    assert value["lafa"] is True and set(value["summary"]["method"]) == {"recipe", *BASELINES}
+    assert tiny["store"].read_meta("benchmark", tiny["window"])["recipe_matches_test_score"] == "n/a (lafa)"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium")
+def test_window_report_renders_its_images_in_chromium(tiny, tmp_path):
+    from tempo_assets_tests.test_report_browser import CHECK_SCRIPT, run_chromium
+
+    html = (tiny["store"].folder("benchmark", tiny["window"]) / "report.html").read_text(encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.replace("</body>", CHECK_SCRIPT + "</body>")
+                     .replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';"),
+                     encoding="utf-8")
+    dom = run_chromium(["--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], tmp_path)
+    states = re.search(r'id="tempo-img-check">([^<]*)<', dom).group(1).split()
+    assert len(states) == html.count("<img") and all(s.startswith("ok:800x500") for s in states), states
+    shot = tmp_path / "shot.png"
+    run_chromium(["--window-size=1200,2000", f"--screenshot={shot}", probe.as_uri()], tmp_path)
+    assert shot.exists() and shot.stat().st_size > 10_000

@@ -1,0 +1,88 @@
+"""Bootstrap CIs on simulated data: coverage of a known quantity, seeded determinism, paired zero.
+
+The simulation makes Fmax a known function of a per-protein mean: every protein's truth is one
+leaf (propagated: leaf + root); every protein is predicted the root, and the leaf with
+probability ``q``, all at score 0.5. Precision is 1 at every threshold <= 0.5 and nothing is
+predicted above, so ``Fmax = 2 r / (1 + r)`` with ``r`` the mean per-protein recall, whose
+population value is ``0.5 + 0.5 q``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core.benchmark import BenchmarkOptions, paired_differences
+from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, evaluate_frames, fmax_score
+from tempo_assets_tests.core.obo_fixtures import ROOTS, write_obo
+
+LEAF = "GO:0000001"
+Q = 0.6
+
+
+@pytest.fixture(scope="module")
+def ontology(tmp_path_factory):
+    terms = [{"id": ROOTS["BP"], "aspect": "BP"}, {"id": LEAF, "aspect": "BP", "is_a": [ROOTS["BP"]]},
+             {"id": "GO:0000002", "aspect": "BP", "is_a": [ROOTS["BP"]]}]
+    return EvalOntology.from_obo(write_obo(tmp_path_factory.mktemp("obo") / "go.obo", terms))
+
+
+def simulate(rng: np.random.Generator, n: int, q: float = Q) -> tuple[pd.DataFrame, pd.DataFrame]:
+    proteins = [f"P{i:04d}" for i in range(n)]
+    truth = pd.DataFrame({"protein": proteins, "term": LEAF})
+    hit = rng.random(n) < q
+    rows = [(p, ROOTS["BP"], 0.5) for p in proteins] + [(p, LEAF, 0.5) for p, h in zip(proteins, hit) if h]
+    return truth, pd.DataFrame(rows, columns=["protein", "term", "score"])
+
+
+def population_fmax(q: float) -> float:
+    recall = 0.5 + 0.5 * q
+    return 2 * recall / (1 + recall)
+
+
+def test_simulated_fmax_is_the_known_function_of_the_sample_mean(ontology):
+    # the construction, checked against the evaluator on one sample (loop over proteins)
+    truth, preds = simulate(np.random.default_rng(1), 50)
+    hits = preds[preds["term"] == LEAF]["protein"].nunique()
+    recall = sum(1.0 if p in set(preds[preds["term"] == LEAF]["protein"]) else 0.5 for p in truth["protein"]) / 50
+    assert recall == pytest.approx(0.5 + 0.5 * hits / 50)
+    fmax, _ = fmax_score(evaluate_frames(ontology, truth, preds), "BP")
+    assert fmax == pytest.approx(2 * recall / (1 + recall))
+
+
+def test_95_percent_intervals_cover_the_population_fmax(ontology):
+    rng = np.random.default_rng(20261130)
+    target, n_sim = population_fmax(Q), 200
+    covered = 0
+    for sim in range(n_sim):
+        truth, preds = simulate(rng, 60)
+        ci = bootstrap_ci(ontology, truth, preds, metric="f", n_boot=100, seed=sim)["biological_process"]
+        covered += ci["low"] <= target <= ci["high"]
+    # percentile intervals of a smooth mean: nominal 95%, binomial noise of 200 draws ~ +-3%
+    assert 0.88 <= covered / n_sim <= 0.985, covered
+
+
+def test_bootstrap_is_deterministic_with_a_seed(ontology):
+    truth, preds = simulate(np.random.default_rng(5), 80)
+    first = bootstrap_ci(ontology, truth, preds, n_boot=300, seed=11)
+    assert bootstrap_ci(ontology, truth, preds, n_boot=300, seed=11) == first
+    other = bootstrap_ci(ontology, truth, preds, n_boot=300, seed=12)["biological_process"]
+    assert (other["low"], other["high"]) != (first["biological_process"]["low"], first["biological_process"]["high"])
+    # the estimate itself does not depend on the resampling
+    assert other["estimate"] == first["biological_process"]["estimate"]
+
+
+def test_paired_difference_of_identical_methods_contains_zero(ontology):
+    truth, preds = simulate(np.random.default_rng(7), 80)
+    targets = truth.assign(aspect="BP", mode="NK")[["protein", "aspect", "mode"]]
+    gt = truth.assign(aspect="BP")
+    methods = {"a": preds.assign(aspect="BP"), "b": preds.assign(aspect="BP")}
+    paired = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
+                                BenchmarkOptions(n_boot=200, seed=3))
+    row = paired.iloc[0]
+    assert row["delta"] == 0 and row["low"] <= 0 <= row["high"]
+    # a strictly worse method (leaf dropped everywhere) gives an interval above 0
+    methods["b"] = methods["b"][methods["b"]["term"] != LEAF]
+    worse = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
+                               BenchmarkOptions(n_boot=200, seed=3)).iloc[0]
+    assert worse["delta"] > 0 and worse["low"] > 0
