@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.arrays import concat_ranges as _ranges
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write, open_binary, open_text
 
@@ -238,14 +239,6 @@ def _build_namespace(name: str, terms: dict[str, dict], orphans: bool) -> _Names
     return _Namespace(name, ids, index, alt, parent_ptr, parent_idx, level, has_parent,
                       toi_mask=toi_mask)
 
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each pair; int64 (sum(counts),)."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts.astype(np.int64), counts) + offsets
 
 
 def read_ia(source: str | Path | Mapping | pd.Series) -> dict[str, float]:

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.arrays import concat_ranges as _ranges
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.ia import IaCounts
 
@@ -103,14 +104,6 @@ def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     return np.concatenate([[0], np.flatnonzero(np.diff(sorted_keys)) + 1]).astype(np.int64)
 
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` over pairs; int64, shape (sum(counts),)."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return np.arange(total, dtype=np.int64) + offsets
 
 
 def _rank_neighbours(q: np.ndarray, n: np.ndarray, sim: np.ndarray, k: int | None,

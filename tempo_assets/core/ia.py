@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import sparse
 
 from tempo_assets.core.annotations import require_columns
+from tempo_assets.core.arrays import concat_ranges as _ranges
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write, open_text
 
@@ -206,14 +207,6 @@ def _member(sorted_keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     pos = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
     return sorted_keys[pos] == values
 
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)``; int64, shape (sum(counts),)."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return np.arange(total, dtype=np.int64) + offsets
 
 
 def ia_counts(propagated: pd.DataFrame, ontology: Any) -> IaCounts:
