@@ -141,7 +141,24 @@ def _materialize(args) -> int:
     target = "all" if args.all else ("window" if args.window else "cutoff")
     exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
     report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, exclude=exclude)
-    return 0 if all(status != "FAILED" for _, _, status, _ in report) else 1
+    failed = any(status == "FAILED" for _, _, status, _ in report)
+    if not failed:
+        print_outputs(report)
+    return 1 if failed else 0
+
+
+def print_outputs(report) -> None:
+    """Where the results a user came for lie: CAFA submissions and TEST scores."""
+    from tempo_assets.resources import default_artefacts_root
+
+    root = Path(default_artefacts_root())
+    for job, key, _, _ in report:
+        if job == "submission_job":
+            print(f"CAFA submission for cutoff {key}: {root / 'submission' / key / 'value.txt'} "
+                  f"(manifest: artefact.json beside it)")
+        elif job == "window_job":
+            print(f"TEST score of window {key}: {root / 'test_score' / key} "
+                  f"(tempo report --window {key})")
 
 
 def register(subparsers) -> None:
