@@ -36,9 +36,9 @@ def default_cache_root() -> str:
 
 
 def default_warehouse_url() -> str:
-    return os.environ.get("TEMPO_WAREHOUSE_URL") or (
-        "sqlite:///" + str(Path(default_dagster_home()) / "tempo_warehouse.sqlite")
-    )
+    from tempo_assets.core.warehouse import default_warehouse_url as warehouse_url
+
+    return warehouse_url(default_dagster_home())
 
 
 def _manifest_stamp(root: str) -> tuple:

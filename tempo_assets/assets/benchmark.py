@@ -62,19 +62,18 @@ def methods_at(cutoff: str, recipe, inputs: Mapping[str, ArtefactSet], query_emb
     from tempo_assets.core.baselines import goa_nonexperimental_scores
     from tempo_assets.core.selection import CandidateSource
 
-    corpus, labels, ia, ann, onto, seqs = (inputs[n].get(cutoff) for n in (
-        "knn_corpus", "reranker_labels", "ia_weights", "release_annotations", "ontology", "sequences"))
-    ia_bits = ia_series(ia.value)
+    corpus, labels, ann, onto, seqs = (inputs[n].get(cutoff) for n in (
+        "knn_corpus", "reranker_labels", "release_annotations", "ontology", "sequences"))
     proteins = targets["protein"].unique()
-    source = candidate_source(corpus.value, query_embedded, proteins, ia_bits, onto.value, max(ks))
-    methods = method_predictions(recipe, source, CandidateSource(**labels.value), targets, ia_bits, k_plain=min(ks))
+    source = candidate_source(corpus.value, query_embedded, proteins, onto.value, max(ks))
+    methods = method_predictions(recipe, source, CandidateSource(**labels.value), targets, k_plain=min(ks))
     corpus_sequences = {p: s for p, s in zip(seqs.value["protein"], seqs.value["sequence"])
                         if p in set(corpus.value["ids"])}
     queries = {p: query_sequences[p] for p in proteins if p in query_sequences}
     methods["blast"] = blast_predictions(queries, corpus_sequences, corpus.value["annotations"],
                                          config.blast_threads, config.blast_sensitivity)
     methods["goa_nonexp"] = goa_nonexperimental_scores(ann.value["non_experimental"], targets)
-    return methods, [corpus, labels, ia, ann, onto, seqs]
+    return methods, [corpus, labels, ann, onto, seqs]
 
 
 def window_derived(archive: ArchiveResource, window) -> list[str]:

@@ -175,11 +175,13 @@ def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) ->
     }
 
 
-def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins, ia, ontology, k: int,
+def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins, ontology, k: int,
                      growth=None):
     """A ``core.selection.CandidateSource``: neighbours of ``proteins`` in ``corpus`` with term weights.
 
-    With ``growth`` the source also carries the ground truth (with its ``mode``) and known terms.
+    IA and depth come from ``corpus`` and ``ontology`` (the candidate release), IA as counts so each
+    candidate's IA leaves its own protein out (the golden rule). With ``growth`` the source also
+    carries the ground truth (with its ``mode``) and known terms.
     """
     from tempo_assets.core.ia import ia_counts
     from tempo_assets.core.selection import CandidateSource
@@ -190,7 +192,6 @@ def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], pro
         neighbours=neighbours, corpus_annotations=corpus["annotations"],
         ground_truth=None if growth is None else growth.ground_truth,
         known=None if growth is None else growth.known,
-        # IA as counts, so each candidate's IA leaves its own protein out (the golden rule)
         ia=ia_counts(corpus["annotations"], ontology), term_depth=depth)
 
 
@@ -260,7 +261,7 @@ def frame_digest(frame) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def method_predictions(recipe: Mapping[str, Any], source, train_source, targets, ia, k_plain: int) -> dict:
+def method_predictions(recipe: Mapping[str, Any], source, train_source, targets, k_plain: int) -> dict:
     """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
 
     All three use the same neighbours and corpus of ``source``; ``train_source`` holds the

@@ -4,7 +4,6 @@ import dagster as dg
 from tempo_assets.assets.common import (
     all_in, binding_metadata, build_corpus, candidate_source, growth_between, removal_metadata, sequence_map,
 )
-from tempo_assets.core.ia import information_accretion
 from tempo_assets.core.removals import RemovalLog, log_growth
 from tempo_assets.io_managers import ArtefactSet
 from tempo_assets.partitions import CUTOFFS, previous_release
@@ -25,12 +24,11 @@ def reranker_labels(
     emb_prev, ann_prev, ann_now = embeddings.get(prev), release_annotations.get(prev), release_annotations.get(cutoff)
     onto_prev, onto_now = ontology.get(prev), ontology.get(cutoff)
     corpus = build_corpus(emb_prev.value, ann_prev.value)
-    # IA and depth bound to the candidate release (prev), never to the label release
-    ia = information_accretion(corpus["annotations"], onto_prev.value)
     seq_prev, seq_now = sequences.get(prev), sequences.get(cutoff)
     growth = growth_between(ann_prev.value, ann_now.value, onto_now.value,
                             sequence_map(seq_prev.value, emb_prev.value["ids"]), sequence_map(seq_now.value))
-    source = candidate_source(corpus, emb_prev.value, growth.targets["protein"].unique(), ia, onto_prev.value,
+    # IA and depth bound to the candidate release (prev), never to the label release
+    source = candidate_source(corpus, emb_prev.value, growth.targets["protein"].unique(), onto_prev.value,
                               max(grid.ks), growth=growth)
     removals = RemovalLog()
     log_growth(removals, growth)

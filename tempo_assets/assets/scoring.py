@@ -66,9 +66,9 @@ def test_score(
     growth = growth_between(ann_t0.value, ann_t1.value, onto_t1.value,
                             sequence_map(seq_t0.value, emb.value["ids"]), sequence_map(seq_t1.value))
     ia_bits = ia_series(ia.value)
-    source = candidate_source(corpus.value, emb.value, growth.targets["protein"].unique(), ia_bits, onto_t0.value,
+    source = candidate_source(corpus.value, emb.value, growth.targets["protein"].unique(), onto_t0.value,
                               max(grid.ks))
-    methods = method_predictions(recipe, source, CandidateSource(**labels.value), growth.targets, ia_bits,
+    methods = method_predictions(recipe, source, CandidateSource(**labels.value), growth.targets,
                                  k_plain=min(grid.ks))
     eval_ontology = EvalOntology.from_obo(archive.reader(window.t1).obo_path(window.t1), ia=ia_bits)
     summary, curves = score_methods(eval_ontology, growth, methods, n_boot=grid.bootstrap_samples, seed=grid.seed,

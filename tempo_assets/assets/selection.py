@@ -37,7 +37,7 @@ def valid_selection(
     growth = growth_between(ann_old.value, ann_new.value, onto_new.value,
                             sequence_map(seq_old.value, emb.value["ids"]), sequence_map(seq_new.value))
     ia_bits = ia_series(ia.value)
-    valid = candidate_source(corpus.value, emb.value, growth.targets["protein"].unique(), ia_bits, onto_old.value,
+    valid = candidate_source(corpus.value, emb.value, growth.targets["protein"].unique(), onto_old.value,
                              max(grid.ks), growth=growth)
     embedder_id = corpus.value["embedder_id"]
     eval_ontology = EvalOntology.from_obo(archive.reader(window.t0).obo_path(window.t0), ia=ia_bits)
@@ -46,7 +46,7 @@ def valid_selection(
         grid.selection_grid(), train_sets={embedder_id: train},
         valid_sets={embedder_id: valid}, eval_ontology=eval_ontology, window=window.key)
     # the recipe (refit on TRAIN labels) beside plain KNN and the naive baseline, on the same VALID targets
-    methods = method_predictions(recipe, valid, train, growth.targets, ia_bits, k_plain=min(grid.ks))
+    methods = method_predictions(recipe, valid, train, growth.targets, k_plain=min(grid.ks))
     summary, _ = score_methods(eval_ontology, growth, methods)
     removals = RemovalLog()
     log_growth(removals, growth)

@@ -6,7 +6,6 @@ from pathlib import Path
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, candidate_source, removal_metadata
-from tempo_assets.assets.ia import ia_series
 from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.removals import RemovalLog, log_submission
@@ -30,7 +29,7 @@ def latest_recipe_key(store, release_ids: list[str], windows: list[str], cutoff:
 def submission(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, knn_corpus: Artefact, reranker_labels: Artefact,
-    ia_weights: Artefact, embeddings: Artefact, ontology: Artefact,
+    embeddings: Artefact, ontology: Artefact,
 ) -> dg.Output:
     """One CAFA row per (protein, term) predicted at the cutoff from inputs dated <= cutoff."""
     from tempo_assets.core.selection import CandidateSource, apply_recipe
@@ -43,18 +42,18 @@ def submission(
     recipe = verify_recipe(frozen)
     if frozen.max_source_date > archive.cutoff_of(cutoff):
         raise CutoffViolation(f"frozen_recipe[{key}]", frozen.max_source_date, archive.cutoff_of(cutoff), what="recipe")
-    ia_bits = ia_series(ia_weights.value)
-    source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ia_bits,
-                              ontology.value, max(grid.ks))
+    source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ontology.value,
+                              max(grid.ks))
+    # the same leave-one-out IA counts the recipe's rerankers were trained on
     predictions = apply_recipe(recipe, source.neighbours, source.corpus_annotations,
-                               CandidateSource(**reranker_labels.value), ia=ia_bits, term_depth=source.term_depth)
+                               CandidateSource(**reranker_labels.value), ia=source.ia, term_depth=source.term_depth)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "submission.tsv"
         stats = write_cafa_submission(predictions, path, author="Tempo", model=1, keywords=["k-nearest neighbors"])
         text = path.read_text(encoding="utf-8")
     removals = RemovalLog()
     log_submission(removals, predictions)
-    read = [knn_corpus, reranker_labels, ia_weights, embeddings, ontology, frozen]
+    read = [knn_corpus, reranker_labels, embeddings, ontology, frozen]
     return dg.Output(text, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=read, recipe_window=key, recipe_hash=frozen.meta["recipe_hash"],
         rows=int(stats.get("rows", 0)) if isinstance(stats, dict) else 0, targets=len(embeddings.value["ids"]),

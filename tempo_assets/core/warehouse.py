@@ -77,15 +77,15 @@ def default_sql_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "dbt_like_sql"
 
 
-def default_warehouse_url() -> str:
-    """``$TEMPO_WAREHOUSE_URL``, else a SQLite file in ``$DAGSTER_HOME``, else in ``.tempo_cache/``.
+def default_warehouse_url(dagster_home: str | None = None) -> str:
+    """``$TEMPO_WAREHOUSE_URL``, else a SQLite file in ``dagster_home`` (default ``$DAGSTER_HOME``).
 
-    The last falls back to the repository root's git-ignored ``.tempo_cache/`` folder.
+    Without either, the repository root's git-ignored ``.tempo_cache/`` folder holds it.
     """
     url = os.environ.get("TEMPO_WAREHOUSE_URL")
     if url:
         return url
-    home = os.environ.get("DAGSTER_HOME")
+    home = dagster_home or os.environ.get("DAGSTER_HOME")
     folder = Path(home) if home else default_sql_dir().parent / ".tempo_cache"
     return f"sqlite:///{(folder / 'tempo_warehouse.sqlite').resolve()}"
 
