@@ -1,17 +1,20 @@
-"""Archive sensor and weekly schedule: new releases register partitions and request their runs."""
+"""Archive sensor and weekly schedule: new releases register partitions and request their runs.
+
+A run is requested only when it has something to build (a missing or stale artefact) and every
+upstream partition it reads is stored, current and passed its blocking checks in the instance
+(``graph_state.GraphState.step``); a failed check stops the chain, and the tick says why. Each
+request selects only the assets to (re)build, so a window whose TEST score is stored never
+launches ``test_score`` again.
+"""
+import json
 
 import dagster as dg
 
-from tempo_assets.io_managers import ArtefactStore
-from tempo_assets.partitions import (
-    PartitionPlan, parse_window_key, plan_partitions, previous_release, register_partitions,
+from tempo_assets.graph_state import (  # noqa: F401  (the asset lists are part of this module's interface)
+    CUTOFF_ASSETS, JOB_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS, GraphState, Step, all_steps,
 )
+from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
-
-RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
-                  "stg_annotations", "experimental_annotations"]
-CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
-WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score", "benchmark"]
 
 release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS)
 cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS)
@@ -21,38 +24,21 @@ catalog_job = dg.define_asset_job("catalog_job", selection=["benchmark_catalog"]
 JOBS = [release_job, cutoff_job, window_job, submission_job, catalog_job]
 
 
-def _done(store: ArtefactStore, assets: list[str], key: str) -> bool:
-    return all(store.exists(asset, key) for asset in assets)
+def run_request(step: Step) -> dg.RunRequest:
+    """The request of a ready step: its job, partition and only the assets it must (re)build."""
+    return dg.RunRequest(run_key=step.run_key, job_name=step.job, partition_key=step.key,
+                         asset_selection=[dg.AssetKey(a) for a in step.todo])
 
 
-def ready_requests(plan: PartitionPlan, store: ArtefactStore) -> list[dg.RunRequest]:
-    """Runs whose inputs are all materialised and whose outputs are not, in dependency order.
+def plan_steps_now(plan, store, instance=None, archive=None) -> list[Step]:
+    """Every step the archive implies, with what it would build and whether it may run now."""
+    state = GraphState(store, plan, archive=archive, instance=instance)
+    return [state.step(job, key) for job, key in all_steps(plan)]
 
-    Run keys make each request once: a release's runs, then its cutoff's once the release and
-    its predecessor are done, then each window once its TRAIN/VALID cutoffs and t1 are done, then
-    the submission at the latest cutoff once a recipe usable there is frozen.
-    """
-    requests = []
-    for key in plan.releases:
-        if not _done(store, RELEASE_ASSETS, key):
-            requests.append(dg.RunRequest(run_key=f"releases:{key}", job_name="release_job", partition_key=key))
-    for key in plan.cutoffs:
-        prev = previous_release(plan.releases, key)
-        if _done(store, RELEASE_ASSETS, key) and _done(store, RELEASE_ASSETS, prev) and not _done(store, CUTOFF_ASSETS, key):
-            requests.append(dg.RunRequest(run_key=f"cutoffs:{key}", job_name="cutoff_job", partition_key=key))
-    for key in plan.windows:
-        w = parse_window_key(key)
-        ready = _done(store, CUTOFF_ASSETS, w.t_minus_1) and _done(store, CUTOFF_ASSETS, w.t0)
-        if ready and _done(store, RELEASE_ASSETS, w.t1) and not store.exists("frozen_recipe", key):
-            requests.append(dg.RunRequest(run_key=f"windows:{key}", job_name="window_job", partition_key=key))
-    # a submission at the latest cutoff, once some recipe frozen on a window with t0 <= that cutoff exists
-    for key in plan.cutoffs[-1:]:
-        order = {r: i for i, r in enumerate(plan.releases)}
-        frozen = [w for w in map(parse_window_key, plan.windows)
-                  if order[w.t0] <= order[key] and store.exists("frozen_recipe", w.key)]
-        if frozen and _done(store, CUTOFF_ASSETS, key) and not store.exists("submission", key):
-            requests.append(dg.RunRequest(run_key=f"submission:{key}", job_name="submission_job", partition_key=key))
-    return requests
+
+def ready_requests(plan, store, instance=None, archive=None) -> list[dg.RunRequest]:
+    """Requests of the steps that are ready now, in dependency order."""
+    return [run_request(s) for s in plan_steps_now(plan, store, instance, archive) if s.ready]
 
 
 def plan_new_partitions(instance: dg.DagsterInstance, root: str) -> tuple[dict[str, list[str]], list]:
@@ -68,11 +54,12 @@ def plan_new_partitions(instance: dg.DagsterInstance, root: str) -> tuple[dict[s
     return added, requests
 
 
-def _requested(cursor: str | None) -> set[str]:
-    """Run keys already requested, from the sensor cursor (a JSON list)."""
-    import json
-
-    return set(json.loads(cursor)) if cursor else set()
+def read_cursor(cursor: str | None) -> dict[str, str]:
+    """``"job:partition" -> token`` of the requests made and still pending (a JSON object)."""
+    if not cursor:
+        return {}
+    value = json.loads(cursor)
+    return value if isinstance(value, dict) else {}
 
 
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED, jobs=JOBS,
@@ -81,17 +68,25 @@ def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource
                    artefact_store: ArtefactStoreResource) -> dg.SensorResult:
     """Each evaluation adds the archive's new partition keys and requests each ready run once.
 
-    The cursor holds the run keys already requested, so an unchanged archive requests nothing.
+    The cursor maps each step still to build to the token of its last request (what it had to
+    build and the sha256 of what it reads), so a step is requested again only when that changes
+    (e.g. its inputs were rebuilt after a release was inserted); steps with nothing to build
+    leave the cursor, which therefore never outgrows the archive's partitions.
     """
-    import json
-
     added, partition_requests = plan_new_partitions(context.instance, archive.root)
-    requested = _requested(context.cursor)
-    runs = [r for r in ready_requests(plan_partitions(open_archive(archive.root)), artefact_store.store())
-            if r.run_key not in requested]
+    opened = open_archive(archive.root)
+    steps = plan_steps_now(plan_partitions(opened), artefact_store.store(), context.instance, opened)
+    previous = read_cursor(context.cursor)
+    runs = [run_request(s) for s in steps if s.ready and previous.get(f"{s.job}:{s.key}") != s.token]
+    pending = {f"{s.job}:{s.key}": (s.token if s.ready else previous.get(f"{s.job}:{s.key}", ""))
+               for s in steps if s.todo}
+    cursor = json.dumps({k: v for k, v in sorted(pending.items()) if v})
+    blocked = [f"{s.job}[{s.key}] blocked: {'; '.join(s.blocked)}" for s in steps if s.todo and s.blocked]
+    for line in blocked:
+        context.log.warning(line)
     if not partition_requests and not runs:
-        return dg.SensorResult(skip_reason="archive unchanged and nothing new ready to run")
-    cursor = json.dumps(sorted(requested | {r.run_key for r in runs}))
+        reason = "; ".join(blocked) if blocked else "archive unchanged and nothing new ready to run"
+        return dg.SensorResult(skip_reason=reason, cursor=cursor)
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
 
 
@@ -99,7 +94,9 @@ def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource
              description="Weekly: register any release the sensor missed and request its runs")
 def weekly_archive_check(context: dg.ScheduleEvaluationContext, archive: ArchiveResource,
                          artefact_store: ArtefactStoreResource):
-    plan = plan_partitions(open_archive(archive.root))
+    opened = open_archive(archive.root)
+    plan = plan_partitions(opened)
     register_partitions(context.instance, plan)
-    requests = [r for r in ready_requests(plan, artefact_store.store()) if r.job_name == "window_job"]
+    requests = [r for r in ready_requests(plan, artefact_store.store(), context.instance, opened)
+                if r.job_name == "window_job"]
     return requests or dg.SkipReason("no window ready to score")

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 import dagster as dg
 
 from tempo_assets.core.dates import parse_date
+from tempo_assets.fingerprints import record_fingerprint
 from tempo_assets.io_managers import Artefact
 
 
@@ -74,6 +75,7 @@ def binding_metadata(
         metadata["window"] = window
         metadata["window_role"] = window_role
     metadata.update(extra)
+    record_fingerprint(metadata, sources)  # what it read, as the sidecar's and Dagster's data version
     return metadata
 
 

@@ -11,8 +11,8 @@ from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.removals import RemovalLog, log_submission
 from tempo_assets.io_managers import Artefact
 from tempo_assets.core.errors import CutoffViolation
-from tempo_assets.partitions import CUTOFFS, WINDOWS, parse_window_key
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
+from tempo_assets.partitions import CUTOFFS, parse_window_key, plan_partitions
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, open_archive
 
 
 def latest_recipe_key(store, release_ids: list[str], windows: list[str], cutoff: str) -> str:
@@ -37,7 +37,8 @@ def submission(
 
     cutoff = context.partition_key
     store = artefact_store.store()
-    key = latest_recipe_key(store, archive.release_ids(), context.instance.get_dynamic_partitions(WINDOWS.name), cutoff)
+    # the archive's windows now, not every key ever registered: a superseded window's recipe never applies
+    key = latest_recipe_key(store, archive.release_ids(), plan_partitions(open_archive(archive.root)).windows, cutoff)
     frozen = store.open("frozen_recipe", key)
     recipe = verify_recipe(frozen)
     if frozen.max_source_date > archive.cutoff_of(cutoff):

@@ -57,44 +57,58 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
 
 def run_steps(steps, instance, resources=None, echo=print, exclude=(),
               log_level: str | None = None) -> list[tuple[str, str, str, float]]:
-    """Materialise each step unless all its artefacts exist; returns (job, key, status, seconds).
+    """Run each step under its named job (``release_job``, ``cutoff_job``, ...); returns (job, key, status, seconds).
 
-    ``exclude`` names assets left out of every step (e.g. the SQL warehouse models, which no
-    score depends on); the run stops at the first failed step. Dagster's console log shows
-    ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING); the event log in the
-    instance keeps everything.
+    A step builds only its missing or stale artefacts (``graph_state``: a stored TEST score or
+    frozen recipe is never rebuilt, a superseded window never re-scored), and runs only when
+    every upstream partition it reads is stored, current and passed its blocking checks in the
+    instance; otherwise it stops with the reason (status ``blocked``). ``exclude`` names assets
+    left out of every step (e.g. the SQL warehouse models, which no score depends on); the run
+    stops at the first failed or blocked step. A line is printed when each run starts and when
+    it ends. Dagster's console log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL``
+    or WARNING); the event log in the instance keeps everything.
     """
     log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
+    import uuid
+
     import dagster as dg
 
-    from tempo_assets.definitions import ASSETS, build_resources
-    from tempo_assets.io_managers import ArtefactStore
-    from tempo_assets.resources import default_artefacts_root
-    from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
+    from tempo_assets.definitions import ASSETS, build_resources
+    from tempo_assets.graph_state import GraphState
+    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.partitions import plan_partitions
+    from tempo_assets.resources import open_archive
+    from tempo_assets.sensors import JOBS
 
     resources = resources or build_resources()
-    store = ArtefactStore(resources["artefact_store"].root if "artefact_store" in resources else default_artefacts_root())
-    selections = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
-                  "submission_job": ["submission"]}
+    store = ArtefactStore(resources["artefact_store"].root)
+    archive = open_archive(resources["archive"].root)
+    plan = plan_partitions(archive)
+    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS, jobs=JOBS, resources=resources)
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     report = []
     for number, (job, key) in enumerate(steps, start=1):
-        names = [n for n in selections[job] if n not in set(exclude)]
-        # only what is missing: e.g. a window scored before `benchmark` existed gets just its benchmark
-        # (test_score refuses a second score)
-        missing = [n for n in names if not store.exists(n, key)]
-        if not missing:
-            echo(f"[{number}/{len(steps)}] {job} {key}: already materialised, skipped")
+        step = GraphState(store, plan, archive=archive, instance=instance, exclude=exclude).step(job, key)
+        where = f"[{number}/{len(steps)}] {job} {key}"
+        if not step.todo:
+            echo(f"{where}: already materialised and current, skipped")
             report.append((job, key, "skipped", 0.0))
             continue
+        if step.blocked or step.waiting:
+            echo(f"{where}: blocked, not run: {'; '.join(step.blocked + step.waiting)}")
+            report.append((job, key, "blocked", 0.0))
+            break
+        run_id = str(uuid.uuid4())
+        echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
         started = time.perf_counter()
-        result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS, selection=missing, partition_key=key,
-                                instance=instance, resources=resources, raise_on_error=False,
-                                run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
+        result = defs.resolve_job_def(job).execute_in_process(
+            run_config=run_config, instance=instance, partition_key=key, raise_on_error=False, run_id=run_id,
+            asset_selection=[dg.AssetKey(name) for name in step.todo])
         seconds = time.perf_counter() - started
         status = "ok" if result.success else "FAILED"
-        echo(f"[{number}/{len(steps)}] {job} {key}: {status} in {seconds:.1f}s")
+        echo(f"{where}: {status} in {seconds:.1f}s (run {run_id})")
         report.append((job, key, status, seconds))
         if not result.success:
             break
@@ -141,10 +155,40 @@ def _materialize(args) -> int:
     target = "all" if args.all else ("window" if args.window else "cutoff")
     exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
     report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, exclude=exclude)
-    failed = any(status == "FAILED" for _, _, status, _ in report)
+    failed = any(status in ("FAILED", "blocked") for _, _, status, _ in report)
     if not failed:
         print_outputs(report)
     return 1 if failed else 0
+
+
+def graph_states(instance, exclude=()):
+    """Every artefact's state (``graph_state.GraphState.all_states``) for the configured archive and store."""
+    from tempo_assets.graph_state import GraphState
+    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.partitions import plan_partitions
+    from tempo_assets.resources import default_archive_root, default_artefacts_root, open_archive
+
+    archive = open_archive(default_archive_root())
+    state = GraphState(ArtefactStore(default_artefacts_root()), plan_partitions(archive), archive=archive,
+                       instance=instance, exclude=exclude)
+    return state.all_states()
+
+
+def _status(args) -> int:
+    import json
+
+    import dagster as dg
+
+    ensure_dagster_home()
+    instance = dg.DagsterInstance.get()
+    exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
+    states = graph_states(instance, exclude)
+    if args.json:
+        print(json.dumps([s.as_dict() for s in states], indent=1))
+    else:
+        for state in states:
+            print(state.line())
+    return 0
 
 
 def print_outputs(report) -> None:
@@ -176,3 +220,9 @@ def register(subparsers) -> None:
     parser.add_argument("--without-warehouse", action="store_true",
                         help="leave out the SQL warehouse models (no score depends on them)")
     parser.set_defaults(func=_materialize)
+    parser = subparsers.add_parser(
+        "status", help="one line per artefact: <asset>[<partition>] <state> <reason>",
+        description="State of every artefact: ok, stale, superseded, missing, failed or claimed, and why.")
+    parser.add_argument("--json", action="store_true", help="a JSON list of {asset, partition, state, reason}")
+    parser.add_argument("--without-warehouse", action="store_true", help="leave out the SQL warehouse models")
+    parser.set_defaults(func=_status)

@@ -1,0 +1,273 @@
+"""The state of every artefact of the graph, and which runs are ready: the store and the instance
+read into ``core.staleness``.
+
+Used by ``tempo status``, ``tempo materialize`` and the archive sensor, so all three agree: an
+artefact is rebuilt when it is missing or stale; a run is ready only when every upstream
+partition it reads is stored, current (not stale) and passed its blocking checks in the
+instance (asset check execution records); a failed check blocks the chain with its reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable
+
+import dagster as dg
+from dagster._core.event_api import PartitionKeyFilter
+
+from tempo_assets.core import staleness
+from tempo_assets.core.staleness import ArtefactState, needs_build, parse_ref, ref
+from tempo_assets.partitions import PartitionPlan, is_window_key, parse_window_key, previous_release
+
+RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
+                  "stg_annotations", "experimental_annotations"]
+CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
+WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score", "benchmark"]
+JOB_ASSETS = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
+              "submission_job": ["submission"]}
+PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["submission"],
+                    "windows": WINDOW_ASSETS}
+
+
+def test_claims(instance, windows: Iterable[str]) -> dict[str, str]:
+    """window -> reason, for each TEST claim taken whose run died before writing a score.
+
+    The claim store (issue 9's ``core/test_claims.py``) plugs in here; until it exists no window
+    holds a claim, so nothing is reported ``claimed``.
+    """
+    return {}
+
+
+def blocking_checks() -> dict[str, list[dg.AssetCheckKey]]:
+    """asset name -> the keys of its blocking checks."""
+    from tempo_assets.audit_checks import AUDIT_CHECKS
+    from tempo_assets.checks import CHECKS
+
+    out: dict[str, list[dg.AssetCheckKey]] = {}
+    for check in CHECKS + AUDIT_CHECKS:
+        for spec in check.check_specs:
+            if spec.blocking:
+                out.setdefault(spec.asset_key.to_user_string(), []).append(spec.key)
+    return out
+
+
+def latest_recipe_window(plan: PartitionPlan, cutoff: str) -> str | None:
+    """The window of the plan whose recipe a submission at ``cutoff`` applies: latest (t0, t1) with t0 <= cutoff."""
+    order = {r: i for i, r in enumerate(plan.releases)}
+    usable = [w for w in map(parse_window_key, plan.windows) if order.get(w.t0, 1 << 30) <= order.get(cutoff, -1)]
+    return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key if usable else None
+
+
+@dataclass
+class Step:
+    """One run ``tempo materialize`` or the sensor may launch: a job on one partition."""
+
+    job: str
+    key: str
+    assets: list[str]
+    upstream: list[tuple[str, str]]
+    todo: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    token: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.todo) and not self.waiting and not self.blocked
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.job}:{self.key}:{self.token[:16]}"
+
+
+class GraphState:
+    """States of the artefacts of ``plan`` (and of stored ones the plan no longer has).
+
+    ``instance`` (optional) supplies failed runs and blocking-check results; ``exclude`` names
+    assets left out (e.g. the SQL warehouse models when they are not built).
+    """
+
+    def __init__(self, store, plan: PartitionPlan, archive=None, instance=None, exclude: Iterable[str] = ()):
+        from tempo_assets.definitions import ASSETS
+        from tempo_assets.fingerprints import code_versions
+
+        self.store, self.plan, self.instance = store, plan, instance
+        self.exclude = set(exclude)
+        self.archive = archive
+        self.code = code_versions(ASSETS)
+        self.core_plan = staleness.Plan(plan.releases, plan.windows,
+                                        {c: latest_recipe_window(plan, c) for c in plan.cutoffs})
+        self._states: dict[str, ArtefactState] = {}
+        self._checks: dict[tuple[str, str], tuple[str, str]] = {}
+        self._failed_runs: dict[tuple[str, str], tuple[float, str]] | None = None
+        self._claims = test_claims(instance, plan.windows) if instance is not None else {}
+        self._blocking = blocking_checks()
+        self._file_sha = self._manifest_shas()
+
+    # ----------------------------------------------------------------------------- inputs
+
+    def _manifest_shas(self) -> dict[tuple[str, str], str]:
+        if self.archive is None:
+            return {}
+        return {(m.id, f"releases/{m.id}/{f.path}"): f.sha256 for m in self.archive.releases() for f in m.files}
+
+    def _meta(self, asset: str, partition: str | None):
+        return self.store.read_meta(asset, partition) if self.store.exists(asset, partition) else None
+
+    def _current_sha(self, upstream: str) -> str | None:
+        meta = self._meta(*parse_ref(upstream))
+        return None if meta is None else meta.get("sha256")
+
+    def failed_runs(self) -> dict[tuple[str, str], tuple[float, str]]:
+        """(asset, partition) -> (start time, reason) of the latest failed run that selected it."""
+        if self._failed_runs is None:
+            self._failed_runs = {}
+            if self.instance is not None:
+                for record in self.instance.get_run_records(
+                        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]), limit=500):
+                    run = record.dagster_run
+                    key = run.tags.get("dagster/partition")
+                    started = record.start_time or record.create_timestamp.timestamp()
+                    when = datetime.fromtimestamp(record.end_time or started, tz=timezone.utc)
+                    reason = f"run {run.run_id[:8]} ({run.job_name}) failed at {when.isoformat(timespec='seconds')}"
+                    for asset_key in run.asset_selection or ():
+                        name = (asset_key.to_user_string(), key)
+                        if name not in self._failed_runs or self._failed_runs[name][0] < started:
+                            self._failed_runs[name] = (started, reason)
+        return self._failed_runs
+
+    def check_result(self, asset: str, partition: str) -> tuple[str, str]:
+        """``("passed"|"failed"|"pending", reason)`` of ``asset[partition]``'s blocking checks in the instance.
+
+        A check counts only when it was evaluated on the stored artefact (after it was written).
+        """
+        cached = self._checks.get((asset, partition))
+        if cached is not None:
+            return cached
+        keys = self._blocking.get(asset, [])
+        result = ("passed", "")
+        if keys and self.instance is not None:
+            meta = self._meta(asset, partition) or {}
+            written = meta.get("written_at", "")
+            records = self.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+                keys, partition_filter=PartitionKeyFilter(key=partition))
+            failed, pending = [], []
+            for key in keys:
+                record = records.get(key)
+                status = getattr(getattr(record, "status", None), "value", None)
+                when = "" if record is None else datetime.fromtimestamp(
+                    record.create_timestamp, tz=timezone.utc).isoformat(timespec="microseconds")
+                if record is None or status == "PLANNED" or (written and when < written):
+                    pending.append(key.name)
+                elif status == "FAILED":
+                    failed.append(key.name)
+            if failed:
+                result = ("failed", f"blocking check(s) {', '.join(failed)} failed on {ref(asset, partition)}")
+            elif pending:
+                result = ("pending", f"blocking check(s) {', '.join(pending)} of {ref(asset, partition)} not passed yet")
+        self._checks[(asset, partition)] = result
+        return result
+
+    # ----------------------------------------------------------------------------- states
+
+    def state(self, asset: str, partition: str | None) -> ArtefactState:
+        name = ref(asset, partition)
+        if name in self._states:
+            return self._states[name]
+        self._states[name] = ArtefactState(asset, partition, "ok")  # a cycle guard; the graph has none
+        meta = self._meta(asset, partition)
+        failed = None
+        frozen_and_stored = meta is not None and asset in staleness.FROZEN_ASSETS
+        run = self.failed_runs().get((asset, partition))
+        if run is not None and not frozen_and_stored:
+            written = (meta or {}).get("written_at")
+            started = datetime.fromtimestamp(run[0], tz=timezone.utc).isoformat(timespec="microseconds")
+            if written is None or written < started:
+                failed = run[1]
+        if meta is not None and failed is None and partition is not None:
+            verdict, why = self.check_result(asset, partition)
+            failed = why if verdict == "failed" else None
+        claimed = self._claims.get(partition) if asset == "test_score" else None
+        result = staleness.artefact_state(
+            asset, partition, meta, self.core_plan, self._current_sha,
+            upstream_state=lambda up: self.state(*parse_ref(up)).state, file_sha=self._file_sha,
+            code_version=self.code.get(asset), failed=failed, claimed=claimed)
+        self._states[name] = result
+        return result
+
+    def assets_for(self, partitions_name: str) -> list[str]:
+        return [a for a in PARTITION_ASSETS[partitions_name] if a not in self.exclude]
+
+    def all_states(self) -> list[ArtefactState]:
+        """Every artefact the plan implies, then every stored one it no longer implies."""
+        out = []
+        keys = {"releases": self.plan.releases, "cutoffs": self.plan.cutoffs, "windows": self.plan.windows}
+        for name in ("releases", "cutoffs", "windows"):
+            for asset in self.assets_for(name):
+                if asset == "submission":
+                    out += [self.state(asset, k) for k in keys[name] if self.store.exists(asset, k)
+                            or k == keys[name][-1]]
+                    continue
+                out += [self.state(asset, k) for k in keys[name]]
+                live = set(keys[name])
+                for stored in self.stored_partitions(asset):
+                    if stored not in live:
+                        out.append(self.state(asset, stored))
+        return out
+
+    def stored_partitions(self, asset: str) -> list[str]:
+        folder = self.store.folder(asset, "x").parent
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and self.store.exists(asset, p.name))
+
+    # ----------------------------------------------------------------------------- runs
+
+    def step(self, job: str, key: str) -> Step:
+        """What ``job`` on ``key`` would build now, and whether its upstream lets it run."""
+        assets = [a for a in JOB_ASSETS[job] if a not in self.exclude]
+        step = Step(job, key, assets, self.upstream_of(job, key))
+        step.todo = [a for a in assets if needs_build(self.state(a, key))]
+        for asset, partition in step.upstream:
+            state = self.state(asset, partition)
+            if state.state == "ok" or (state.state == "stale" and not needs_build(state)):  # frozen, kept
+                verdict, why = self.check_result(asset, partition)
+                if verdict == "failed":
+                    step.blocked.append(why)
+                elif verdict == "pending":
+                    step.waiting.append(why)
+            elif state.state == "failed" and state.stored:
+                step.blocked.append(f"{state.line()}")
+            else:
+                step.waiting.append(f"{ref(asset, partition)} is {state.state}")
+        inputs = sorted((ref(a, p), self._current_sha(ref(a, p)) or "") for a, p in step.upstream)
+        files = sorted(f"{k}={v}" for k, v in self._file_sha.items() if job == "release_job" and k[0] == key)
+        step.token = hashlib.sha256(json.dumps([job, key, sorted(step.todo), inputs, files]).encode()).hexdigest()
+        return step
+
+    def upstream_of(self, job: str, key: str) -> list[tuple[str, str]]:
+        """The upstream partitions a job's run on ``key`` reads (outside its own selection)."""
+        rel = [a for a in RELEASE_ASSETS if a not in self.exclude]
+        cut = [a for a in CUTOFF_ASSETS if a not in self.exclude]
+        if job == "release_job":
+            return []
+        if job == "cutoff_job":
+            return [(a, r) for r in (previous_release(self.plan.releases, key), key) for a in rel]
+        if job == "window_job":
+            w = parse_window_key(key)
+            return ([(a, c) for c in (w.t_minus_1, w.t0) for a in cut]
+                    + [(a, r) for r in (w.t_minus_1, w.t0, w.t1) for a in rel])
+        recipe = latest_recipe_window(self.plan, key)
+        return [(a, key) for a in cut] + [(a, key) for a in rel] + ([("frozen_recipe", recipe)] if recipe else [])
+
+
+def all_steps(plan: PartitionPlan) -> list[tuple[str, str]]:
+    """Every run the archive implies, in dependency order: releases, cutoffs, windows, the latest submission."""
+    return ([("release_job", r) for r in plan.releases] + [("cutoff_job", c) for c in plan.cutoffs]
+            + [("window_job", w) for w in plan.windows] + [("submission_job", c) for c in plan.cutoffs[-1:]])
+
+
+def is_window(key: str | None) -> bool:
+    return key is not None and is_window_key(key)
