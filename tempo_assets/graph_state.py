@@ -53,8 +53,17 @@ def blocking_checks() -> dict[str, list[dg.AssetCheckKey]]:
     return out
 
 
-def latest_recipe_window(plan: PartitionPlan, cutoff: str) -> str | None:
-    """The window of the plan whose recipe a submission at ``cutoff`` applies: latest (t0, t1) with t0 <= cutoff."""
+def latest_recipe_window(plan: PartitionPlan, cutoff: str, store) -> str | None:
+    """The window whose recipe a submission at ``cutoff`` applies (as ``assets/submission.py`` picks
+    it): of the plan's windows with t0 <= cutoff and a frozen recipe, the latest by (t0, t1)."""
+    order = {r: i for i, r in enumerate(plan.releases)}
+    usable = [w for w in map(parse_window_key, plan.windows)
+              if order.get(w.t0, 1 << 30) <= order.get(cutoff, -1) and store.exists("frozen_recipe", w.key)]
+    return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key if usable else None
+
+
+def latest_window_at(plan: PartitionPlan, cutoff: str) -> str | None:
+    """The plan's latest window (by t0, t1) with t0 <= cutoff, frozen or not."""
     order = {r: i for i, r in enumerate(plan.releases)}
     usable = [w for w in map(parse_window_key, plan.windows) if order.get(w.t0, 1 << 30) <= order.get(cutoff, -1)]
     return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key if usable else None
@@ -98,7 +107,7 @@ class GraphState:
         self.archive = archive
         self.code = code_versions(ASSETS)
         self.core_plan = staleness.Plan(plan.releases, plan.windows,
-                                        {c: latest_recipe_window(plan, c) for c in plan.cutoffs})
+                                        {c: latest_recipe_window(plan, c, store) for c in plan.cutoffs})
         self._states: dict[str, ArtefactState] = {}
         self._checks: dict[tuple[str, str], tuple[str, str]] = {}
         self._failed_runs: dict[tuple[str, str], tuple[float, str]] | None = None
@@ -150,16 +159,16 @@ class GraphState:
         result = ("passed", "")
         if keys and self.instance is not None:
             meta = self._meta(asset, partition) or {}
-            written = meta.get("written_at", "")
+            written = datetime.fromisoformat(meta["written_at"]).timestamp() if meta.get("written_at") else None
             records = self.instance.event_log_storage.get_latest_asset_check_execution_by_key(
                 keys, partition_filter=PartitionKeyFilter(key=partition))
             failed, pending = [], []
             for key in keys:
                 record = records.get(key)
                 status = getattr(getattr(record, "status", None), "value", None)
-                when = "" if record is None else datetime.fromtimestamp(
-                    record.create_timestamp, tz=timezone.utc).isoformat(timespec="microseconds")
-                if record is None or status == "PLANNED" or (written and when < written):
+                # the evaluation's own time (the record's creation time is when the run planned it)
+                when = None if record is None else (record.event.timestamp if record.event else record.create_timestamp)
+                if record is None or status == "PLANNED" or (written is not None and when < written):
                     pending.append(key.name)
                 elif status == "FAILED":
                     failed.append(key.name)
@@ -186,14 +195,15 @@ class GraphState:
             started = datetime.fromtimestamp(run[0], tz=timezone.utc).isoformat(timespec="microseconds")
             if written is None or written < started:
                 failed = run[1]
+        failed_check = None
         if meta is not None and failed is None and partition is not None:
             verdict, why = self.check_result(asset, partition)
-            failed = why if verdict == "failed" else None
+            failed_check = why if verdict == "failed" else None
         claimed = self._claims.get(partition) if asset == "test_score" else None
         result = staleness.artefact_state(
             asset, partition, meta, self.core_plan, self._current_sha,
             upstream_state=lambda up: self.state(*parse_ref(up)).state, file_sha=self._file_sha,
-            code_version=self.code.get(asset), failed=failed, claimed=claimed)
+            code_version=self.code.get(asset), failed=failed, failed_check=failed_check, claimed=claimed)
         self._states[name] = result
         return result
 
@@ -244,7 +254,10 @@ class GraphState:
                 step.waiting.append(f"{ref(asset, partition)} is {state.state}")
         inputs = sorted((ref(a, p), self._current_sha(ref(a, p)) or "") for a, p in step.upstream)
         files = sorted(f"{k}={v}" for k, v in self._file_sha.items() if job == "release_job" and k[0] == key)
-        step.token = hashlib.sha256(json.dumps([job, key, sorted(step.todo), inputs, files]).encode()).hexdigest()
+        # what a run would read and with what code: unchanged while a requested run is under way
+        # or after it failed, new once its inputs are rebuilt (a release inserted) or its code changes
+        code = sorted(f"{a}={self.code.get(a, '')}" for a in assets)
+        step.token = hashlib.sha256(json.dumps([job, key, inputs, files, code]).encode()).hexdigest()
         return step
 
     def upstream_of(self, job: str, key: str) -> list[tuple[str, str]]:
@@ -259,8 +272,10 @@ class GraphState:
             w = parse_window_key(key)
             return ([(a, c) for c in (w.t_minus_1, w.t0) for a in cut]
                     + [(a, r) for r in (w.t_minus_1, w.t0, w.t1) for a in rel])
-        recipe = latest_recipe_window(self.plan, key)
-        return [(a, key) for a in cut] + [(a, key) for a in rel] + ([("frozen_recipe", recipe)] if recipe else [])
+        recipe = self.core_plan.recipe_for_cutoff.get(key)
+        # no recipe frozen yet on a window with t0 <= key: wait for the latest such window's
+        latest = recipe or latest_window_at(self.plan, key)
+        return [(a, key) for a in cut] + [(a, key) for a in rel] + ([("frozen_recipe", latest)] if latest else [])
 
 
 def all_steps(plan: PartitionPlan) -> list[tuple[str, str]]:

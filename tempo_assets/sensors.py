@@ -84,8 +84,9 @@ def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource
     blocked = [f"{s.job}[{s.key}] blocked: {'; '.join(s.blocked)}" for s in steps if s.todo and s.blocked]
     for line in blocked:
         context.log.warning(line)
+    waiting = [f"{s.job}[{s.key}] waits for {s.waiting[0]}" for s in steps if s.todo and s.waiting and not s.blocked]
     if not partition_requests and not runs:
-        reason = "; ".join(blocked) if blocked else "archive unchanged and nothing new ready to run"
+        reason = "; ".join(blocked + waiting[:3]) or "archive unchanged and nothing new ready to run"
         return dg.SensorResult(skip_reason=reason, cursor=cursor)
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
 

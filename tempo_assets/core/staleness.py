@@ -95,6 +95,7 @@ class ArtefactState:
     state: str
     reason: str = ""
     stored: bool = False
+    check_failed: bool = False
 
     def line(self) -> str:
         return f"{ref(self.asset, self.partition)} {self.state} {self.reason or '-'}".rstrip()
@@ -107,7 +108,8 @@ class ArtefactState:
 @dataclass(frozen=True)
 class Plan:
     """What the archive implies now: release ids oldest first, window keys, and per cutoff the
-    window whose frozen recipe a submission there must apply (None when none is frozen yet)."""
+    window whose frozen recipe a submission there applies (the latest frozen one with t0 <= the
+    cutoff; None when none is frozen yet)."""
 
     releases: Sequence[str]
     windows: Sequence[str]
@@ -139,7 +141,9 @@ def plan_reasons(asset: str, partition: str | None, refs: Mapping[str, str | Non
             if up_asset == "frozen_recipe" and asset == "submission":
                 wanted = plan.recipe_for_cutoff.get(partition)
                 if wanted is not None and wanted != up_key:
-                    reasons.append(f"applies the recipe of {up_key}; the newer frozen recipe of {wanted} applies now")
+                    reasons.append(f"applies the recipe of {up_key}; the frozen recipe of {wanted} applies now")
+                elif up_key not in plan.windows:
+                    reasons.append(f"applies the recipe of {up_key}, a window superseded since")
             continue
         if up_key != partition and up_key != prev:
             reasons.append(f"read {upstream} but the release before {partition} is now {prev}")
@@ -156,6 +160,7 @@ def artefact_state(
     file_sha: Mapping[tuple[str, str], str | None] | None = None,
     code_version: str | None = None,
     failed: str | None = None,
+    failed_check: str | None = None,
     claimed: str | None = None,
 ) -> ArtefactState:
     """The state of ``asset[partition]`` given its sidecar ``meta`` (None when nothing is stored).
@@ -163,8 +168,8 @@ def artefact_state(
     ``current_sha(ref)`` is the sha256 stored now for an upstream ``"asset[partition]"`` (None if
     gone); ``upstream_state(ref)`` that upstream's own state; ``file_sha`` the release manifests'
     ``(release, path) -> sha256``; ``code_version`` the asset's code version now; ``failed`` the
-    reason of a failed run or blocking check after it was written; ``claimed`` the reason of a
-    TEST claim with no score.
+    reason of a failed run after it was written; ``failed_check`` that of a blocking check that
+    failed on it; ``claimed`` the reason of a TEST claim with no score.
     """
     from tempo_assets.core.benchmark import stale_inputs
 
@@ -177,6 +182,8 @@ def artefact_state(
         return ArtefactState(asset, partition, "superseded", reason, stored=True)
     if failed:
         return ArtefactState(asset, partition, "failed", failed, stored=meta is not None)
+    if failed_check and meta is not None:
+        return ArtefactState(asset, partition, "failed", failed_check, stored=True, check_failed=True)
     if meta is None:
         if claimed:
             return ArtefactState(asset, partition, "claimed", claimed)
@@ -207,11 +214,15 @@ def artefact_state(
 def needs_build(state: ArtefactState) -> bool:
     """Whether ``tempo materialize`` and the sensor (re)build this artefact.
 
-    Missing ones are built; stale or failed ones rebuilt, except a frozen recipe or a TEST score
-    already stored (never re-frozen, never re-scored); superseded and claimed ones never.
+    Missing ones are built; stale ones and those of a failed run rebuilt, except a frozen recipe
+    or a TEST score already stored (never re-frozen, never re-scored); superseded and claimed
+    ones never, nor one whose blocking check failed (its input must be fixed first, which makes
+    it stale).
     """
     if state.state == "missing":
         return True
+    if state.check_failed:
+        return False
     if state.state in ("stale", "failed"):
         return not (state.stored and state.asset in FROZEN_ASSETS)
     return False
