@@ -19,7 +19,10 @@ def role_in(role: str, mapping: dg.PartitionMapping | None = None) -> dg.AssetIn
     ``StaticPartitionMapping`` refuses dynamic partitions); the IO manager gates which of them
     the role allows.
     """
-    return dg.AssetIn(partition_mapping=mapping or dg.AllPartitionMapping(), metadata={"tempo/role": role})
+    # ``IdentityPartitionMapping()`` is falsy (an empty tuple): test for None, or every window
+    # would depend on every other window's partition and show "Unsynced" once another is built
+    mapping = dg.AllPartitionMapping() if mapping is None else mapping
+    return dg.AssetIn(partition_mapping=mapping, metadata={"tempo/role": role})
 
 
 def all_in() -> dg.AssetIn:

@@ -1,0 +1,189 @@
+"""A release inserted between two existing ones: what goes stale, what is superseded, what is rebuilt.
+
+The tiny archive is materialised with one release held back, which is then dropped into the
+archive between its neighbours; the slow variant does the same on a copy of ``data/`` with
+``tempo release derive``. ``tempo status`` must name exactly the artefacts whose inputs changed
+(``stale``) and the windows that no longer exist (``superseded``); a second materialisation
+rebuilds only those, through the named jobs, and leaves every superseded TEST score as it was,
+byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS, plan_steps, run_steps
+from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
+from tempo_assets.resources import open_archive
+from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
+from tempo_assets_tests.conftest import DEMO_ARCHIVE, materialise_archive, subprocess_env
+
+NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job"}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tempo(graph, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], cwd=REPO,
+                          env=subprocess_env(graph), capture_output=True, text=True, timeout=600)
+
+
+def status(graph) -> dict[str, tuple[str, str]]:
+    run = tempo(graph, "status", "--json", "--without-warehouse")
+    assert run.returncode == 0, run.stderr
+    return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"]) for s in json.loads(run.stdout)}
+
+
+def stored_bytes(graph, asset: str, partition: str) -> dict[str, bytes]:
+    folder = graph.store().folder(asset, partition)
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def rematerialise(graph) -> tuple[list, list[str]]:
+    plan = plan_partitions(open_archive(graph.archive))
+    register_partitions(graph.instance, plan)
+    lines: list[str] = []
+    report = run_steps(plan_steps(plan, "all"), graph.instance, graph.resources, echo=lines.append,
+                       exclude=WAREHOUSE_ASSETS)
+    return report, lines
+
+
+def check_insertion(graph, inserted: str, old_windows: list[str]) -> dict:
+    """Status before and after a second ``materialize --all``; returns what it observed."""
+    before_plan = graph.plan
+    after_plan = plan_partitions(open_archive(graph.archive))
+    nxt = after_plan.releases[after_plan.releases.index(inserted) + 1]
+    superseded = [w for w in old_windows if w not in after_plan.windows]
+    kept = [w for w in old_windows if w in after_plan.windows]
+    new_windows = [w for w in after_plan.windows if w not in old_windows]
+    assert superseded and new_windows
+    scores = {w: stored_bytes(graph, "test_score", w) for w in old_windows}
+
+    states = status(graph)
+    assert states[f"reranker_labels[{nxt}]"][0] == "stale"
+    assert f"the release before {nxt} is now {inserted}" in states[f"reranker_labels[{nxt}]"][1]
+    for asset in ("knn_corpus", "ia_weights"):  # read only their own release: unchanged
+        assert states[f"{asset}[{nxt}]"][0] == "ok", states[f"{asset}[{nxt}]"]
+    for asset in ("ontology", "release_annotations", "sequences", "embeddings"):
+        assert states[f"{asset}[{inserted}]"][0] == "missing"
+        assert all(states[f"{asset}[{r}]"][0] == "ok" for r in before_plan.releases)
+    for window in superseded:
+        for asset in ("valid_selection", "frozen_recipe", "test_score", "benchmark"):
+            state, reason = states[f"{asset}[{window}]"]
+            assert state == "superseded" and f"{inserted} now lie inside it" in reason
+    for window in kept:
+        assert states[f"test_score[{window}]"][0] == "ok"
+    for window in new_windows:
+        assert states[f"valid_selection[{window}]"][0] == "missing"
+    latest = after_plan.cutoffs[-1]
+    assert states[f"submission[{latest}]"][0] == "stale"
+    stale = sorted(k for k, (s, _) in states.items() if s == "stale")
+    # exactly what read the old previous release, and the submission (its recipe's window is gone)
+    assert stale == sorted([f"reranker_labels[{nxt}]", f"submission[{latest}]"])
+
+    report, lines = rematerialise(graph)
+    assert all(status_ in ("ok", "skipped") for _, _, status_, _ in report), lines
+    ran = [(job, key) for job, key, status_, _ in report if status_ == "ok"]
+    expected = ([("release_job", inserted), ("cutoff_job", inserted), ("cutoff_job", nxt)]
+                + [("window_job", w) for w in new_windows] + [("submission_job", latest)])
+    assert sorted(ran) == sorted(expected), lines
+    assert any(line.endswith("(reranker_labels)") and f"cutoff_job {nxt}: started run" in line for line in lines)
+    assert sum(": started run " in line for line in lines) == len(expected)
+    for window in old_windows:  # superseded TEST scores (and kept ones) untouched, byte for byte
+        assert stored_bytes(graph, "test_score", window) == scores[window]
+
+    after = status(graph)
+    assert {s for s, _ in after.values()} <= {"ok", "superseded"}, [k for k, v in after.items() if v[0] != "ok"]
+    submission = graph.store().read_meta("submission", latest)
+    assert submission["recipe_window"] == max(
+        (w for w in after_plan.windows), key=lambda w: [after_plan.releases.index(r) for r in
+                                                      (parse_window_key(w).t0, parse_window_key(w).t1)])
+    return {"superseded": superseded, "new_windows": new_windows, "ran": ran}
+
+
+@pytest.fixture(scope="module")
+def tiny_inserted(tmp_path_factory):
+    """The tiny archive materialised without its fourth release, which is then inserted back."""
+    root = tmp_path_factory.mktemp("tiny_insert")
+    archive = build_tiny_archive(root / "build", n_releases=5)
+    held = root / "held"
+    shutil.move(str(archive / "releases" / RELEASES[3]), held)
+    graph = materialise_archive(root, archive)
+    assert all(s == "ok" for _, _, s, _ in graph.report), graph.report
+    old_windows = list(graph.plan.windows)
+    shutil.move(str(held), archive / "releases" / RELEASES[3])  # inserted between RELEASES[2] and [4]
+    yield graph, old_windows
+    graph.instance.dispose()
+
+
+def test_inserting_a_release_rebuilds_only_what_changed(tiny_inserted):
+    graph, old_windows = tiny_inserted
+    seen = check_insertion(graph, RELEASES[3], old_windows)
+    assert seen["superseded"] == old_windows  # the only window spanned the inserted release
+
+    # every run went through a named job, none through Dagster's ephemeral job
+    runs = graph.instance.get_runs()
+    assert runs and {r.job_name for r in runs} <= NAMED_JOBS
+    partitions = {(r.job_name, r.tags.get("dagster/partition")) for r in runs}
+    assert set(seen["ran"]) <= partitions
+
+
+def test_data_versions_follow_fingerprints(tiny_inserted):
+    """Dagster's staleness (the UI's Unsynced) agrees: rebuilding from the same inputs changes nothing."""
+    from dagster._core.definitions.data_version import StaleStatus
+    from dagster._utils.test.data_versions import get_stale_status_resolver
+
+    from tempo_assets.definitions import ASSETS
+
+    graph, _ = tiny_inserted
+    plan = plan_partitions(open_archive(graph.archive))
+    window = plan.windows[0]
+    t0 = parse_window_key(window).t0
+    resolver = get_stale_status_resolver(graph.instance, ASSETS)
+    assert resolver.get_status(dg.AssetKey("frozen_recipe"), window) == StaleStatus.FRESH
+    fingerprint = graph.store().read_meta("knn_corpus", t0)["fingerprint"]
+    record = graph.instance.get_latest_materialization_event(dg.AssetKey("knn_corpus"))
+    assert record is not None
+    # knn_corpus[t0] rebuilt from the same inputs: same fingerprint, so nothing downstream is unsynced
+    result = dg.materialize(ASSETS, selection=["knn_corpus"], partition_key=t0, instance=graph.instance,
+                            resources=graph.resources)
+    assert result.success
+    assert graph.store().read_meta("knn_corpus", t0)["fingerprint"] == fingerprint
+    resolver = get_stale_status_resolver(graph.instance, ASSETS)
+    for asset in ("test_score", "frozen_recipe", "valid_selection"):
+        assert resolver.get_status(dg.AssetKey(asset), window) == StaleStatus.FRESH, asset
+    materialisation = graph.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("knn_corpus"), asset_partitions=[t0]), limit=1).records[0]
+    tags = materialisation.event_log_entry.asset_materialization.tags
+    assert tags["dagster/data_version"] == fingerprint
+
+
+@pytest.mark.slow
+def test_deriving_a_release_into_a_copy_of_data(tmp_path):
+    """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``."""
+    archive = tmp_path / "archive"
+    shutil.copytree(DEMO_ARCHIVE, archive)
+    graph = materialise_archive(tmp_path, archive)
+    try:
+        assert all(s == "ok" for _, _, s, _ in graph.report), graph.report
+        old_windows = list(graph.plan.windows)
+        source = archive / "releases" / "2019-01-14"
+        older = archive / "releases" / "2017-06-15"
+        derive = tempo(graph, "release", "derive", str(archive), "--from", "2019-01-14", "--cutoff", "2018-03-15",
+                       "--id", "2018-03-15", "--obo", str(next(older.glob("*.obo.gz"))),
+                       "--fasta", str(next(source.glob("*.fasta.gz"))), "--fasta-date", "2014-01-31")
+        assert derive.returncode == 0, derive.stderr
+        seen = check_insertion(graph, "2018-03-15", old_windows)
+        assert len(seen["new_windows"]) == 3
+        # the superseded windows stay in the catalog as history, out of the current results
+        report = tempo(graph, "report", "--format", "md")
+        assert report.returncode == 0, report.stderr
+        for window in seen["superseded"]:
+            assert f"| {window} | superseded" in report.stdout
+    finally:
+        graph.instance.dispose()
