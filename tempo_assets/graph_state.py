@@ -228,6 +228,7 @@ class GraphState:
         return out
 
     def stored_partitions(self, asset: str) -> list[str]:
+        """Partition keys of ``asset`` with a stored artefact."""
         folder = self.store.folder(asset, "x").parent
         if not folder.is_dir():
             return []
@@ -284,5 +285,15 @@ def all_steps(plan: PartitionPlan) -> list[tuple[str, str]]:
             + [("window_job", w) for w in plan.windows] + [("submission_job", c) for c in plan.cutoffs[-1:]])
 
 
-def is_window(key: str | None) -> bool:
-    return key is not None and is_window_key(key)
+def superseded_windows(store, archive) -> dict[str, str]:
+    """window -> reason, for every window with a stored TEST score or benchmark that the archive no longer has."""
+    from tempo_assets.partitions import plan_partitions
+
+    ids = [m.id for m in archive.releases()]
+    live = set(plan_partitions(archive).windows)
+    stored = set()
+    for asset in ("test_score", "benchmark"):
+        folder = store.folder(asset, "x").parent
+        if folder.is_dir():
+            stored |= {p.name for p in folder.iterdir() if is_window_key(p.name) and store.exists(asset, p.name)}
+    return {w: staleness.superseded_reason(w, ids) for w in sorted(stored - live)}

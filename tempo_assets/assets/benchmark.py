@@ -314,6 +314,17 @@ def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dic
     derived = {w: bool(set(parse_window_key(w).releases) & derived_ids) for w in windows}
     catalog = catalog_frame(windows, metas, failed_benchmark_runs(instance, windows), artefact_sha, file_sha,
                             derived)
+    # windows the archive no longer has (a release inserted inside them): history, with the reason;
+    # their results stay out of the current tables
+    from tempo_assets.graph_state import superseded_windows
+
+    history = superseded_windows(store, archive)
+    for window in history:
+        metas[window] = store.read_meta("benchmark", window) if store.exists("benchmark", window) else None
+    catalog = pd.concat([catalog, pd.DataFrame(
+        [{"window": w, "status": "superseded", "written_at": (metas[w] or {}).get("written_at", ""),
+          "derived": bool(set(w.split("__")) & derived_ids), "reasons": reason} for w, reason in history.items()],
+        columns=catalog.columns)], ignore_index=True) if history else catalog
     return {"catalog": catalog, "metas": metas,
             "results": pd.concat(results, ignore_index=True) if results else pd.DataFrame(),
             "decay": pd.concat(decays, ignore_index=True) if decays else pd.DataFrame()}
