@@ -80,10 +80,18 @@ def test_gaf_rows_dated_after_the_cutoff_fail_the_check_and_block_downstream(tmp
     for downstream in ("stg_annotations", "experimental_annotations"):
         assert not materialised(instance, downstream, RELEASES[1])
 
-    # a later run that reads the flagged release anyway is refused by the IO manager
-    report = run_steps([("cutoff_job", RELEASES[1])], instance, resources, echo=lambda *_: None,
+    # tempo materialize does not start a run that reads it: the failed check blocks the chain
+    lines = []
+    report = run_steps([("cutoff_job", RELEASES[1])], instance, resources, echo=lines.append,
                        exclude=WAREHOUSE_ASSETS)
-    assert report[0][2] == "FAILED"
+    assert report[0][2] == "blocked"
+    assert f"release_annotations__gaf_rows_within_file_date failed on release_annotations[{RELEASES[1]}]" in lines[0]
+    # a run launched anyway (the UI, a backfill) is refused by the IO manager
+    from tempo_assets.definitions import ASSETS
+
+    result = dg.materialize(ASSETS, selection=["knn_corpus", "ia_weights", "reranker_labels"],
+                            partition_key=RELEASES[1], instance=instance, resources=resources, raise_on_error=False)
+    assert not result.success
     for downstream in ("knn_corpus", "ia_weights", "reranker_labels"):
         assert not materialised(instance, downstream, RELEASES[1])
         assert not ArtefactStore(tmp_path / "art").exists(downstream, RELEASES[1])
