@@ -110,7 +110,7 @@ class GraphState:
                                         {c: latest_recipe_window(plan, c, store) for c in plan.cutoffs})
         self._states: dict[str, ArtefactState] = {}
         self._checks: dict[tuple[str, str], tuple[str, str]] = {}
-        self._failed_runs: dict[tuple[str, str], tuple[float, str]] | None = None
+        self._failed_runs: dict[tuple[str, str], tuple[float, str, str]] | None = None
         self._claims = test_claims(instance, plan.windows) if instance is not None else {}
         self._blocking = blocking_checks()
         self._file_sha = self._manifest_shas()
@@ -129,8 +129,8 @@ class GraphState:
         meta = self._meta(*parse_ref(upstream))
         return None if meta is None else meta.get("sha256")
 
-    def failed_runs(self) -> dict[tuple[str, str], tuple[float, str]]:
-        """(asset, partition) -> (start time, reason) of the latest failed run that selected it."""
+    def failed_runs(self) -> dict[tuple[str, str], tuple[float, str, str]]:
+        """(asset, partition) -> (start time, reason, run id) of the latest failed run that selected it."""
         if self._failed_runs is None:
             self._failed_runs = {}
             if self.instance is not None:
@@ -144,8 +144,13 @@ class GraphState:
                     for asset_key in run.asset_selection or ():
                         name = (asset_key.to_user_string(), key)
                         if name not in self._failed_runs or self._failed_runs[name][0] < started:
-                            self._failed_runs[name] = (started, reason)
+                            self._failed_runs[name] = (started, reason, run.run_id)
         return self._failed_runs
+
+    def _failed_steps(self, run_id: str) -> set[str]:
+        """Step keys (asset names: each asset is one op) that failed in ``run_id``."""
+        events = self.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+        return {e.step_key for e in events}
 
     def check_result(self, asset: str, partition: str) -> tuple[str, str]:
         """``("passed"|"failed"|"pending", reason)`` of ``asset[partition]``'s blocking checks in the instance.
@@ -193,7 +198,8 @@ class GraphState:
         if run is not None and not frozen_and_stored:
             written = (meta or {}).get("written_at")
             started = datetime.fromtimestamp(run[0], tz=timezone.utc).isoformat(timespec="microseconds")
-            if written is None or written < started:
+            # a stored artefact counts as failed only if its own step failed (not if it was skipped)
+            if written is None or (written < started and asset in self._failed_steps(run[2])):
                 failed = run[1]
         failed_check = None
         if meta is not None and failed is None and partition is not None:
