@@ -126,11 +126,17 @@ def test_inserting_a_release_rebuilds_only_what_changed(tiny_inserted):
     seen = check_insertion(graph, RELEASES[3], old_windows)
     assert seen["superseded"] == old_windows  # the only window spanned the inserted release
 
-    # every run went through a named job, none through Dagster's ephemeral job
+
+def test_materialize_runs_show_under_the_named_jobs(tiny_inserted):
+    """Every run ``tempo materialize`` launched is a run of a named job, none of Dagster's ephemeral job."""
+    graph, _ = tiny_inserted
     runs = graph.instance.get_runs()
-    assert runs and {r.job_name for r in runs} <= NAMED_JOBS
+    assert runs and {r.job_name for r in runs} == NAMED_JOBS
     partitions = {(r.job_name, r.tags.get("dagster/partition")) for r in runs}
-    assert set(seen["ran"]) <= partitions
+    plan = graph.plan  # what the first materialisation ran (the insertion's rebuild adds to it)
+    expected = {("release_job", r) for r in plan.releases} | {("cutoff_job", c) for c in plan.cutoffs}
+    expected |= {("window_job", w) for w in plan.windows} | {("submission_job", plan.cutoffs[-1])}
+    assert expected <= partitions
 
 
 def test_data_versions_follow_fingerprints(tiny_inserted):
