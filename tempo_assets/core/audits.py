@@ -26,6 +26,7 @@ from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import KEY_COLUMNS, candidate_features, compare_protein_features
 from tempo_assets.core.ia import IaCounts
+from tempo_assets.core.windows import ASSET_ROLE, POSITIONS, ROLE_BOUND, try_parse_window_key
 
 # ---------------------------------------------------------------------------------------------
 # The golden feature rule
@@ -192,12 +193,9 @@ def audit_golden_rule(
 # The cutoff guard
 # ---------------------------------------------------------------------------------------------
 
-WINDOW_SEPARATOR = "__"
-WINDOW_ROLES = ("t-2", "t-1", "t0", "t1")
-# window_role -> the window release whose as-of date bounds everything the artefact read
-ROLE_LIMIT = {"train": "t-1", "valid": "t0", "test": "t1"}
-# window assets and the role they must record
-EXPECTED_ROLE = {"valid_selection": "valid", "frozen_recipe": "valid", "test_score": "test"}
+# the role table (window_role -> the release bounding what it read) is core/windows.py's
+ROLE_LIMIT = ROLE_BOUND
+EXPECTED_ROLE = ASSET_ROLE
 
 
 @dataclass(frozen=True)
@@ -232,10 +230,8 @@ class Finding:
 
 
 def _window_releases(key: str) -> dict[str, str] | None:
-    parts = str(key).split(WINDOW_SEPARATOR)
-    if len(parts) != 4 or not all(parts):
-        return None
-    return dict(zip(WINDOW_ROLES, parts))
+    window = try_parse_window_key(key)
+    return None if window is None else dict(zip(POSITIONS, window.releases))
 
 
 def _date_or_none(value: Any) -> date | None:

@@ -23,6 +23,7 @@ import yaml
 
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write, sha256_file
+from tempo_assets.core.windows import split_window_key
 
 SCHEMA_VERSION = "tempo-evaluation-design/v1"
 REPORT_SCHEMA_VERSION = "tempo-design-audit-report/v1"
@@ -1030,8 +1031,8 @@ def export_window_design(
         With a ``date`` column, chronology requires train dated on or before t-1, validation in
         (t-1, t0] and test after t0 (cutoffs are the days after t-1 and t0).
     """
-    parts = window_key.split("__")
-    if len(parts) != 4:
+    parts = split_window_key(window_key)
+    if parts is None:
         raise DesignError(f"window key {window_key!r} is not t-2__t-1__t0__t1")
     try:
         t_2, t_1, t0, t1 = (date.fromisoformat(p) for p in parts)

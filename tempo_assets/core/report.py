@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.windows import try_parse_window_key
 from tempo_assets.core.io import atomic_write
 
 __all__ = [
@@ -325,8 +326,8 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
 
 
 def _window_label(key: str) -> str:
-    parts = key.split("__")
-    return f"{parts[2]}\n\u2192 {parts[3]}" if len(parts) == 4 else key
+    window = try_parse_window_key(key)
+    return f"{window.t0}\n\u2192 {window.t1}" if window else key
 
 
 def plot_longitudinal(results: pd.DataFrame, metric: str = "fmax",
@@ -505,10 +506,10 @@ def _legend(frame: pd.DataFrame) -> list[str]:
 
 
 def _window_roles(window_key: str) -> str:
-    parts = window_key.split("__")
-    if len(parts) != 4:
+    window = try_parse_window_key(window_key)
+    if window is None:
         return ""
-    t2, t1m, t0, t1 = (_esc(p) for p in parts)
+    t2, t1m, t0, t1 = (_esc(p) for p in window.releases)
     return (f'<p class="note">TRAIN: data &le; {t1m} (reranker labels from {t2}); VALID: growth '
             f"({t1m}, {t0}], where every choice and &tau; were fixed; TEST: growth ({t0}, {t1}], "
             "scored once with the frozen recipe. Numbers below are TEST numbers.</p>")
