@@ -18,7 +18,7 @@ from tempo_assets.assets.scoring import test_score
 from tempo_assets.assets.selection import valid_selection
 from tempo_assets.assets.submission import submission
 from tempo_assets.core.dates import parse_date
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 

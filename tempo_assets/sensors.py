@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import (
     PartitionPlan, parse_window_key, plan_partitions, previous_release, register_partitions,
 )
@@ -11,7 +11,7 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_
 RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
                   "stg_annotations", "experimental_annotations"]
 CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
-WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score", "benchmark"]
+WINDOW_ASSETS = ["valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark"]
 
 release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS)
 cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS)

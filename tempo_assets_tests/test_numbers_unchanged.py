@@ -21,8 +21,17 @@ pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "numbers"
 # per table: the name the fixtures were written with -> today's column name
-RENAMED: dict[str, dict[str, str]] = {"test_score_summary": {}, "benchmark_summary": {}, "benchmark_paired": {},
-                                      "benchmark_decay": {}}
+RENAMED: dict[str, dict[str, str]] = {
+    "test_score_summary": {"targets": "n_targets", "fmax": "fmax_oracle", "tau": "tau_oracle", "tau_valid": "valid_tau",
+                           "pr_at_tau": "p_at_valid_tau", "rc_at_tau": "r_at_valid_tau", "f_at_tau": "f_at_valid_tau",
+                           "fmax_low": "fmax_oracle_low", "fmax_high": "fmax_oracle_high"},
+    "benchmark_summary": {"fmax": "fmax_oracle", "tau_test": "tau_oracle", "tau": "valid_tau",
+                          "f_at_tau": "f_at_valid_tau", "fmax_low": "fmax_oracle_low", "fmax_high": "fmax_oracle_high"},
+    "benchmark_paired": {},
+    "benchmark_decay": {"fmax_newer": "fmax_oracle_newer", "fmax_older": "fmax_oracle_older"},
+}
+# values renamed with their column: the paired bootstrap's metric is the oracle Fmax
+RENAMED_VALUES = {"benchmark_paired": {"metric": {"fmax_oracle": "fmax"}}}
 KEYS = {"test_score_summary": ["method", "mode", "aspect"], "benchmark_summary": ["method", "mode", "aspect"],
         "benchmark_paired": ["a", "b", "mode", "aspect", "metric"], "benchmark_decay": ["method", "mode", "aspect"]}
 
@@ -31,7 +40,10 @@ def _frame(value, name: str) -> pd.DataFrame:
     """The table ``name`` of a stored value (a dict of frames or a typed artefact)."""
     field = name.split("_", 1)[1] if name.startswith("benchmark_") else "summary"
     table = value[field] if isinstance(value, dict) else getattr(value, field)
-    return table.rename(columns={new: old for old, new in RENAMED[name].items()})
+    table = table.rename(columns={new: old for old, new in RENAMED[name].items()})
+    for column, values in RENAMED_VALUES.get(name, {}).items():
+        table = table.assign(**{column: table[column].replace(values)})
+    return table
 
 
 def current_numbers(store, plan) -> dict[str, object]:
@@ -76,7 +88,10 @@ def write_fixtures(numbers: dict[str, object]) -> None:
 
 
 def test_numbers_equal_the_fixtures(demo_graph):
-    numbers = current_numbers(demo_graph.store(), demo_graph.plan)
+    compare(current_numbers(demo_graph.store(), demo_graph.plan))
+
+
+def compare(numbers: dict[str, object]) -> None:
     if os.environ.get("TEMPO_WRITE_FIXTURES") == "1":
         write_fixtures(numbers)
     stored = sorted(p.name for p in FIXTURES.iterdir())
@@ -98,3 +113,21 @@ def test_numbers_equal_the_fixtures(demo_graph):
                                            atol=2e-9, equal_nan=True, err_msg=f"{name} column {column}")
             else:
                 assert got.astype(str).tolist() == want.astype(str).tolist(), f"{name} column {column}"
+
+
+PICKLE_MAGIC = tuple(bytes([0x80, protocol]) for protocol in range(2, 6))
+OPEN_SUFFIXES = {".parquet", ".npy", ".npz", ".json", ".txt"}
+
+
+def test_no_artefact_in_the_store_is_a_pickle(demo_graph):
+    """After the whole graph ran, every stored value is parquet, npy/npz, JSON or text; nothing unpickles."""
+    files = [p for p in demo_graph.artefacts.rglob("*") if p.is_file()]
+    values = [p for p in files if "versions" in p.parts]
+    assert len(values) > 50
+    for path in files:
+        with open(path, "rb") as handle:
+            assert handle.read(2) not in PICKLE_MAGIC, f"{path} is a pickle"
+        assert path.suffix != ".pkl", path
+    assert {p.suffix for p in values} <= OPEN_SUFFIXES, {p.suffix for p in values} - OPEN_SUFFIXES
+    formats = {json.loads(p.read_text())["format"] for p in demo_graph.artefacts.glob("*/*/artefact.json")}
+    assert formats <= {"parquet", "txt", "json", "typed"} and "typed" in formats

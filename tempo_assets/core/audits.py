@@ -408,15 +408,19 @@ def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mappin
 
 def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
                                k: int | None = None) -> FeatureInputs:
-    """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource`` dict).
+    """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource``, or its fields as a dict).
 
     When the stored ``ia`` is a fixed term -> bits series, its provenance is reconstructed:
     if ``ia.ia_counts(corpus_annotations, ontology)`` gives back exactly that series, those
     counts become ``ia_source`` (so the audit re-estimates the series without each protein);
     otherwise ``ia`` stays unaudited and the report says so.
     """
+    import dataclasses
+
     from tempo_assets.core.ia import ia_counts
 
+    if dataclasses.is_dataclass(value):  # the stored CandidateSource itself
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     missing = [key for key in ("neighbours", "corpus_annotations") if key not in value]
     if missing:
         raise TempoInputError(f"reranker_labels value lacks {missing}", path="reranker_labels")

@@ -60,15 +60,16 @@ MODES = ("NK", "LK", "PK")
 ASPECTS = ("BP", "MF", "CC")
 NAMESPACES = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
 _SHORT = {v: k for k, v in NAMESPACES.items()}
-RESULT_COLUMNS = ["window", "mode", "aspect", "method", "fmax", "fmax_low", "fmax_high", "wfmax",
-                  "smin", "f_micro_w", "coverage", "tau", "n_targets", "derived"]
-REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax", "derived"]
-METRIC_LABELS = {"fmax": "Fmax", "wfmax": "weighted Fmax", "smin": "Smin",
-                 "f_micro_w": "weighted micro F", "coverage": "coverage"}
+RESULT_COLUMNS = ["window", "mode", "aspect", "method", "f_at_valid_tau", "f_at_valid_tau_low",
+                  "f_at_valid_tau_high", "fmax_oracle", "fmax_oracle_low", "fmax_oracle_high", "wfmax",
+                  "smin", "f_micro_w", "coverage", "valid_tau", "n_targets", "derived"]
+REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax_oracle", "derived"]
+METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold", "fmax_oracle": "Fmax (oracle)",
+                 "wfmax": "weighted Fmax", "smin": "Smin", "f_micro_w": "weighted micro F", "coverage": "coverage"}
 # table columns: (results column, header, digits)
-_TABLE = [("fmax", "Fmax [95% CI]", 3), ("wfmax", "wFmax", 3), ("smin", "Smin", 3),
-          ("f_micro_w", "F<sub>micro,w</sub>", 3), ("coverage", "coverage", 3),
-          ("tau", "&tau; (VALID)", 2)]
+_TABLE = [("f_at_valid_tau", "F at VALID &tau; [95% CI]", 3), ("fmax_oracle", "Fmax (oracle) [95% CI]", 3),
+          ("wfmax", "wFmax", 3), ("smin", "Smin", 3), ("f_micro_w", "F<sub>micro,w</sub>", 3),
+          ("coverage", "coverage", 3), ("valid_tau", "&tau; (VALID)", 2)]
 DPI = 100
 CURVE_INCHES = (8.0, 5.0)
 LONGITUDINAL_INCHES = (12.0, 8.0)
@@ -330,7 +331,7 @@ def _window_label(key: str) -> str:
     return f"{window.t0}\n\u2192 {window.t1}" if window else key
 
 
-def plot_longitudinal(results: pd.DataFrame, metric: str = "fmax",
+def plot_longitudinal(results: pd.DataFrame, metric: str = "f_at_valid_tau",
                       path: str | Path | None = None) -> bytes:
     """One metric across windows: x = window (TEST span t0 -> t1), one line per method.
 
@@ -543,14 +544,14 @@ def _namespaces(group: Mapping[str, pd.DataFrame]) -> list[str]:
 
 
 def _valid_taus(frame: pd.DataFrame, mode: str | None, aspect: str) -> dict[str, float] | None:
-    if "tau" not in frame.columns:
+    if "valid_tau" not in frame.columns:
         return None
     rows = frame[frame["aspect"] == aspect]
     if mode is not None:
         rows = rows[rows["mode"] == mode]
     elif rows["mode"].nunique() != 1:
         return None
-    taus = {m: float(t) for m, t in zip(rows["method"], rows["tau"]) if np.isfinite(t)}
+    taus = {m: float(t) for m, t in zip(rows["method"], rows["valid_tau"]) if np.isfinite(t)}
     return taus or None
 
 
@@ -603,7 +604,7 @@ def render_window_report(window_key: str, results: pd.DataFrame,
 def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] | None) -> str:
     """Self-contained HTML page across all windows: longitudinal plots and every result row.
 
-    One longitudinal plot per metric among ``fmax, wfmax, smin`` that ``results`` holds (with
+    One longitudinal plot per metric among ``f_at_valid_tau, fmax_oracle, wfmax, smin`` that ``results`` holds (with
     any finite value), then one table per window.
     """
     frame = _check_results(results)
@@ -616,7 +617,7 @@ def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] |
             f'{frame["method"].nunique()} method(s); TEST numbers, NK/LK/PK never pooled.</p>',
             "<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Across windows</h2>"]
     body += _legend(frame)
-    for metric in ("fmax", "wfmax", "smin"):
+    for metric in ("f_at_valid_tau", "fmax_oracle", "wfmax", "smin"):
         if metric in frame.columns and np.isfinite(frame[metric].to_numpy(float)).any():
             name = METRIC_LABELS[metric]
             body.append(_figure(plot_longitudinal(frame, metric),

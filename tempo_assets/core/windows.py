@@ -22,7 +22,7 @@ ROLES: tuple[str, ...] = ("train", "valid", "refit", "test")
 ROLE_BOUND: dict[str, str] = {"train": "t-1", "valid": "t0", "refit": "t0", "test": "t1"}
 # window assets -> the window_role their artefact records (and is audited against)
 ASSET_ROLE: dict[str, str] = {"valid_selection": "valid", "frozen_recipe": "valid", "test_growth": "test",
-                              "test_score": "test", "benchmark": "test", "evaluation_sets": "test"}
+                              "test_score": "test", "benchmark": "test", "valid_evaluation_set": "valid"}
 
 
 @dataclass(frozen=True)
