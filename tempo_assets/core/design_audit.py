@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import atomic_write, sha256_file
+from tempo_assets.core.io import atomic_write, digest_json, sha256_file
 from tempo_assets.core.windows import split_window_key
 
 SCHEMA_VERSION = "tempo-evaluation-design/v1"
@@ -134,8 +134,7 @@ class EvaluationDesign:
         return hashlib.sha256(canonical_json(self.rules()).encode("utf-8")).hexdigest()
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+canonical_json = digest_json  # the one compact canonical JSON (core/io.py)
 
 
 class _StrictLoader(yaml.SafeLoader):

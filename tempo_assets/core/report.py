@@ -56,9 +56,7 @@ __all__ = [
     "write_report",
 ]
 
-MODES = ("NK", "LK", "PK")
-ASPECTS = ("BP", "MF", "CC")
-NAMESPACES = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
+from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402
 _SHORT = {v: k for k, v in NAMESPACES.items()}
 RESULT_COLUMNS = ["window", "mode", "aspect", "method", "f_at_valid_tau", "f_at_valid_tau_low",
                   "f_at_valid_tau_high", "fmax_oracle", "fmax_oracle_low", "fmax_oracle_high", "wfmax",

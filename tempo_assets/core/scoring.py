@@ -27,9 +27,7 @@ import pandas as pd
 from tempo_assets.core.annotations import require_columns
 from tempo_assets.core.errors import TempoInputError
 
-ASPECTS: tuple[str, ...] = ("BP", "MF", "CC")
-MODES: tuple[str, ...] = ("NK", "LK", "PK")
-NAMESPACES: dict[str, str] = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
+from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
 # summary column -> (evaluator frame column, bootstrap metric, best is max?)
 METRICS: dict[str, tuple[str, str, bool]] = {
     "fmax_oracle": ("f", "f", True), "wfmax": ("f_w", "f_w", True), "smin": ("s", "s", False),

@@ -33,6 +33,7 @@ import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import candidate_features, prepare_neighbours
+from tempo_assets.core.io import digest_json
 from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells
 from tempo_assets.core.reranker import (
     RerankerInputError,
@@ -449,8 +450,7 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
 def recipe_hash(recipe: Mapping[str, Any]) -> str:
     """sha256 hex of the recipe's canonical JSON (sorted keys, no spaces, no NaN)."""
     try:
-        text = json.dumps(_jsonable(recipe), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=True, allow_nan=False)
+        text = digest_json(_jsonable(recipe))
     except (TypeError, ValueError) as exc:
         raise SelectionInputError(f"recipe is not canonical JSON: {exc}", path="recipe")
     return hashlib.sha256(text.encode("ascii")).hexdigest()
