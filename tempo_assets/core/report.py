@@ -465,7 +465,7 @@ _PAGE = _HTML.from_string("""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{{ csp }}">
+<meta http-equiv="Content-Security-Policy" content="{{ csp|safe }}">
 <title>{{ title }}</title>
 <style>
 {{ css|safe }}
