@@ -63,9 +63,10 @@ def error_text(event) -> str:
     return "\n".join(parts)
 
 
-def materialisations(instance, asset: str, partition: str) -> list:
+def materialisations(instance, asset: str, partition: str | None) -> list:
+    partitions = None if partition in (None, "__unpartitioned__") else [partition]
     return instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=100).records
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=partitions), limit=100).records
 
 
 def test_every_step_ran_and_every_blocking_check_passed(demo_graph):
@@ -100,6 +101,10 @@ def test_every_artefact_records_its_time_binding(demo_graph):
             assert recorded["window"].value == partition and recorded["window_role"].value == WINDOW_ROLES[asset]
             limit = window.t0 if WINDOW_ROLES[asset] == "valid" else window.t1
             assert meta["cutoff"] == demo_graph.plan.as_of[limit].isoformat()
+        elif partition == "__unpartitioned__":  # the catalog: bound to the latest t1 it read
+            assert asset == "benchmark_catalog"
+            assert meta["cutoff"] == max(demo_graph.plan.as_of[parse_window_key(w).t1]
+                                         for w in demo_graph.plan.windows).isoformat()
         else:  # release/cutoff artefacts are bound to their own partition's cutoff
             assert meta["cutoff"] == demo_graph.plan.as_of[partition].isoformat()
 

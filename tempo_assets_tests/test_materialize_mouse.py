@@ -98,7 +98,7 @@ def test_mouse_archive_through_one_window(tmp_path):
     assert (meta["window"], meta["window_role"], meta["cutoff"]) == (window, "test", "2019-01-27")
     summary = store.open("test_score", window).value["summary"]
     assert set(summary["method"]) == {"recipe", "knn", "naive"}
-    assert summary["targets"].gt(0).all() and summary["fmax"].between(0, 1).all()
+    assert summary["n_targets"].gt(0).all() and summary["fmax_oracle"].between(0, 1).all()
     # every source the TEST score read is dated on or before t1's cutoff
     assert max(s["date"] for s in meta["sources"] if "date" in s) <= "2019-01-27"
     graph.instance.dispose()
