@@ -8,6 +8,7 @@ instance (asset check execution records); a failed check blocks the chain with i
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -19,14 +20,17 @@ from dagster._core.event_api import PartitionKeyFilter
 
 from tempo_assets.core import staleness
 from tempo_assets.core.staleness import ArtefactState, needs_build, parse_ref, ref
-from tempo_assets.partitions import PartitionPlan, is_window_key, parse_window_key, previous_release
+from tempo_assets.core.windows import is_window_key, parse_window_key, previous_release
+from tempo_assets.partitions import PartitionPlan
 
+# each named job's selection (sensors.py builds the jobs from these); the SQL warehouse models
+# run in the release, cutoff and window jobs like every other asset
 RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
                   "stg_annotations", "experimental_annotations"]
 CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
-WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score", "benchmark"]
+WINDOW_ASSETS = ["valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark"]
 JOB_ASSETS = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
-              "submission_job": ["submission"]}
+              "submission_job": ["submission"], "catalog_job": ["benchmark_catalog"]}
 PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["submission"],
                     "windows": WINDOW_ASSETS}
 
@@ -41,12 +45,13 @@ def test_claims(instance, windows: Iterable[str]) -> dict[str, str]:
 
 
 def blocking_checks() -> dict[str, list[dg.AssetCheckKey]]:
-    """asset name -> the keys of its blocking checks."""
+    """asset name -> the keys of its blocking checks (Python, audit and SQL warehouse checks)."""
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
+    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
     out: dict[str, list[dg.AssetCheckKey]] = {}
-    for check in CHECKS + AUDIT_CHECKS:
+    for check in CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS:
         for spec in check.check_specs:
             if spec.blocking:
                 out.setdefault(spec.asset_key.to_user_string(), []).append(spec.key)
@@ -231,14 +236,13 @@ class GraphState:
                 for stored in self.stored_partitions(asset):
                     if stored not in live:
                         out.append(self.state(asset, stored))
+        if "benchmark_catalog" not in self.exclude:
+            out.append(self.state("benchmark_catalog", None))
         return out
 
     def stored_partitions(self, asset: str) -> list[str]:
         """Partition keys of ``asset`` with a stored artefact."""
-        folder = self.store.folder(asset, "x").parent
-        if not folder.is_dir():
-            return []
-        return sorted(p.name for p in folder.iterdir() if p.is_dir() and self.store.exists(asset, p.name))
+        return stored_partitions(self.store, asset)
 
     # ----------------------------------------------------------------------------- runs
 
@@ -246,8 +250,16 @@ class GraphState:
         """What ``job`` on ``key`` would build now, and whether its upstream lets it run."""
         assets = [a for a in JOB_ASSETS[job] if a not in self.exclude]
         step = Step(job, key, assets, self.upstream_of(job, key))
+        if job == "catalog_job":  # the cross-window catalog reads whatever is stored: rebuilt every time
+            step.todo = list(assets)
+            step.token = hashlib.sha256(json.dumps([job, self.code.get("benchmark_catalog", "")]).encode()).hexdigest()
+            return step
         step.todo = [a for a in assets if needs_build(self.state(a, key))]
-        for asset, partition in step.upstream:
+        # assets of the run's own selection it keeps and the ones to build read: their blocking
+        # checks gate the run too (within one run Dagster's blocking checks do it)
+        deps = asset_deps()
+        kept = [(a, key) for a in assets if a not in step.todo and any(a in deps.get(t, ()) for t in step.todo)]
+        for asset, partition in step.upstream + kept:
             state = self.state(asset, partition)
             if state.state == "ok" or (state.state == "stale" and not needs_build(state)):  # frozen, kept
                 verdict, why = self.check_result(asset, partition)
@@ -285,6 +297,23 @@ class GraphState:
         return [(a, key) for a in cut] + [(a, key) for a in rel] + ([("frozen_recipe", latest)] if latest else [])
 
 
+def stored_partitions(store, asset: str) -> list[str]:
+    """Partition keys of ``asset`` with a stored artefact (through the store's location)."""
+    return [p for p in store.location.list(asset) if p != "__unpartitioned__" and store.exists(asset, p)]
+
+
+@functools.lru_cache(maxsize=1)
+def asset_deps() -> dict[str, set[str]]:
+    """asset name -> the names of the assets it reads (the definitions' graph)."""
+    from tempo_assets.definitions import ASSETS
+
+    out: dict[str, set[str]] = {}
+    for definition in ASSETS:
+        for key, spec in definition.specs_by_key.items():
+            out[key.to_user_string()] = {d.asset_key.to_user_string() for d in spec.deps}
+    return out
+
+
 def all_steps(plan: PartitionPlan) -> list[tuple[str, str]]:
     """Every run the archive implies, in dependency order: releases, cutoffs, windows, the latest submission."""
     return ([("release_job", r) for r in plan.releases] + [("cutoff_job", c) for c in plan.cutoffs]
@@ -298,8 +327,6 @@ def superseded_windows(store, archive) -> dict[str, str]:
     ids = [m.id for m in archive.releases()]
     live = set(plan_partitions(archive).windows)
     stored = set()
-    for asset in ("test_score", "benchmark"):
-        folder = store.folder(asset, "x").parent
-        if folder.is_dir():
-            stored |= {p.name for p in folder.iterdir() if is_window_key(p.name) and store.exists(asset, p.name)}
+    for asset in ("test_growth", "test_score", "benchmark"):
+        stored |= {p for p in stored_partitions(store, asset) if is_window_key(p)}
     return {w: staleness.superseded_reason(w, ids) for w in sorted(stored - live)}

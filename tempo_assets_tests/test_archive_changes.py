@@ -18,13 +18,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS, plan_steps, run_steps
+from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
-from tempo_assets.resources import open_archive
+from tempo_assets.core.releases import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 from tempo_assets_tests.conftest import DEMO_ARCHIVE, materialise_archive, subprocess_env
 
-NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job"}
+NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "catalog_job"}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -34,22 +34,21 @@ def tempo(graph, *args) -> subprocess.CompletedProcess:
 
 
 def status(graph) -> dict[str, tuple[str, str]]:
-    run = tempo(graph, "status", "--json", "--without-warehouse")
+    run = tempo(graph, "status", "--json")
     assert run.returncode == 0, run.stderr
     return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"]) for s in json.loads(run.stdout)}
 
 
 def stored_bytes(graph, asset: str, partition: str) -> dict[str, bytes]:
     folder = graph.store().folder(asset, partition)
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def rematerialise(graph) -> tuple[list, list[str]]:
     plan = plan_partitions(open_archive(graph.archive))
     register_partitions(graph.instance, plan)
     lines: list[str] = []
-    report = run_steps(plan_steps(plan, "all"), graph.instance, graph.resources, echo=lines.append,
-                       exclude=WAREHOUSE_ASSETS)
+    report = run_steps(plan_steps(plan, "all"), graph.instance, graph.resources, echo=lines.append)
     return report, lines
 
 
@@ -63,39 +62,45 @@ def check_insertion(graph, inserted: str, old_windows: list[str]) -> dict:
     new_windows = [w for w in after_plan.windows if w not in old_windows]
     assert superseded and new_windows
     scores = {w: stored_bytes(graph, "test_score", w) for w in old_windows}
+    growths = {w: stored_bytes(graph, "test_growth", w) for w in old_windows}
 
     states = status(graph)
-    assert states[f"reranker_labels[{nxt}]"][0] == "stale"
-    assert f"the release before {nxt} is now {inserted}" in states[f"reranker_labels[{nxt}]"][1]
+    for asset in ("reranker_labels", "annotation_growth"):  # read the previous release: it changed
+        assert states[f"{asset}[{nxt}]"][0] == "stale", states[f"{asset}[{nxt}]"]
+        assert f"the release before {nxt} is now {inserted}" in states[f"{asset}[{nxt}]"][1]
     for asset in ("knn_corpus", "ia_weights"):  # read only their own release: unchanged
         assert states[f"{asset}[{nxt}]"][0] == "ok", states[f"{asset}[{nxt}]"]
-    for asset in ("ontology", "release_annotations", "sequences", "embeddings"):
+    for asset in ("ontology", "release_annotations", "sequences", "embeddings", "stg_annotations",
+                  "experimental_annotations"):
         assert states[f"{asset}[{inserted}]"][0] == "missing"
         assert all(states[f"{asset}[{r}]"][0] == "ok" for r in before_plan.releases)
     for window in superseded:
-        for asset in ("valid_selection", "frozen_recipe", "test_score", "benchmark"):
+        for asset in ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score",
+                      "benchmark"):
             state, reason = states[f"{asset}[{window}]"]
             assert state == "superseded" and f"{inserted} now lie inside it" in reason
     for window in kept:
-        assert states[f"test_score[{window}]"][0] == "ok"
+        for asset in ("test_growth", "test_score"):
+            assert states[f"{asset}[{window}]"][0] == "ok"
     for window in new_windows:
         assert states[f"valid_selection[{window}]"][0] == "missing"
     latest = after_plan.cutoffs[-1]
     assert states[f"submission[{latest}]"][0] == "stale"
     stale = sorted(k for k, (s, _) in states.items() if s == "stale")
     # exactly what read the old previous release, and the submission (its recipe's window is gone)
-    assert stale == sorted([f"reranker_labels[{nxt}]", f"submission[{latest}]"])
+    assert stale == sorted([f"reranker_labels[{nxt}]", f"annotation_growth[{nxt}]", f"submission[{latest}]"])
 
     report, lines = rematerialise(graph)
     assert all(status_ in ("ok", "skipped") for _, _, status_, _ in report), lines
     ran = [(job, key) for job, key, status_, _ in report if status_ == "ok"]
     expected = ([("release_job", inserted), ("cutoff_job", inserted), ("cutoff_job", nxt)]
-                + [("window_job", w) for w in new_windows] + [("submission_job", latest)])
-    assert sorted(ran) == sorted(expected), lines
-    assert any(line.endswith("(reranker_labels)") and f"cutoff_job {nxt}: started run" in line for line in lines)
+                + [("window_job", w) for w in new_windows] + [("submission_job", latest)] + [("catalog_job", None)])
+    assert sorted(ran, key=str) == sorted(expected, key=str), lines
+    assert any(line.endswith("(reranker_labels, annotation_growth)") and f"cutoff_job {nxt}: started run" in line for line in lines)
     assert sum(": started run " in line for line in lines) == len(expected)
-    for window in old_windows:  # superseded TEST scores (and kept ones) untouched, byte for byte
+    for window in old_windows:  # superseded TEST growth and scores (and kept ones) untouched, byte for byte
         assert stored_bytes(graph, "test_score", window) == scores[window]
+        assert stored_bytes(graph, "test_growth", window) == growths[window]
 
     after = status(graph)
     assert {s for s, _ in after.values()} <= {"ok", "superseded"}, [k for k, v in after.items() if v[0] != "ok"]
@@ -136,6 +141,7 @@ def test_materialize_runs_show_under_the_named_jobs(tiny_inserted):
     plan = graph.plan  # what the first materialisation ran (the insertion's rebuild adds to it)
     expected = {("release_job", r) for r in plan.releases} | {("cutoff_job", c) for c in plan.cutoffs}
     expected |= {("window_job", w) for w in plan.windows} | {("submission_job", plan.cutoffs[-1])}
+    expected |= {("catalog_job", None)}
     assert expected <= partitions
 
 

@@ -20,7 +20,7 @@ from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
 from tempo_assets.sensors import archive_sensor
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import WAREHOUSE_ASSETS, make_home
+from tempo_assets_tests.conftest import make_home
 
 
 def rewrite_manifest(release_dir, edit) -> None:
@@ -82,8 +82,7 @@ def test_gaf_rows_dated_after_the_cutoff_fail_the_check_and_block_downstream(tmp
 
     # tempo materialize does not start a run that reads it: the failed check blocks the chain
     lines = []
-    report = run_steps([("cutoff_job", RELEASES[1])], instance, resources, echo=lines.append,
-                       exclude=WAREHOUSE_ASSETS)
+    report = run_steps([("cutoff_job", RELEASES[1])], instance, resources, echo=lines.append)
     assert report[0][2] == "blocked"
     assert f"release_annotations__gaf_rows_within_file_date failed on release_annotations[{RELEASES[1]}]" in lines[0]
     # a run launched anyway (the UI, a backfill) is refused by the IO manager

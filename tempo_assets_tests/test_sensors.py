@@ -7,8 +7,8 @@ import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.graph_state import blocking_checks
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.graph_state import WINDOW_ASSETS, blocking_checks
 from tempo_assets.partitions import parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
 from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, archive_sensor, weekly_archive_check
@@ -93,6 +93,14 @@ def test_sensor_registers_partitions_and_requests_each_ready_run_once(world):
     runs, _, cursor = evaluate(instance, resources, cursor)
     assert runs == [("submission_job", RELEASES[4])]  # recipe of the first window (t0 <= cutoff) is frozen
     assert evaluate(instance, resources, cursor)[:2] == ([], {})
+    # the cursor keeps the pending runs only, not every key ever requested
+    assert set(json.loads(cursor)) == {f"window_job:{window}", f"window_job:{new_window}",
+                                       f"submission_job:{RELEASES[4]}"}
+    mark_done(store, [a for a in WINDOW_ASSETS if a != "frozen_recipe"], window, instance)  # recipe done above
+    mark_done(store, WINDOW_ASSETS, new_window, instance)
+    mark_done(store, ["submission"], RELEASES[4], instance)
+    runs, _, cursor = evaluate(instance, resources, cursor)
+    assert runs == [] and json.loads(cursor) == {}
 
 def test_a_failed_blocking_check_stops_the_chain_with_its_reason(world):
     """Upstream artefacts all stored, but one blocking check failed on one of them: no run reads it."""
@@ -128,7 +136,8 @@ def test_requests_select_only_what_is_missing_and_the_cursor_stays_bounded(world
         mark_done(store, RELEASE_ASSETS, r, instance)
     for c in ids[1:]:
         mark_done(store, CUTOFF_ASSETS, c, instance)
-    mark_done(store, ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score"], window, instance)
+    mark_done(store, ["valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score"],
+              window, instance)
     result = archive_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
     requests = {r.job_name: r for r in result.run_requests}
     assert requests["window_job"].asset_selection == [dg.AssetKey("benchmark")]

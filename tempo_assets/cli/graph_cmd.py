@@ -1,4 +1,4 @@
-"""``tempo init | cutoffs | windows | materialize``: the asset graph from the command line."""
+"""``tempo init | cutoffs | windows | materialize | status``: the asset graph from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
-WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "evaluation_sets")
+# the SQL warehouse models; the window evaluation sets that scoring reads come from them
+WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "valid_evaluation_set")
 
 
 def ensure_dagster_home() -> Path:
@@ -52,6 +53,8 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
     steps += [("window_job", w) for w in windows]
     if target in ("cutoff", "all"):
         steps += [("submission_job", c) for c in submit]
+    if target == "all":
+        steps.append(("catalog_job", None))  # the cross-window catalog and report, rebuilt every time
     return steps
 
 
@@ -59,14 +62,15 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
               log_level: str | None = None) -> list[tuple[str, str, str, float]]:
     """Run each step under its named job (``release_job``, ``cutoff_job``, ...); returns (job, key, status, seconds).
 
-    A step builds only its missing or stale artefacts (``graph_state``: a stored TEST score or
-    frozen recipe is never rebuilt, a superseded window never re-scored), and runs only when
-    every upstream partition it reads is stored, current and passed its blocking checks in the
-    instance; otherwise it stops with the reason (status ``blocked``). ``exclude`` names assets
-    left out of every step (e.g. the SQL warehouse models, which no score depends on); the run
-    stops at the first failed or blocked step. A line is printed when each run starts and when
-    it ends. Dagster's console log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL``
-    or WARNING); the event log in the instance keeps everything.
+    A step builds only its missing or stale artefacts (``graph_state``: a stored TEST growth,
+    TEST score or frozen recipe is never rebuilt, a superseded window never re-scored), and runs
+    only when every partition it reads is stored, current and passed its blocking checks
+    (the Python, audit and SQL warehouse checks) in the instance; otherwise it stops with the
+    reason (status ``blocked``). ``catalog_job`` (the cross-window catalog) runs every time.
+    ``exclude`` names assets left out of every step; the run stops at the first failed or
+    blocked step. A line is printed when each run starts and when it ends. Dagster's console
+    log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING); the event log
+    in the instance keeps everything.
     """
     log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
     import uuid
@@ -75,18 +79,20 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
 
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
+    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.releases import open_archive
     from tempo_assets.definitions import ASSETS, build_resources
     from tempo_assets.graph_state import GraphState
-    from tempo_assets.io_managers import ArtefactStore
     from tempo_assets.partitions import plan_partitions
-    from tempo_assets.resources import open_archive
     from tempo_assets.sensors import JOBS
+    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
     resources = resources or build_resources()
     store = ArtefactStore(resources["artefact_store"].root)
     archive = open_archive(resources["archive"].root)
     plan = plan_partitions(archive)
-    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS, jobs=JOBS, resources=resources)
+    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS, jobs=JOBS,
+                          resources=resources)
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     report = []
     for number, (job, key) in enumerate(steps, start=1):
@@ -153,8 +159,7 @@ def _materialize(args) -> int:
         print(f"tempo: error: unknown cutoff {args.cutoff!r} (see `tempo cutoffs`)", file=sys.stderr)
         return 2
     target = "all" if args.all else ("window" if args.window else "cutoff")
-    exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
-    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, exclude=exclude)
+    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance)
     failed = any(status in ("FAILED", "blocked") for _, _, status, _ in report)
     if not failed:
         print_outputs(report)
@@ -163,10 +168,11 @@ def _materialize(args) -> int:
 
 def graph_states(instance, exclude=()):
     """Every artefact's state (``graph_state.GraphState.all_states``) for the configured archive and store."""
+    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.releases import open_archive
     from tempo_assets.graph_state import GraphState
-    from tempo_assets.io_managers import ArtefactStore
     from tempo_assets.partitions import plan_partitions
-    from tempo_assets.resources import default_archive_root, default_artefacts_root, open_archive
+    from tempo_assets.resources import default_archive_root, default_artefacts_root
 
     archive = open_archive(default_archive_root())
     state = GraphState(ArtefactStore(default_artefacts_root()), plan_partitions(archive), archive=archive,
@@ -181,8 +187,7 @@ def _status(args) -> int:
 
     ensure_dagster_home()
     instance = dg.DagsterInstance.get()
-    exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
-    states = graph_states(instance, exclude)
+    states = graph_states(instance)
     if args.json:
         print(json.dumps([s.as_dict() for s in states], indent=1))
     else:
@@ -193,16 +198,21 @@ def _status(args) -> int:
 
 def print_outputs(report) -> None:
     """Where the results a user came for lie: CAFA submissions and TEST scores."""
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
 
     root = Path(default_artefacts_root())
+    store = ArtefactStore(root)
     for job, key, _, _ in report:
         if job == "submission_job":
-            print(f"CAFA submission for cutoff {key}: {root / 'submission' / key / 'value.txt'} "
-                  f"(manifest: artefact.json beside it)")
+            value = store.folder("submission", key) / store.read_meta("submission", key)["file"]
+            print(f"CAFA submission for cutoff {key}: {value} "
+                  f"(manifest: {store.sidecar_path('submission', key)})")
         elif job == "window_job":
             print(f"TEST score of window {key}: {root / 'test_score' / key} "
                   f"(tempo report --window {key})")
+        elif job == "catalog_job":
+            print(f"Catalog of every window: {root / 'benchmark_catalog' / '__unpartitioned__' / 'report.html'}")
 
 
 def register(subparsers) -> None:
@@ -217,12 +227,9 @@ def register(subparsers) -> None:
     group.add_argument("--all", action="store_true", help="every window through test_score and the latest submission")
     group.add_argument("--window", metavar="KEY", help="one window through test_score")
     group.add_argument("--cutoff", metavar="KEY", help="one cutoff's submission")
-    parser.add_argument("--without-warehouse", action="store_true",
-                        help="leave out the SQL warehouse models (no score depends on them)")
     parser.set_defaults(func=_materialize)
     parser = subparsers.add_parser(
         "status", help="one line per artefact: <asset>[<partition>] <state> <reason>",
         description="State of every artefact: ok, stale, superseded, missing, failed or claimed, and why.")
     parser.add_argument("--json", action="store_true", help="a JSON list of {asset, partition, state, reason}")
-    parser.add_argument("--without-warehouse", action="store_true", help="leave out the SQL warehouse models")
     parser.set_defaults(func=_status)

@@ -29,11 +29,14 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from tempo_assets.core.benchmark import stale_inputs
+from tempo_assets.core.windows import is_window_key, split_window_key
+
 STATES = ("ok", "stale", "superseded", "missing", "failed", "claimed")
-WINDOW_SEPARATOR = "__"
-# artefacts never rebuilt once written: the recipe is frozen, TEST is scored once (PROTOCOL.md);
-# their staleness is reported but does not make what reads them stale again and again
-FROZEN_ASSETS = frozenset({"frozen_recipe", "test_score"})
+# artefacts never rebuilt once written: the recipe is frozen, TEST is read once (test_growth, the
+# only reader of raw TEST data) and scored once (PROTOCOL.md); their staleness is reported but
+# does not make what reads them stale again and again
+FROZEN_ASSETS = frozenset({"frozen_recipe", "test_growth", "test_score"})
 
 
 def fingerprint(sources: Iterable[Mapping[str, Any]], code_version: str,
@@ -70,7 +73,8 @@ def read_refs(sources: Iterable[Mapping[str, Any]]) -> dict[str, str | None]:
 
 
 def window_releases(key: str) -> list[str]:
-    return str(key).split(WINDOW_SEPARATOR)
+    """The release ids of a window key (a superseded one's may no longer be in the archive)."""
+    return list(split_window_key(key) or ())
 
 
 def superseded_reason(window: str, releases: Sequence[str]) -> str:
@@ -130,14 +134,14 @@ def plan_reasons(asset: str, partition: str | None, refs: Mapping[str, str | Non
     reads the frozen recipe of the latest window with ``t0 <=`` its cutoff.
     """
     reasons = []
-    if partition is None or WINDOW_SEPARATOR in partition or partition not in plan.releases:
+    if partition is None or is_window_key(partition) or partition not in plan.releases:
         return reasons
     prev = plan.previous(partition)
     for upstream in sorted(refs):
         up_asset, up_key = parse_ref(upstream)
         if up_key is None:
             continue
-        if WINDOW_SEPARATOR in up_key:
+        if is_window_key(up_key):
             if up_asset == "frozen_recipe" and asset == "submission":
                 wanted = plan.recipe_for_cutoff.get(partition)
                 if wanted is not None and wanted != up_key:
@@ -171,13 +175,11 @@ def artefact_state(
     reason of a failed run after it was written; ``failed_check`` that of a blocking check that
     failed on it; ``claimed`` the reason of a TEST claim with no score.
     """
-    from tempo_assets.core.benchmark import stale_inputs
-
     live = partition is None or partition in plan.releases or partition in plan.windows
     if not live:
         if meta is None:
             raise ValueError(f"{ref(asset, partition)}: nothing stored and not in the plan")
-        reason = (superseded_reason(partition, plan.releases) if WINDOW_SEPARATOR in partition
+        reason = (superseded_reason(partition, plan.releases) if is_window_key(partition)
                   else f"release {partition} no longer in the archive")
         return ArtefactState(asset, partition, "superseded", reason, stored=True)
     if failed:
