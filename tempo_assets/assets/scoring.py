@@ -1,6 +1,7 @@
 """Per-window TEST score: the frozen recipe refit at t0, scored once on growth (t0, t1]."""
 
 from datetime import datetime, timezone
+from typing import Iterator
 
 import dagster as dg
 
@@ -28,18 +29,62 @@ def verify_recipe(frozen: Artefact) -> dict:
     return value["recipe"]
 
 
-def refuse_second_score(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> None:
-    """TEST is scored exactly once: a stored score or a recorded materialisation refuses a rerun."""
+TEST_POOL = "test_score"
+REFUSED_TAG = "tempo/test_score_refused"
+
+
+def already_scored(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> str | None:
+    """Why TEST of ``window`` must not be scored again: a stored score or a recorded materialisation."""
     previous = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[window]), limit=1).records
     if store.store().exists("test_score", window) or previous:
-        raise TempoInputError(
-            f"test_score[{window}] was already scored; TEST is scored exactly once with the frozen "
-            "recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
+        return (f"test_score[{window}] was already scored; TEST is scored exactly once with the frozen "
+                "recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
+    return None
+
+
+def claim_test(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> str | None:
+    """Take the window's TEST claim (``core.test_claims``); the reason it is refused, or ``None``.
+
+    A claim store that cannot be written raises ``ClaimUnavailable``: the run fails, unscored.
+    """
+    from tempo_assets.core.test_claims import ClaimRefused, ClaimStore
+
+    refusal = already_scored(context, store, window)
+    if refusal is not None:
+        return refusal
+    try:
+        claim = ClaimStore.beside(store.root).claim(window, context.run_id)
+    except ClaimRefused as exc:
+        return str(exc)
+    # the one TEST read of this window, recorded before anything of TEST is read
+    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window, metadata={
+        "tempo/test_read": claim.run_id, "claimed_at": claim.claimed_at, "host": claim.host, "pid": claim.pid}))
+    return None
+
+
+def refuse_test(context: dg.AssetExecutionContext, window: str, reason: str) -> None:
+    """Skip the output (the stored score stays the only one) and say why, in the log, events and tags."""
+    context.log.warning(f"test_score[{window}] not scored, TEST not read: {reason}")
+    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window,
+                                          metadata={"tempo/test_score_refused": reason}))
+    context.instance.add_run_tags(context.run_id, {REFUSED_TAG: window})
+
+
+def test_score_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """Why run ``run_id`` skipped ``test_score`` (``None`` when it did not)."""
+    run = instance.get_run_by_id(run_id)
+    if run is None or REFUSED_TAG not in run.tags:
+        return None
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
+        metadata = entry.dagster_event.event_specific_data.asset_observation.metadata
+        if "tempo/test_score_refused" in metadata:
+            return str(metadata["tempo/test_score_refused"].value)
+    return f"test_score[{run.tags[REFUSED_TAG]}] refused"
 
 
 @dg.asset(
-    partitions_def=WINDOWS, group_name="scoring",
+    partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
          "release_annotations": role_in("test"), "ontology": role_in("test"), "sequences": role_in("test")},
@@ -49,14 +94,21 @@ def test_score(
     artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, knn_corpus: ArtefactSet,
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
     release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
-) -> dg.Output:
-    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once."""
+) -> Iterator[dg.Output]:
+    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once.
+
+    The window's TEST claim is taken first; a refused claim (scored, claimed or burned) yields no
+    output, so the run succeeds and the stored score stays the window's only materialisation.
+    """
     from tempo_assets.core.evaluation import EvalOntology
     from tempo_assets.core.selection import CandidateSource
 
     window = parse_window_key(context.partition_key)
-    refuse_second_score(context, artefact_store, window.key)
     recipe = verify_recipe(frozen_recipe)
+    refusal = claim_test(context, artefact_store, window.key)
+    if refusal is not None:
+        refuse_test(context, window.key, refusal)
+        return
     t0 = window.t0
     corpus, labels, ia, emb = (s.get(t0) for s in (knn_corpus, reranker_labels, ia_weights, embeddings))
     ann_t0, onto_t0, seq_t0 = release_annotations.get(t0), ontology.get(t0), sequences.get(t0)
@@ -81,7 +133,7 @@ def test_score(
     if "f_at_tau" in recipe_rows:  # F at the threshold frozen on VALID, beside the curve's best
         fmax.update({f"f_at_tau_{r.mode}_{r.aspect}": float(r.f_at_tau) for r in recipe_rows.itertuples()})
     read = [frozen_recipe, corpus, labels, ia, emb, ann_t0, onto_t0, seq_t0, ann_t1, onto_t1, seq_t1]
-    return dg.Output(
+    yield dg.Output(
         {"summary": summary, "curves": curves, "counts": growth.counts(),
          "excluded_by_sequence": len(growth.removed)},
         metadata=binding_metadata(

@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+# test_score is the only asset in a pool (``pool="test_score"``): a limit of 1 serialises its
+# steps across runs, so queued TEST scorings wait for one another (the claim still decides)
+DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
 WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "evaluation_sets")
 
 
@@ -67,6 +69,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
     import dagster as dg
 
+    from tempo_assets.assets.scoring import test_score_refusal
     from tempo_assets.definitions import ASSETS, build_resources
     from tempo_assets.io_managers import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
@@ -94,6 +97,10 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
                                 run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         seconds = time.perf_counter() - started
         status = "ok" if result.success else "FAILED"
+        refusal = test_score_refusal(instance, result.run_id) if "test_score" in missing else None
+        if refusal is not None:  # the run succeeded without scoring: say so, and go on
+            status = "refused"
+            echo(f"[{number}/{len(steps)}] {job} {key}: test_score not scored, TEST not read: {refusal}")
         echo(f"[{number}/{len(steps)}] {job} {key}: {status} in {seconds:.1f}s")
         report.append((job, key, status, seconds))
         if not result.success:
@@ -152,7 +159,9 @@ def print_outputs(report) -> None:
     from tempo_assets.resources import default_artefacts_root
 
     root = Path(default_artefacts_root())
-    for job, key, _, _ in report:
+    for job, key, status, _ in report:
+        if status == "refused":
+            continue
         if job == "submission_job":
             print(f"CAFA submission for cutoff {key}: {root / 'submission' / key / 'value.txt'} "
                   f"(manifest: artefact.json beside it)")

@@ -369,6 +369,39 @@ def check_test_scores(records: Sequence[MaterialisationRecord]) -> list[Finding]
     return found
 
 
+def check_test_once(records: Sequence[MaterialisationRecord],
+                    reads: Sequence[MaterialisationRecord] = ()) -> list[Finding]:
+    """Per window: at most one ``test_score`` materialisation and one run that read its TEST.
+
+    ``reads`` are the ``test_score`` observations recorded when a run took the window's claim
+    (metadata ``tempo/test_read``: the claiming run id); a materialisation's own run counts as a
+    read too, so an instance from before claims existed is audited the same way.
+    """
+    scores: dict[str, list[MaterialisationRecord]] = {}
+    readers: dict[str, set[str]] = {}
+    for record in records:
+        if record.asset == "test_score":
+            scores.setdefault(str(record.partition), []).append(record)
+            readers.setdefault(str(record.partition), set()).add(record.run_id or f"runless#{record.storage_id}")
+    for read in reads:
+        run = read.metadata.get("tempo/test_read") or read.run_id or f"runless#{read.storage_id}"
+        readers.setdefault(str(read.partition), set()).add(str(run))
+    found = []
+    for window in sorted(set(scores) | set(readers)):
+        materialised = sorted(scores.get(window, []), key=lambda r: r.storage_id)
+        first = materialised[0].storage_id if materialised else -1
+        if len(materialised) > 1:
+            found.append(Finding("test_score", window, materialised[1].storage_id, "test_once",
+                                 f"test_score[{window}] was materialised {len(materialised)} times "
+                                 f"(#{', #'.join(str(r.storage_id) for r in materialised)}); TEST is scored once"))
+        runs = readers.get(window, set())
+        if len(runs) > 1:
+            found.append(Finding("test_score", window, first, "test_once",
+                                 f"TEST of window {window} was read by {len(runs)} runs ({', '.join(sorted(runs))}); "
+                                 "it is read once"))
+    return found
+
+
 @dataclass
 class CutoffAuditReport:
     """Per asset: partitions and materialisations checked, and every finding."""
@@ -393,8 +426,12 @@ class CutoffAuditReport:
 
 
 def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mapping[str, date],
-                         assets: Iterable[str] = ()) -> CutoffAuditReport:
-    """Run every cutoff-guard rule over ``records``; ``assets`` lists assets shown even if empty."""
+                         assets: Iterable[str] = (), test_reads: Iterable[MaterialisationRecord] = ()
+                         ) -> CutoffAuditReport:
+    """Run every cutoff-guard rule over ``records``; ``assets`` lists assets shown even if empty.
+
+    ``test_reads`` are the recorded TEST reads (see ``check_test_once``).
+    """
     records = sorted(records, key=lambda r: r.storage_id)
     counts: dict[str, dict[str, Any]] = {a: {"partitions": set(), "materialisations": 0} for a in assets}
     findings: list[Finding] = []
@@ -404,6 +441,7 @@ def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mappin
         entry["materialisations"] += 1
         findings.extend(check_record(record, as_of))
     findings.extend(check_test_scores(records))
+    findings.extend(check_test_once(records, list(test_reads)))
     findings.sort(key=lambda f: (f.asset, f.storage_id, f.rule, f.message))
     summary = {a: {"partitions": len(c["partitions"]), "materialisations": c["materialisations"]}
                for a, c in sorted(counts.items())}
