@@ -54,7 +54,7 @@ def claim_test(context: dg.AssetExecutionContext, store: ArtefactStoreResource, 
     if refusal is not None:
         return refusal
     try:
-        claim = ClaimStore.beside(store.root).claim(window, context.run_id)
+        claim = ClaimStore.beside(store.root).claim(window, context.run.run_id)
     except ClaimRefused as exc:
         return str(exc)
     # the one TEST read of this window, recorded before anything of TEST is read
@@ -68,7 +68,7 @@ def refuse_test(context: dg.AssetExecutionContext, window: str, reason: str) -> 
     context.log.warning(f"test_score[{window}] not scored, TEST not read: {reason}")
     context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window,
                                           metadata={"tempo/test_score_refused": reason}))
-    context.instance.add_run_tags(context.run_id, {REFUSED_TAG: window})
+    context.instance.add_run_tags(context.run.run_id, {REFUSED_TAG: window})
 
 
 def test_score_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
