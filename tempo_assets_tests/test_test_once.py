@@ -36,7 +36,6 @@ if _prefix and _log:
         return _open(file, *args, **kwargs)
     builtins.open = _probing_open
 '''
-POOL_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +76,18 @@ class Copy:
 
     def observations(self, key: str) -> list:
         return [r for r in self.records("observations") if key in r.asset_observation.metadata]
+
+    def ui_status(self) -> tuple[set[str], set[str]]:
+        """The partitions the UI shows as materialised and as failed for test_score."""
+        from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
+
+        from tempo_assets.partitions import WINDOWS
+
+        value = get_and_update_asset_status_cache_value(self.instance, dg.AssetKey("test_score"), WINDOWS)
+        if value is None:
+            return set(), set()
+        return (set(value.deserialize_materialized_partition_subsets(WINDOWS).get_partition_keys()),
+                set(value.deserialize_failed_partition_subsets(WINDOWS).get_partition_keys()))
 
     def test_readers(self) -> set[str]:
         """Pids that opened the window's TEST ground truth."""
@@ -144,8 +155,12 @@ def audit_passes(copy: Copy) -> tuple[int, str]:
 
 @pytest.mark.parametrize("pool", [False, True], ids=["claims only", "with the test_score pool"])
 def test_three_concurrent_cli_launches_score_once(fresh, pool):
-    if pool:
-        (fresh.home / "dagster.yaml").write_text(POOL_YAML)
+    if pool:  # the instance config `tempo init` writes: test_score's pool limited to 1
+        from tempo_assets.cli.graph_cmd import DAGSTER_YAML
+        from tempo_assets.definitions import defs
+
+        assert defs.resolve_assets_def("test_score").op.pool == "test_score"
+        (fresh.home / "dagster.yaml").write_text(DAGSTER_YAML)
     before = {r.run_id for r in fresh.instance.get_runs()}
     launches = launch_test_scores(fresh, 3)
     assert [d.returncode for d in launches] == [0, 0, 0], [d.stdout[-3000:] for d in launches]
@@ -162,11 +177,13 @@ def test_three_concurrent_cli_launches_score_once(fresh, pool):
     for refusal in refusals:
         reason = refusal.asset_observation.metadata["tempo/test_score_refused"].value
         assert "already claimed by run " + claim.run_id in reason or "already scored" in reason, reason
+        print("refused:", reason[:60])
     runs = {r.run_id: r for r in fresh.instance.get_runs() if r.run_id not in before}
     assert len(runs) == 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
     assert {r.run_id for r in runs.values() if "tempo/test_score_refused" in r.tags} == {r.run_id for r in refusals}
     failures = [e for run_id in runs for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
     assert failures == []
+    assert fresh.ui_status() == ({fresh.window}, set())  # shown scored, not failed
     entries = fresh.claims().log()
     assert [e["run_id"] for e in entries if e["event"] == "claimed"] == [claim.run_id]
     if pool:  # serialised: the later two only reached the step after the score was stored
@@ -205,6 +222,7 @@ def test_unwritable_claim_store_refuses_to_score(fresh):
     assert any(c.startswith("ClaimUnavailable: ") and "refusing to score TEST unclaimed" in c for c in causes), causes
     assert fresh.records() == [] and fresh.observations("tempo/test_read") == []
     assert fresh.test_readers() == set() and not (fresh.artefacts / "test_score" / fresh.window).exists()
+    assert fresh.ui_status() == (set(), {fresh.window})  # a fault, unscored: the UI says failed
 
 
 def test_a_dead_claim_is_released_burned_and_never_rescored(fresh):
@@ -215,6 +233,7 @@ def test_a_dead_claim_is_released_burned_and_never_rescored(fresh):
     assert result.success  # refused: no output, benchmark and the checks skipped, the run not failed
     assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"} >= {"benchmark"}
     assert fresh.records() == [] and not (fresh.artefacts / "benchmark" / fresh.window).exists()
+    assert fresh.ui_status() == (set(), set())  # refused: neither scored nor failed
     [refused] = fresh.observations("tempo/test_score_refused")
     assert "already claimed by run run-that-died" in refused.asset_observation.metadata["tempo/test_score_refused"].value
     listing = tempo(fresh, "test-claim", "list", "--json")
