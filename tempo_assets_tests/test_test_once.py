@@ -127,6 +127,15 @@ def tempo(copy: Copy, *args: str, timeout: int = 300) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=timeout)
 
 
+def tempo_instance_limit(copy: Copy):
+    """The ``test_score`` pool's slot limit in the copy's instance, read as its own process would."""
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(copy.home))) as instance:
+        info = instance.event_log_storage.get_concurrency_info("test_score")
+        return info.slot_count
+
+
 def launch_test_scores(copy: Copy, n: int) -> list[subprocess.CompletedProcess]:
     dagster = str(Path(sys.executable).with_name("dagster"))
     command = [dagster, "asset", "materialize", "--select", "test_score", "--partition", copy.window,
@@ -161,6 +170,10 @@ def test_three_concurrent_cli_launches_score_once(fresh, pool):
 
         assert defs.resolve_assets_def("test_score").op.pool == "test_score"
         (fresh.home / "dagster.yaml").write_text(DAGSTER_YAML)
+        done = tempo(fresh, "init")  # creates the pool's limit row before any run claims a slot
+        assert done.returncode == 0, done.stderr
+        limits = tempo_instance_limit(fresh)
+        assert limits == 1, limits
     before = {r.run_id for r in fresh.instance.get_runs()}
     launches = launch_test_scores(fresh, 3)
     assert [d.returncode for d in launches] == [0, 0, 0], [d.stdout[-3000:] for d in launches]
@@ -186,7 +199,8 @@ def test_three_concurrent_cli_launches_score_once(fresh, pool):
     assert fresh.ui_status() == ({fresh.window}, set())  # shown scored, not failed
     entries = fresh.claims().log()
     assert [e["run_id"] for e in entries if e["event"] == "claimed"] == [claim.run_id]
-    if pool:  # serialised: the later two only reached the step after the score was stored
+    if pool:  # serialised on one slot: the later two only reached the step after the score was stored
+        assert tempo_instance_limit(fresh) == 1
         assert all("already scored" in r.asset_observation.metadata["tempo/test_score_refused"].value
                    for r in refusals)
     code, printed = audit_passes(fresh)

@@ -25,6 +25,17 @@ def ensure_dagster_home() -> Path:
     return home
 
 
+def ensure_test_pool(instance) -> bool:
+    """Create the ``test_score`` pool's limit row from the instance's ``default_limit`` now.
+
+    Dagster creates it lazily on the first slot claim; doing it before any run starts keeps
+    concurrent first claims from racing on the empty pool. ``False`` when no limit applies.
+    """
+    from tempo_assets.assets.scoring import TEST_POOL
+
+    return bool(instance.event_log_storage.initialize_concurrency_limit_to_default(TEST_POOL))
+
+
 def current_plan():
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import default_archive_root, open_archive
@@ -115,7 +126,9 @@ def _init(args) -> int:
 
     home = ensure_dagster_home()
     plan = current_plan()
-    added = register_partitions(dg.DagsterInstance.get(), plan)
+    instance = dg.DagsterInstance.get()
+    added = register_partitions(instance, plan)
+    ensure_test_pool(instance)
     print(f"DAGSTER_HOME={home}")
     for name, keys in plan.as_dict().items():
         print(f"{name}: {len(keys)} ({len(added[name])} new)")
@@ -139,6 +152,7 @@ def _materialize(args) -> int:
     plan = current_plan()
     instance = dg.DagsterInstance.get()
     register_partitions(instance, plan)
+    ensure_test_pool(instance)
     if args.window and args.window not in plan.windows:
         print(f"tempo: error: unknown window {args.window!r} (see `tempo windows`)", file=sys.stderr)
         return 2
