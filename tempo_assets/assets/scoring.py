@@ -97,8 +97,9 @@ def test_score(
 ) -> Iterator[dg.Output]:
     """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once.
 
-    Once the recipe is verified, the window's TEST claim is taken; a refused claim (scored, claimed or burned) yields no
-    output, so the run succeeds and the stored score stays the window's only materialisation.
+    Once the recipe is verified, the window's TEST claim is taken; a refused claim (scored,
+    claimed or burned) yields no output, so the run succeeds and the stored score stays the
+    window's only materialisation.
     """
     from tempo_assets.core.evaluation import EvalOntology
     from tempo_assets.core.selection import CandidateSource
