@@ -1,4 +1,4 @@
-"""Per-window TEST score: the frozen recipe refit at t0, scored once on growth (t0, t1]."""
+"""Per-window TEST: growth (t0, t1] read once after the recipe is verified, and the recipe scored once on it."""
 
 from datetime import datetime, timezone
 from typing import Iterator
@@ -6,139 +6,153 @@ from typing import Iterator
 import dagster as dg
 
 from tempo_assets.assets.common import (
-    binding_metadata, candidate_source, growth_between, method_predictions, recipe_taus, removal_metadata,
-    role_in, scalar_metadata, score_methods, sequence_map,
+    binding_metadata, eval_ontology, removal_metadata, role_in, scalar_metadata,
 )
-from tempo_assets.assets.ia import ia_series
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.artefacts import Artefact, ArtefactSet
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
-from tempo_assets.io_managers import Artefact, ArtefactSet
+from tempo_assets.assets.warehouse import warehouse_evaluation_set
+from tempo_assets.core.workflow import release_growth, score_test, verify_recipe as check_recipe
 from tempo_assets.partitions import WINDOWS, parse_window_key
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, WarehouseResource
 
 
 def verify_recipe(frozen: Artefact) -> dict:
     """The frozen recipe, after checking its content still hashes to what was frozen."""
-    from tempo_assets.core.selection import recipe_hash
-
-    value = frozen.value
-    actual = recipe_hash(value["recipe"])
-    if actual != value["recipe_hash"] or actual != frozen.meta.get("recipe_hash"):
-        raise TempoInputError(f"frozen recipe of {frozen.meta.get('partition')} hashes to {actual}, "
-                              f"not the frozen {frozen.meta.get('recipe_hash')}: refusing to score TEST")
-    return value["recipe"]
+    return check_recipe(frozen.value, frozen.meta.get("recipe_hash"), str(frozen.meta.get("partition")))
 
 
 TEST_POOL = "test_score"
-REFUSED_TAG = "tempo/test_score_refused"
+REFUSED_TAG = "tempo/test_refused"  # run tag: the window whose TEST read or score the run refused
+READ_KEY, SCORE_KEY = "tempo/test_read", "tempo/test_score_claim"  # observations of a claim taken
 
 
-def already_scored(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> str | None:
-    """Why TEST of ``window`` must not be scored again: a stored score or a recorded materialisation."""
+def already_materialised(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> str | None:
+    """Why ``window`` of this asset must not be materialised again: a stored artefact or a recorded one."""
+    asset = context.asset_key.to_user_string()
     previous = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[window]), limit=1).records
-    if store.store().exists("test_score", window) or previous:
-        return (f"test_score[{window}] was already scored; TEST is scored exactly once with the frozen "
-                "recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
+    if store.store().exists(asset, window) or previous:
+        return (f"{asset}[{window}] was already materialised: TEST is read and scored exactly once with the "
+                "frozen recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
     return None
 
 
-def claim_test(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> str | None:
-    """Take the window's TEST claim (``core.test_claims``); the reason it is refused, or ``None``.
+def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str,
+                    observed: str) -> bool:
+    """Take this asset's claim on ``window`` (``core.test_claims``); ``False`` (logged, tagged) if refused.
 
-    A claim store that cannot be written raises ``ClaimUnavailable``: the run fails, unscored.
+    The claim is recorded as an observation ``observed`` (the claiming run id) before anything of
+    TEST is read. A claim store that cannot be written raises ``ClaimUnavailable``: the run fails.
     """
     from tempo_assets.core.test_claims import ClaimRefused, ClaimStore
 
-    refusal = already_scored(context, store, window)
-    if refusal is not None:
-        return refusal
-    try:
-        claim = ClaimStore.beside(store.root).claim(window, context.run.run_id)
-    except ClaimRefused as exc:
-        return str(exc)
-    # the one TEST read of this window, recorded before anything of TEST is read
-    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window, metadata={
-        "tempo/test_read": claim.run_id, "claimed_at": claim.claimed_at, "host": claim.host, "pid": claim.pid}))
-    return None
-
-
-def refuse_test(context: dg.AssetExecutionContext, window: str, reason: str) -> None:
-    """Skip the output (the stored score stays the only one) and say why, in the log, events and tags."""
-    context.log.warning(f"test_score[{window}] not scored, TEST not read: {reason}")
+    asset = context.asset_key.to_user_string()
+    reason = already_materialised(context, store, window)
+    if reason is None:
+        try:
+            claim = ClaimStore.beside(store.root).claim(window, context.run.run_id, asset=asset)
+        except ClaimRefused as exc:
+            reason = str(exc)
+        else:
+            context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window, metadata={
+                observed: claim.run_id, "claimed_at": claim.claimed_at, "host": claim.host, "pid": claim.pid}))
+            return True
+    # no output: the stored artefact stays the only one, downstream steps and checks are skipped
+    context.log.warning(f"{asset}[{window}] not materialised, TEST not read: {reason}")
     context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window,
-                                          metadata={"tempo/test_score_refused": reason}))
+                                          metadata={REFUSED_TAG: reason}))
     context.instance.add_run_tags(context.run.run_id, {REFUSED_TAG: window})
+    return False
 
 
-def test_score_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
-    """Why run ``run_id`` skipped ``test_score`` (``None`` when it did not)."""
+def test_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """Why run ``run_id`` skipped ``test_growth`` or ``test_score`` (``None`` when it did not)."""
     run = instance.get_run_by_id(run_id)
     if run is None or REFUSED_TAG not in run.tags:
         return None
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
         metadata = entry.dagster_event.event_specific_data.asset_observation.metadata
-        if "tempo/test_score_refused" in metadata:
-            return str(metadata["tempo/test_score_refused"].value)
-    return f"test_score[{run.tags[REFUSED_TAG]}] refused"
+        if REFUSED_TAG in metadata:
+            return str(metadata[REFUSED_TAG].value)
+    return f"TEST of window {run.tags[REFUSED_TAG]} refused"
 
 
 @dg.asset(
     partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
-    ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
+    ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "embeddings": role_in("refit"),
+         "experimental_annotations": role_in("test"), "release_annotations": role_in("test"),
+         "ontology": role_in("test"), "sequences": role_in("test")},
+)
+def test_growth(
+    context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
+    artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, embeddings: ArtefactSet,
+    experimental_annotations: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet,
+    sequences: ArtefactSet,
+) -> Iterator[dg.Output]:
+    """One row per TEST target (protein, aspect, mode) of growth (t0, t1]: evaluation_sets, window_role 'test'.
+
+    Built once, after the recipe froze; ``test_score`` and ``benchmark`` both read it. The window's
+    TEST claim is taken before any TEST data is read; a refused claim (read, claimed or burned)
+    yields no output, so the run succeeds and its test_score, benchmark and checks are skipped.
+    """
+    window = parse_window_key(context.partition_key)
+    verify_recipe(frozen_recipe)
+    if not claim_or_refuse(context, artefact_store, window.key, READ_KEY):
+        return
+    t0, t1 = window.growth_span("test")
+    emb, ann_t0, seq_t0 = embeddings.get(t0), release_annotations.get(t0), sequences.get(t0)
+    test_read_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    # TEST ground truth is read only from here on, after the recipe was verified
+    ann_t1, onto_t1, seq_t1 = release_annotations.get(t1), ontology.get(t1), sequences.get(t1)
+    python = release_growth(ann_t0.value, ann_t1.value, onto_t1.value, seq_t0.value, seq_t1.value, emb.value["ids"])
+    value, rows = warehouse_evaluation_set(warehouse, window, "test", python)
+    removals = RemovalLog()
+    log_growth(removals, value.growth)
+    read = [frozen_recipe, emb, ann_t0, seq_t0, ann_t1, onto_t1, seq_t1, experimental_annotations.get(t0),
+            experimental_annotations.get(t1)]
+    yield dg.Output(value, metadata=binding_metadata(
+        archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test", warehouse_rows=rows,
+        recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
+        test_read_at=test_read_at, targets=len(value.growth.targets),
+        excluded_by_sequence=len(value.growth.removed), **removal_metadata(context, artefact_store, removals)))
+
+
+@dg.asset(
+    partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
+    ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
+         "test_growth": role_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
-         "release_annotations": role_in("test"), "ontology": role_in("test"), "sequences": role_in("test")},
+         "ontology": role_in("refit")},
 )
 def test_score(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
-    artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, knn_corpus: ArtefactSet,
-    reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
-    release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
+    artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, test_growth: Artefact, knn_corpus: ArtefactSet,
+    reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet, ontology: ArtefactSet,
 ) -> Iterator[dg.Output]:
     """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once.
 
-    Once the recipe is verified, the window's TEST claim is taken; a refused claim (scored,
-    claimed or burned) yields no output, so the run succeeds and the stored score stays the
-    window's only materialisation.
+    Its own claim on the window is taken after the recipe check, before test_growth's value is
+    used; a refused one (scored, claimed or burned) yields no output and the run succeeds.
     """
-    from tempo_assets.core.evaluation import EvalOntology
-    from tempo_assets.core.selection import CandidateSource
-
     window = parse_window_key(context.partition_key)
-    recipe = verify_recipe(frozen_recipe)
-    refusal = claim_test(context, artefact_store, window.key)
-    if refusal is not None:
-        refuse_test(context, window.key, refusal)
+    recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
+    if not claim_or_refuse(context, artefact_store, window.key, SCORE_KEY):
         return
-    t0 = window.t0
-    corpus, labels, ia, emb = (s.get(t0) for s in (knn_corpus, reranker_labels, ia_weights, embeddings))
-    ann_t0, onto_t0, seq_t0 = release_annotations.get(t0), ontology.get(t0), sequences.get(t0)
-    test_read_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-    # TEST ground truth is read only from here on, after the recipe was verified
-    ann_t1, onto_t1, seq_t1 = release_annotations.get(window.t1), ontology.get(window.t1), sequences.get(window.t1)
-    growth = growth_between(ann_t0.value, ann_t1.value, onto_t1.value,
-                            sequence_map(seq_t0.value, emb.value["ids"]), sequence_map(seq_t1.value))
-    ia_bits = ia_series(ia.value)
-    source = candidate_source(corpus.value, emb.value, growth.targets["protein"].unique(), onto_t0.value,
-                              max(grid.ks))
-    methods = method_predictions(recipe, source, CandidateSource(**labels.value), growth.targets,
-                                 k_plain=min(grid.ks))
-    eval_ontology = EvalOntology.from_obo(archive.reader(window.t1).obo_path(window.t1), ia=ia_bits)
-    summary, curves = score_methods(eval_ontology, growth, methods, n_boot=grid.bootstrap_samples, seed=grid.seed,
-                                    taus={"recipe": recipe_taus(recipe)})
-    recipe_rows = summary[summary["method"] == "recipe"]
+    corpus, labels, ia, emb, onto_t0 = (s.get(t0) for s in (knn_corpus, reranker_labels, ia_weights, embeddings,
+                                                            ontology))
+    growth = test_growth.value.growth
+    scores, methods = score_test(recipe, growth, corpus.value, labels.value, emb.value, onto_t0.value,
+                                 eval_ontology(archive, t1, ia.value), grid.ks, grid.bootstrap_samples, grid.seed)
     removals = RemovalLog()
     log_growth(removals, growth)
     log_evaluation(removals, growth, methods)
-    fmax = {f"fmax_{r.mode}_{r.aspect}": float(r.fmax) for r in recipe_rows.itertuples()}
-    if "f_at_tau" in recipe_rows:  # F at the threshold frozen on VALID, beside the curve's best
-        fmax.update({f"f_at_tau_{r.mode}_{r.aspect}": float(r.f_at_tau) for r in recipe_rows.itertuples()})
-    read = [frozen_recipe, corpus, labels, ia, emb, ann_t0, onto_t0, seq_t0, ann_t1, onto_t1, seq_t1]
-    yield dg.Output(
-        {"summary": summary, "curves": curves, "counts": growth.counts(),
-         "excluded_by_sequence": len(growth.removed)},
-        metadata=binding_metadata(
-            archive.cutoff_of(window.t1), artefacts=read, window=window.key, window_role="test",
-            recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
-            test_read_at=test_read_at, summary=dg.MetadataValue.md(summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)),
-            **scalar_metadata(fmax), **removal_metadata(context, artefact_store, removals)))
+    recipe_rows = scores.summary[scores.summary["method"] == "recipe"]
+    headline = {f"{column}_{r.mode}_{r.aspect}": float(getattr(r, column)) for r in recipe_rows.itertuples()
+                for column in ("f_at_valid_tau", "fmax_oracle") if column in recipe_rows}
+    read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0]
+    yield dg.Output(scores, metadata=binding_metadata(
+        archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
+        recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
+        test_read_at=test_growth.meta["test_read_at"],
+        summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)),
+        **scalar_metadata(headline), **removal_metadata(context, artefact_store, removals)))

@@ -48,7 +48,7 @@ def register(subparsers) -> None:
             "an artefact's sources postdate its cutoff, a window artefact read past what its role "
             "allows (train <= t-1, valid <= t0, test <= t1), a test_score has no earlier "
             "frozen_recipe of its window with the same recipe hash, or a window's TEST was read by more "
-            "than one run or materialised more than once. Exit 0 clean, 1 violations."),
+            "than one run or its test_growth or test_score materialised more than once. Exit 0 clean, 1 violations."),
     )
     parser.add_argument("--archive", metavar="DIR", help="release archive (default $TEMPO_ARCHIVE)")
     parser.add_argument("--out", metavar="REPORT.json", help="write the JSON report here (atomically)")
@@ -123,7 +123,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
 def run_audit_features(args: argparse.Namespace) -> int:
     from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
     from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
 
     hook = load_hook(args.extra_features)
@@ -200,7 +200,7 @@ def instance_records(instance, asset_keys, page: int = 1000) -> list:
 
 
 def test_read_records(instance, page: int = 1000) -> list:
-    """The TEST reads recorded in ``instance``: ``test_score`` observations with ``tempo/test_read``."""
+    """The TEST reads recorded in ``instance``: ``test_growth`` observations with ``tempo/test_read``."""
     import dagster as dg
 
     from tempo_assets.core.audits import MaterialisationRecord
@@ -208,14 +208,14 @@ def test_read_records(instance, page: int = 1000) -> list:
 
     reads, cursor = [], None
     while True:
-        result = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("test_score")),
+        result = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("test_growth")),
                                              limit=page, cursor=cursor, ascending=True)
         for rec in result.records:
             event = rec.asset_observation
             metadata = unwrap_metadata(event.metadata) if event is not None else {}
             if "tempo/test_read" in metadata:
                 reads.append(MaterialisationRecord(
-                    asset="test_score", partition=event.partition, metadata=metadata,
+                    asset="test_growth", partition=event.partition, metadata=metadata,
                     storage_id=int(rec.storage_id), timestamp=float(rec.timestamp), run_id=rec.run_id or None))
         if not result.has_more:
             return reads

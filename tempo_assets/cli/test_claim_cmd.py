@@ -1,11 +1,13 @@
 """``tempo test-claim list | release``: the per-window TEST claims (``core.test_claims``).
 
-``list`` prints one line per claimed window, ``test_score[<window>] <state> <reason>`` with state
+A window has up to two claims: test_growth's (the one read of its TEST data) and test_score's
+(its one scoring). ``list`` prints one line per claimed window, ``test_score[<window>] <state> <reason>`` with state
 ``claimed`` (a claim and no stored score: in flight, or its run died after reading TEST),
-``scored`` or ``burned``, and the claiming run's status in the instance. ``release WINDOW
---reason TEXT`` burns a ``claimed`` window whose run is no longer in progress: the window is
-marked "TEST read, not reported" for good (a burn record beside the claim, a line in the
-append-only log, an observation in the instance) and ``test_score`` refuses it from then on.
+``scored`` or ``burned``, and the claiming runs' status in the instance. ``release WINDOW
+--reason TEXT`` burns a ``claimed`` window whose runs are no longer in progress: the window is
+marked "TEST read, not reported" for good (a burn record beside the claims, a line in the
+append-only log, an observation of test_growth and test_score in the instance) and both assets
+refuse it from then on.
 """
 from __future__ import annotations
 
@@ -35,8 +37,8 @@ def claim_statuses(artefacts_root: str | None = None, windows=None) -> list:
     This is what ``tempo status`` shows as ``claimed`` / ``burned`` lines: a window is ``scored``
     when the store holds its ``test_score`` artefact.
     """
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.core.test_claims import ClaimStore
-    from tempo_assets.io_managers import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
 
     root = artefacts_root or default_artefacts_root()
@@ -59,12 +61,15 @@ def run_list(args: argparse.Namespace) -> int:
     statuses = claim_statuses()
     with dg.DagsterInstance.get() as instance:
         rows = [{**s.to_dict(), "line": s.line(),
-                 "run_status": run_status(instance, s.claim.run_id) if s.claim else "unknown"} for s in statuses]
+                 "run_status": run_status(instance, s.claim.run_id) if s.claim else "unknown",
+                 "run_statuses": {a: run_status(instance, c.run_id) for a, c in s.claims.items()}}
+                for s in statuses]
     if args.json:
         print(json.dumps(rows, indent=1, sort_keys=True))
     else:
         for row in rows:
-            print(f"{row['line']} [run {row['run_status']}]")
+            runs = ", ".join(f"{a} run {s}" for a, s in row["run_statuses"].items())
+            print(f"{row['line']} [{runs or 'run unknown'}]")
         if not rows:
             print("no TEST claims")
     return 0
@@ -75,24 +80,25 @@ def run_release(args: argparse.Namespace) -> int:
 
     from tempo_assets.cli.graph_cmd import ensure_dagster_home
     from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.test_claims import ClaimStore
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.test_claims import CLAIMED_ASSETS, ClaimStore
     from tempo_assets.resources import default_artefacts_root
 
     ensure_dagster_home()
     root = default_artefacts_root()
     store, claims = ArtefactStore(root), ClaimStore.beside(root)
     with dg.DagsterInstance.get() as instance:
-        claim = claims.get(args.window)
-        status = run_status(instance, claim.run_id) if claim else "unknown"
-        if status in IN_PROGRESS:
-            raise TempoInputError(f"test_score[{args.window}] is claimed by run {claim.run_id}, which is "
-                                  f"{status}: wait for it to end before releasing its claim")
+        for asset, claim in claims.claims_of(args.window).items():
+            status = run_status(instance, claim.run_id)
+            if status in IN_PROGRESS:
+                raise TempoInputError(f"{asset}[{args.window}] is claimed by run {claim.run_id}, which is "
+                                      f"{status}: wait for it to end before releasing its claim")
         burn = claims.release(args.window, args.reason, lambda w: store.exists("test_score", w))
-        instance.report_runless_asset_event(dg.AssetObservation(
-            asset_key="test_score", partition=args.window,
-            metadata={"tempo/test_claim": "burned", "reason": burn.reason, "claim_run_id": burn.claim_run_id,
-                      "released_by": burn.released_by}))
-    print(f"test_score[{args.window}] burned: TEST read, not reported ({burn.reason}); "
+        for asset in CLAIMED_ASSETS:
+            instance.report_runless_asset_event(dg.AssetObservation(
+                asset_key=asset, partition=args.window,
+                metadata={"tempo/test_claim": "burned", "reason": burn.reason, "claim_run_id": burn.claim_run_id,
+                          "released_by": burn.released_by}))
+    print(f"TEST of window {args.window} burned: TEST read, not reported ({burn.reason}); "
           f"logged in {claims.log_path}")
     return 0

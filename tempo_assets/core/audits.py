@@ -26,6 +26,7 @@ from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import KEY_COLUMNS, candidate_features, compare_protein_features
 from tempo_assets.core.ia import IaCounts
+from tempo_assets.core.windows import ASSET_ROLE, POSITIONS, ROLE_BOUND, try_parse_window_key
 
 # ---------------------------------------------------------------------------------------------
 # The golden feature rule
@@ -192,12 +193,9 @@ def audit_golden_rule(
 # The cutoff guard
 # ---------------------------------------------------------------------------------------------
 
-WINDOW_SEPARATOR = "__"
-WINDOW_ROLES = ("t-2", "t-1", "t0", "t1")
-# window_role -> the window release whose as-of date bounds everything the artefact read
-ROLE_LIMIT = {"train": "t-1", "valid": "t0", "test": "t1"}
-# window assets and the role they must record
-EXPECTED_ROLE = {"valid_selection": "valid", "frozen_recipe": "valid", "test_score": "test"}
+# the role table (window_role -> the release bounding what it read) is core/windows.py's
+ROLE_LIMIT = ROLE_BOUND
+EXPECTED_ROLE = ASSET_ROLE
 
 
 @dataclass(frozen=True)
@@ -232,10 +230,8 @@ class Finding:
 
 
 def _window_releases(key: str) -> dict[str, str] | None:
-    parts = str(key).split(WINDOW_SEPARATOR)
-    if len(parts) != 4 or not all(parts):
-        return None
-    return dict(zip(WINDOW_ROLES, parts))
+    window = try_parse_window_key(key)
+    return None if window is None else dict(zip(POSITIONS, window.releases))
 
 
 def _date_or_none(value: Any) -> date | None:
@@ -369,34 +365,39 @@ def check_test_scores(records: Sequence[MaterialisationRecord]) -> list[Finding]
     return found
 
 
+TEST_ONCE_ASSETS = ("test_growth", "test_score")  # the one TEST read, the one scoring
+
+
 def check_test_once(records: Sequence[MaterialisationRecord],
                     reads: Sequence[MaterialisationRecord] = ()) -> list[Finding]:
-    """Per window: at most one ``test_score`` materialisation and one run that read its TEST.
+    """Per window: at most one ``test_growth`` and one ``test_score`` materialisation, one TEST read.
 
-    ``reads`` are the ``test_score`` observations recorded when a run took the window's claim
-    (metadata ``tempo/test_read``: the claiming run id); a materialisation's own run counts as a
-    read too, so an instance from before claims existed is audited the same way.
+    ``reads`` are the ``test_growth`` observations recorded when a run took the window's TEST
+    claim (metadata ``tempo/test_read``: the claiming run id); a ``test_growth`` materialisation's
+    own run counts as a read too, so an instance without claims is audited the same way.
     """
-    scores: dict[str, list[MaterialisationRecord]] = {}
+    made: dict[tuple[str, str], list[MaterialisationRecord]] = {}
     readers: dict[str, set[str]] = {}
     for record in records:
-        if record.asset == "test_score":
-            scores.setdefault(str(record.partition), []).append(record)
+        if record.asset in TEST_ONCE_ASSETS:
+            made.setdefault((record.asset, str(record.partition)), []).append(record)
+        if record.asset == "test_growth":
             readers.setdefault(str(record.partition), set()).add(record.run_id or f"runless#{record.storage_id}")
     for read in reads:
         run = read.metadata.get("tempo/test_read") or read.run_id or f"runless#{read.storage_id}"
         readers.setdefault(str(read.partition), set()).add(str(run))
     found = []
-    for window in sorted(set(scores) | set(readers)):
-        materialised = sorted(scores.get(window, []), key=lambda r: r.storage_id)
-        first = materialised[0].storage_id if materialised else -1
+    for (asset, window), materialised in sorted(made.items()):
+        materialised = sorted(materialised, key=lambda r: r.storage_id)
         if len(materialised) > 1:
-            found.append(Finding("test_score", window, materialised[1].storage_id, "test_once",
-                                 f"test_score[{window}] was materialised {len(materialised)} times "
-                                 f"(#{', #'.join(str(r.storage_id) for r in materialised)}); TEST is scored once"))
-        runs = readers.get(window, set())
+            found.append(Finding(asset, window, materialised[1].storage_id, "test_once",
+                                 f"{asset}[{window}] was materialised {len(materialised)} times "
+                                 f"(#{', #'.join(str(r.storage_id) for r in materialised)}); TEST is read and "
+                                 "scored once"))
+    for window, runs in sorted(readers.items()):
         if len(runs) > 1:
-            found.append(Finding("test_score", window, first, "test_once",
+            first = min((r.storage_id for r in made.get(("test_growth", window), [])), default=-1)
+            found.append(Finding("test_growth", window, first, "test_once",
                                  f"TEST of window {window} was read by {len(runs)} runs ({', '.join(sorted(runs))}); "
                                  "it is read once"))
     return found
@@ -450,15 +451,19 @@ def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mappin
 
 def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
                                k: int | None = None) -> FeatureInputs:
-    """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource`` dict).
+    """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource``, or its fields as a dict).
 
     When the stored ``ia`` is a fixed term -> bits series, its provenance is reconstructed:
     if ``ia.ia_counts(corpus_annotations, ontology)`` gives back exactly that series, those
     counts become ``ia_source`` (so the audit re-estimates the series without each protein);
     otherwise ``ia`` stays unaudited and the report says so.
     """
+    import dataclasses
+
     from tempo_assets.core.ia import ia_counts
 
+    if dataclasses.is_dataclass(value):  # the stored CandidateSource itself
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     missing = [key for key in ("neighbours", "corpus_annotations") if key not in value]
     if missing:
         raise TempoInputError(f"reranker_labels value lacks {missing}", path="reranker_labels")

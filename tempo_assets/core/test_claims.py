@@ -1,4 +1,8 @@
-"""TEST is read once: a durable, atomic claim per window, taken before any TEST ground truth is read.
+"""TEST is read once: durable, atomic claims per window, taken before any TEST data is read or scored.
+
+Two assets touch a window's TEST: ``test_growth`` (the only reader of raw TEST data) and
+``test_score`` (which scores the frozen recipe on test_growth's value). Each takes its own claim
+on the window, so each is materialised at most once, whichever selection launched it.
 
 Why an object in the artefact store, not a database row
 -------------------------------------------------------
@@ -9,8 +13,8 @@ The Dagster instance's database is not ours to add a table to, and its event log
 "insert if absent" we can rely on; the artefact store is ours and every deployment has one. A
 claim is therefore a **create-if-absent object** in the artefact store, beside the artefacts:
 
-``<artefact root>/_test_claims/<window>.claim.json``
-    the claim: window, run id, when, host and pid. Locally it is written to a temporary file
+``<artefact root>/_test_claims/<window>.<asset>.claim.json`` (asset ``test_growth`` or ``test_score``)
+    the claim: window, asset, run id, when, host and pid. Locally it is written to a temporary file
     (fsynced) and then ``os.link``-ed to its final name; ``link`` fails with ``EEXIST`` when the
     name exists, so exactly one of any number of concurrent claimants wins, and the winner's
     file appears complete (no reader ever sees half a claim). On an object store the same
@@ -18,7 +22,7 @@ claim is therefore a **create-if-absent object** in the artefact store, beside t
     every writer but the first.
 ``<artefact root>/_test_claims/<window>.burned.json``
     written (create-if-absent too) by ``tempo test-claim release``: the window's TEST was read
-    and never reported. A burned window is never claimed, so never re-scored.
+    and never reported. A burned window is never claimed again by either asset, so never re-scored.
 ``<artefact root>/_test_claims/test_claims.log``
     append-only JSON lines: every claim, refusal and release, with who and why.
 
@@ -26,9 +30,9 @@ A claim that cannot be taken (the folder is unwritable, the store is down) raise
 :class:`ClaimUnavailable`: the caller refuses to score; it never scores unclaimed. A claim held by
 another run, or a burned window, raises :class:`ClaimRefused` before anything of TEST is read.
 
-States a window's claim is shown in (``tempo status``, ``tempo test-claim list``):
+States a window is shown in (``tempo status``, ``tempo test-claim list``):
 ``claimed`` (a claim, no stored score: in flight, or its run died after reading TEST),
-``scored`` (a claim and a stored score), ``burned`` (released: TEST read, not reported).
+``scored`` (a stored TEST score), ``burned`` (released: TEST read, not reported).
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ from tempo_assets.core.errors import TempoInputError
 CLAIMS_FOLDER = "_test_claims"
 LOG_NAME = "test_claims.log"
 STATES = ("claimed", "scored", "burned")
+CLAIMED_ASSETS = ("test_growth", "test_score")  # the TEST read, then the scoring
 _SAFE_KEY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.\-]*$")
 
 
@@ -89,7 +94,7 @@ class TestClaim:
     claimed_at: str
     host: str
     pid: int
-    asset: str = "test_score"
+    asset: str = "test_growth"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,7 +103,7 @@ class TestClaim:
     def from_dict(cls, data: dict[str, Any], path: Path) -> "TestClaim":
         try:
             return cls(window=str(data["window"]), run_id=str(data["run_id"]), claimed_at=str(data["claimed_at"]),
-                       host=str(data["host"]), pid=int(data["pid"]), asset=str(data.get("asset", "test_score")))
+                       host=str(data["host"]), pid=int(data["pid"]), asset=str(data.get("asset", "test_growth")))
         except (KeyError, TypeError, ValueError) as exc:
             raise TempoInputError(f"claim lacks or mangles key {exc}", path=path) from exc
 
@@ -119,13 +124,21 @@ class Burn:
 
 @dataclass(frozen=True)
 class ClaimStatus:
-    """A window's claim with its state (``claimed``, ``scored`` or ``burned``) and why."""
+    """A window's claims with its state (``claimed``, ``scored`` or ``burned``) and why.
+
+    ``claims`` maps each claimed asset (``test_growth``, ``test_score``) to its claim; ``claim`` is
+    the first of them (the TEST read's when there is one).
+    """
 
     window: str
     state: str
-    claim: TestClaim | None
+    claims: dict[str, TestClaim]
     burn: Burn | None
     reason: str
+
+    @property
+    def claim(self) -> TestClaim | None:
+        return next((self.claims[a] for a in CLAIMED_ASSETS if a in self.claims), None)
 
     def line(self) -> str:
         """``test_score[<window>] <state> <reason>`` (the ``tempo status`` line)."""
@@ -134,6 +147,7 @@ class ClaimStatus:
     def to_dict(self) -> dict[str, Any]:
         return {"window": self.window, "state": self.state, "reason": self.reason,
                 "claim": self.claim.to_dict() if self.claim else None,
+                "claims": {a: c.to_dict() for a, c in self.claims.items()},
                 "burn": self.burn.to_dict() if self.burn else None}
 
 
@@ -197,8 +211,10 @@ class ClaimStore:
     def log_path(self) -> Path:
         return self.root / LOG_NAME
 
-    def claim_path(self, window: str) -> Path:
-        return self.root / f"{_checked(window)}.claim.json"
+    def claim_path(self, window: str, asset: str = "test_growth") -> Path:
+        if asset not in CLAIMED_ASSETS:
+            raise TempoInputError(f"{asset!r} takes no TEST claim (only {', '.join(CLAIMED_ASSETS)})")
+        return self.root / f"{_checked(window)}.{asset}.claim.json"
 
     def burn_path(self, window: str) -> Path:
         return self.root / f"{_checked(window)}.burned.json"
@@ -222,15 +238,20 @@ class ClaimStore:
             raise TempoInputError("claim file is not a JSON object", path=path)
         return data
 
-    def get(self, window: str) -> TestClaim | None:
-        """The claim on ``window``, if one was taken."""
-        path = self.claim_path(window)
+    def get(self, window: str, asset: str = "test_growth") -> TestClaim | None:
+        """``asset``'s claim on ``window``, if one was taken."""
+        path = self.claim_path(window, asset)
         data = self._read(path)
         if data is None:
             return None
         if not data:
-            return TestClaim(window, run_id="unknown", claimed_at="unknown", host="unknown", pid=-1)
+            return TestClaim(window, run_id="unknown", claimed_at="unknown", host="unknown", pid=-1, asset=asset)
         return TestClaim.from_dict(data, path)
+
+    def claims_of(self, window: str) -> dict[str, TestClaim]:
+        """Every claim taken on ``window``, by asset."""
+        found = {a: self.get(window, a) for a in CLAIMED_ASSETS}
+        return {a: c for a, c in found.items() if c is not None}
 
     def burn_of(self, window: str) -> Burn | None:
         """The release that burned ``window``, if any."""
@@ -247,8 +268,9 @@ class ClaimStore:
         """Every window with a claim or a burn, sorted."""
         if not self.root.is_dir():
             return []
-        keys = {p.name.rsplit(".", 2)[0] for p in self.root.iterdir()
-                if p.name.endswith((".claim.json", ".burned.json")) and not p.name.startswith(".")}
+        suffixes = [f".{a}.claim.json" for a in CLAIMED_ASSETS] + [".burned.json"]
+        keys = {p.name[:-len(s)] for p in self.root.iterdir() if not p.name.startswith(".")
+                for s in suffixes if p.name.endswith(s)}
         return sorted(keys)
 
     def status(self, window: str, is_scored: Callable[[str], bool]) -> ClaimStatus | None:
@@ -256,18 +278,19 @@ class ClaimStore:
 
         ``is_scored(window)`` says whether the artefact store holds the window's TEST score.
         """
-        claim, burn = self.get(window), self.burn_of(window)
+        claims, burn = self.claims_of(window), self.burn_of(window)
         if burn is not None:
-            return ClaimStatus(window, "burned", claim, burn,
+            return ClaimStatus(window, "burned", claims, burn,
                                f"TEST read, not reported: released {burn.released_at} by {burn.released_by} "
                                f"(claim of run {burn.claim_run_id}): {burn.reason}")
-        if claim is None:
+        if not claims:
             return None
-        where = f"run {claim.run_id} at {claim.claimed_at} on {claim.host} pid {claim.pid}"
+        where = "; ".join(f"claimed by run {c.run_id} at {c.claimed_at} on {c.host} pid {c.pid} ({asset})"
+                          for asset, c in claims.items())
         if is_scored(window):
-            return ClaimStatus(window, "scored", claim, None, f"claimed by {where}; TEST score stored")
-        return ClaimStatus(window, "claimed", claim, None,
-                           f"claimed by {where}; no TEST score stored (in flight, or the run died after "
+            return ClaimStatus(window, "scored", claims, None, f"{where}; TEST score stored")
+        return ClaimStatus(window, "claimed", claims, None,
+                           f"{where}; no TEST score stored (in flight, or the run died after "
                            f"reading TEST: `tempo test-claim release {window} --reason TEXT` burns it)")
 
     def claims(self, is_scored: Callable[[str], bool], windows: Iterable[str] | None = None) -> list[ClaimStatus]:
@@ -307,41 +330,41 @@ class ClaimStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ClaimUnavailable(f"cannot create the claim store: {exc}; refusing to score TEST unclaimed",
+            raise ClaimUnavailable(f"cannot create the claim store: {exc}; refusing to read or score TEST unclaimed",
                                    path=self.root) from exc
 
-    def claim(self, window: str, run_id: str) -> TestClaim:
-        """Take ``window``'s claim for ``run_id``, or raise.
+    def claim(self, window: str, run_id: str, asset: str = "test_growth") -> TestClaim:
+        """Take ``asset``'s claim on ``window`` for ``run_id``, or raise.
 
-        Raises :class:`ClaimRefused` when the window is burned or already claimed (by any run,
-        this one included: a retried step would read TEST a second time), and
+        Raises :class:`ClaimRefused` when the window is burned or ``asset`` already claimed it (by
+        any run, this one included: a retried step would read TEST a second time), and
         :class:`ClaimUnavailable` when the store cannot be written.
         """
+        path = self.claim_path(window, asset)
         self._ensure_root()
         burn = self.burn_of(window)
         if burn is not None:
-            self._log_quietly("refused", window, run_id=run_id, state="burned")
+            self._log_quietly("refused", window, asset=asset, run_id=run_id, state="burned")
             raise ClaimRefused(
-                f"test_score[{window}] is burned: its TEST was read and not reported (released "
+                f"{asset}[{window}] is burned: its TEST was read and not reported (released "
                 f"{burn.released_at}: {burn.reason}); it is never re-scored (PROTOCOL.md)",
                 window, "burned", path=self.burn_path(window))
         claim = TestClaim(window=window, run_id=str(run_id), claimed_at=_now(), host=socket.gethostname(),
-                          pid=os.getpid())
-        path = self.claim_path(window)
+                          pid=os.getpid(), asset=asset)
         try:
             taken = create_if_absent(path, claim.to_dict())
         except OSError as exc:
-            raise ClaimUnavailable(f"cannot write the claim: {exc}; refusing to score TEST unclaimed",
+            raise ClaimUnavailable(f"cannot write the claim: {exc}; refusing to read or score TEST unclaimed",
                                    path=path) from exc
         if not taken:
-            held = self.get(window)
-            self._log_quietly("refused", window, run_id=run_id, state="claimed",
+            held = self.get(window, asset)
+            self._log_quietly("refused", window, asset=asset, run_id=run_id, state="claimed",
                               held_by=held.run_id if held else None)
             raise ClaimRefused(
-                f"test_score[{window}] is already claimed by run {held.run_id} (at {held.claimed_at} on "
-                f"{held.host} pid {held.pid}); TEST is read once per window (PROTOCOL.md). Nothing of TEST "
-                "was read by this run", window, "claimed", path=path)
-        self._log_quietly("claimed", window, run_id=run_id)
+                f"{asset}[{window}] is already claimed by run {held.run_id} (at {held.claimed_at} on "
+                f"{held.host} pid {held.pid}); TEST is read and scored once per window (PROTOCOL.md). "
+                "Nothing of TEST was read by this run", window, "claimed", path=path)
+        self._log_quietly("claimed", window, asset=asset, run_id=run_id)
         return claim
 
     def _log_quietly(self, event: str, window: str, **fields: Any) -> None:
@@ -350,26 +373,26 @@ class ClaimStore:
             self.append_log(event, window, **fields)
 
     def release(self, window: str, reason: str, is_scored: Callable[[str], bool]) -> Burn:
-        """Burn ``window``'s claim: an explicit, logged act; the window is never scored afterwards.
+        """Burn ``window``'s claims: an explicit, logged act; neither asset is claimed afterwards.
 
         Only a ``claimed`` window (a claim, no stored score) can be released; ``reason`` is
         required. Raises :class:`TempoInputError` otherwise, :class:`ClaimUnavailable` when the
         store cannot be written.
         """
         if not reason or not reason.strip():
-            raise TempoInputError(f"releasing test_score[{window}] needs a --reason")
+            raise TempoInputError(f"releasing TEST of window {window} needs a --reason")
         state = self.status(window, is_scored)
         if state is None:
-            raise TempoInputError(f"test_score[{window}] was never claimed: nothing to release", path=self.root)
+            raise TempoInputError(f"TEST of window {window} was never claimed: nothing to release", path=self.root)
         if state.state != "claimed":
-            raise TempoInputError(f"test_score[{window}] is {state.state}, not claimed: {state.reason}",
+            raise TempoInputError(f"TEST of window {window} is {state.state}, not claimed: {state.reason}",
                                   path=self.claim_path(window))
         burn = Burn(window=window, reason=reason.strip(), released_at=_now(), released_by=_who(),
                     claim_run_id=state.claim.run_id)
         path = self.burn_path(window)
         try:
             if not create_if_absent(path, burn.to_dict()):
-                raise TempoInputError(f"test_score[{window}] was burned meanwhile", path=path)
+                raise TempoInputError(f"TEST of window {window} was burned meanwhile", path=path)
             self.append_log("released", window, reason=burn.reason, claim_run_id=burn.claim_run_id,
                             state="burned")
         except OSError as exc:

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.test_claims import ClaimRefused, ClaimStore, ClaimUnavailable, create_if_absent
+from tempo_assets.core.test_claims import CLAIMED_ASSETS, ClaimRefused, ClaimStore, ClaimUnavailable, create_if_absent
 
 WINDOW = "2014-09-29__2016-01-15__2017-06-15__2019-01-14"
 
@@ -45,7 +45,7 @@ def test_concurrent_claimants_exactly_one_wins(tmp_path):
     assert events.count(("claimed", winners[0])) == 1 and len(events) == len(runs)
     assert sum(1 for event, _ in events if event == "refused") == len(runs) - 1
     # no temporary file is left behind
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{WINDOW}.claim.json", "test_claims.log"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{WINDOW}.test_growth.claim.json", "test_claims.log"]
 
 
 def test_the_same_run_cannot_claim_twice(tmp_path):
@@ -61,7 +61,7 @@ def test_the_same_run_cannot_claim_twice(tmp_path):
 def test_unwritable_store_refuses_to_claim(tmp_path):
     blocker = tmp_path / "claims"
     blocker.write_text("not a folder")  # works as root too, unlike chmod
-    with pytest.raises(ClaimUnavailable, match="refusing to score TEST unclaimed"):
+    with pytest.raises(ClaimUnavailable, match="refusing to read or score TEST unclaimed"):
         ClaimStore(blocker).claim(WINDOW, "run-a")
     inner = ClaimStore(blocker / "sub")
     with pytest.raises(ClaimUnavailable):
@@ -83,13 +83,14 @@ def test_states_and_release_burns_the_window(tmp_path):
     [status] = store.claims(scored.__contains__)
     assert status.state == "burned" and "TEST read, not reported" in status.reason
     assert "run killed by OOM" in status.reason
-    with pytest.raises(ClaimRefused, match="is burned") as refused:
-        store.claim(WINDOW, "new-run")
-    assert refused.value.state == "burned"
+    for asset in CLAIMED_ASSETS:  # a burned window refuses the TEST read and the scoring alike
+        with pytest.raises(ClaimRefused, match=f"{asset}\\[{WINDOW}\\] is burned") as refused:
+            store.claim(WINDOW, "new-run", asset=asset)
+        assert refused.value.state == "burned"
     with pytest.raises(TempoInputError, match="is burned, not claimed"):
         store.release(WINDOW, "again", scored.__contains__)
     events = [e["event"] for e in store.log()]
-    assert events == ["claimed", "released", "refused"]
+    assert events == ["claimed", "released", "refused", "refused"]
     assert store.log()[1]["reason"] == "run killed by OOM"
 
 
@@ -120,5 +121,44 @@ def test_keys_that_are_not_partition_keys_are_refused(tmp_path, key):
 def test_corrupt_claim_names_the_file(tmp_path):
     store = ClaimStore(tmp_path)
     store.claim_path(WINDOW).write_text("{not json")
-    with pytest.raises(TempoInputError, match=f"{WINDOW}.claim.json:1: corrupt claim file"):
+    with pytest.raises(TempoInputError, match=f"{WINDOW}.test_growth.claim.json:1: corrupt claim file"):
         store.get(WINDOW)
+
+
+def test_the_read_and_the_scoring_are_claimed_separately(tmp_path):
+    """test_growth's claim (the TEST read) and test_score's (the scoring): one winner each, one window."""
+    store = ClaimStore(tmp_path)
+    store.claim(WINDOW, "run-read")
+    store.claim(WINDOW, "run-score", asset="test_score")
+    with pytest.raises(ClaimRefused, match=f"test_score\\[{WINDOW}\\] is already claimed by run run-score"):
+        store.claim(WINDOW, "run-other", asset="test_score")
+    with pytest.raises(TempoInputError, match="takes no TEST claim"):
+        store.claim(WINDOW, "run-other", asset="benchmark")
+    assert store.windows() == [WINDOW]
+    [status] = store.claims(never_scored)
+    assert {a: c.run_id for a, c in status.claims.items()} == {"test_growth": "run-read", "test_score": "run-score"}
+    assert status.state == "claimed" and status.claim.run_id == "run-read"
+    assert "run-read" in status.reason and "run-score" in status.reason
+    burn = store.release(WINDOW, "scoring run died", never_scored)
+    assert burn.claim_run_id == "run-read" and store.status(WINDOW, never_scored).state == "burned"
+
+
+def test_audit_test_once_counts_both_assets_and_every_read():
+    from tempo_assets.core.audits import MaterialisationRecord, check_test_once
+
+    def record(asset, storage_id, run_id, **metadata):
+        return MaterialisationRecord(asset=asset, partition=WINDOW, metadata=metadata, storage_id=storage_id,
+                                     timestamp=float(storage_id), run_id=run_id)
+
+    once = [record("test_growth", 2, "a"), record("test_score", 3, "b")]
+    assert check_test_once(once, [record("test_growth", 1, "a", **{"tempo/test_read": "a"})]) == []
+    twice = once + [record("test_score", 5, "c"), record("test_growth", 4, "c")]
+    found = check_test_once(twice, [record("test_growth", 1, "a", **{"tempo/test_read": "a"})])
+    messages = sorted(f.message for f in found)
+    assert [f.rule for f in found] == ["test_once"] * 3 and all(f.partition == WINDOW for f in found)
+    assert any(m.startswith(f"test_growth[{WINDOW}] was materialised 2 times") for m in messages)
+    assert any(m.startswith(f"test_score[{WINDOW}] was materialised 2 times") for m in messages)
+    assert any(m.startswith(f"TEST of window {WINDOW} was read by 2 runs (a, c)") for m in messages)
+    # a read recorded by a claim, without a materialisation, counts too
+    found = check_test_once(once, [record("test_growth", 1, "z", **{"tempo/test_read": "z"})])
+    assert [f.message.split(";")[0] for f in found] == [f"TEST of window {WINDOW} was read by 2 runs (a, z)"]
