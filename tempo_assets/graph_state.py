@@ -35,13 +35,24 @@ PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["sub
                     "windows": WINDOW_ASSETS}
 
 
-def test_claims(instance, windows: Iterable[str]) -> dict[str, str]:
-    """window -> reason, for each TEST claim taken whose run died before writing a score.
+def test_claims(store, windows: Iterable[str]) -> dict[str, str]:
+    """window -> reason, for each window whose TEST was claimed but never reported.
 
-    The claim store (issue 9's ``core/test_claims.py``) plugs in here; until it exists no window
-    holds a claim, so nothing is reported ``claimed``.
+    A claim whose run wrote no score is ``claimed`` (``tempo test-claim release`` burns it);
+    a burned window stays "TEST read, not reported" for good.
     """
-    return {}
+    from tempo_assets.core.test_claims import ClaimStore
+
+    statuses = ClaimStore.beside(store.root).claims(lambda w: store.exists("test_score", w), windows=list(windows))
+    reasons = {}
+    for status in statuses:
+        if status.state == "claimed":
+            claim = status.claim
+            who = f"run {claim.run_id} at {claim.claimed_at}" if claim else "a run"
+            reasons[status.window] = f"TEST claimed by {who}, no score written (tempo test-claim release)"
+        elif status.state == "burned":
+            reasons[status.window] = f"TEST read, not reported (burned: {status.reason})"
+    return reasons
 
 
 def blocking_checks() -> dict[str, list[dg.AssetCheckKey]]:
@@ -116,7 +127,7 @@ class GraphState:
         self._states: dict[str, ArtefactState] = {}
         self._checks: dict[tuple[str, str], tuple[str, str]] = {}
         self._failed_runs: dict[tuple[str, str], tuple[float, str, str]] | None = None
-        self._claims = test_claims(instance, plan.windows) if instance is not None else {}
+        self._claims = test_claims(store, plan.windows)
         self._blocking = blocking_checks()
         self._file_sha = self._manifest_shas()
 

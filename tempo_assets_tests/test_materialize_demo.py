@@ -143,18 +143,29 @@ def test_valid_and_test_numbers_are_real_scores_on_shared_targets(demo_graph, tm
     assert out.read_text().count("| recipe ") == len(table) // 3
 
 
-def test_second_test_score_is_refused_and_the_stored_score_is_unchanged(demo_graph):
+def test_second_test_read_and_score_are_refused_and_the_stored_score_is_unchanged(demo_graph):
+    """A second launch reads nothing of TEST, yields no output and succeeds: the stored ones stay the only ones."""
+    from tempo_assets.assets.scoring import test_refusal
+    from tempo_assets.core.test_claims import ClaimStore
+
     store, instance = demo_graph.store(), demo_graph.instance
     window = demo_graph.plan.windows[0]
-    value_path = store.folder("test_score", window) / store.read_meta("test_score", window)["file"]
-    before = (value_path.read_bytes(), store.sidecar_path("test_score", window).read_bytes())
-    result = dg.materialize(ASSETS + CHECKS, selection=["test_score"], partition_key=window, instance=instance,
-                            resources=demo_graph.resources, raise_on_error=False)
-    assert not result.success
-    failure = [e for e in result.all_events if e.is_step_failure][0]
-    assert "already scored" in error_text(failure) and "exactly once" in error_text(failure)
-    assert (value_path.read_bytes(), store.sidecar_path("test_score", window).read_bytes()) == before
+    sidecars = {a: store.sidecar_path(a, window).read_bytes() for a in ("test_growth", "test_score")}
+    for selection, refused in ((["test_growth", "test_score", "benchmark"], "test_growth"),
+                               (["test_score", "benchmark"], "test_score")):
+        result = dg.materialize(ASSETS + CHECKS, selection=selection, partition_key=window, instance=instance,
+                                resources=demo_graph.resources, raise_on_error=False)
+        assert result.success and not [e for e in result.all_events if e.is_step_failure]
+        assert {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"} >= {"benchmark"}
+        refusal = test_refusal(instance, result.run_id)
+        assert refusal.startswith(f"{refused}[{window}] was already materialised") and "exactly once" in refusal
+    assert {a: store.sidecar_path(a, window).read_bytes() for a in sidecars} == sidecars
+    assert len(materialisations(instance, "test_growth", window)) == 1
     assert len(materialisations(instance, "test_score", window)) == 1
+    [status] = ClaimStore.beside(demo_graph.artefacts).claims(lambda w: store.exists("test_score", w), [window])
+    assert status.state == "scored"
+    assert {a: c.run_id for a, c in status.claims.items()} == {
+        a: store.read_meta(a, window)["run_id"] for a in ("test_growth", "test_score")}
 
 
 def test_a_valid_input_refuses_test_growth_and_nothing_downstream_runs(demo_graph):

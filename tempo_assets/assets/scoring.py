@@ -1,6 +1,7 @@
 """Per-window TEST: growth (t0, t1] read once after the recipe is verified, and the recipe scored once on it."""
 
 from datetime import datetime, timezone
+from typing import Iterator
 
 import dagster as dg
 
@@ -8,7 +9,6 @@ from tempo_assets.assets.common import (
     binding_metadata, eval_ontology, removal_metadata, role_in, scalar_metadata,
 )
 from tempo_assets.core.artefacts import Artefact, ArtefactSet
-from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
 from tempo_assets.core.workflow import release_growth, score_test, verify_recipe as check_recipe
@@ -21,19 +21,64 @@ def verify_recipe(frozen: Artefact) -> dict:
     return check_recipe(frozen.value, frozen.meta.get("recipe_hash"), str(frozen.meta.get("partition")))
 
 
-def refuse_second_score(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> None:
-    """TEST is read and scored exactly once: a stored artefact or a recorded materialisation refuses a rerun."""
+TEST_POOL = "test_score"
+REFUSED_TAG = "tempo/test_refused"  # run tag: the window whose TEST read or score the run refused
+READ_KEY, SCORE_KEY = "tempo/test_read", "tempo/test_score_claim"  # observations of a claim taken
+
+
+def already_materialised(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str) -> str | None:
+    """Why ``window`` of this asset must not be materialised again: a stored artefact or a recorded one."""
     asset = context.asset_key.to_user_string()
     previous = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[window]), limit=1).records
     if store.store().exists(asset, window) or previous:
-        raise TempoInputError(
-            f"{asset}[{window}] exists: TEST was already scored or read; it is scored exactly once with the frozen "
-            "recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
+        return (f"{asset}[{window}] was already materialised: TEST is read and scored exactly once with the "
+                "frozen recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
+    return None
+
+
+def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str,
+                    observed: str) -> bool:
+    """Take this asset's claim on ``window`` (``core.test_claims``); ``False`` (logged, tagged) if refused.
+
+    The claim is recorded as an observation ``observed`` (the claiming run id) before anything of
+    TEST is read. A claim store that cannot be written raises ``ClaimUnavailable``: the run fails.
+    """
+    from tempo_assets.core.test_claims import ClaimRefused, ClaimStore
+
+    asset = context.asset_key.to_user_string()
+    reason = already_materialised(context, store, window)
+    if reason is None:
+        try:
+            claim = ClaimStore.beside(store.root).claim(window, context.run.run_id, asset=asset)
+        except ClaimRefused as exc:
+            reason = str(exc)
+        else:
+            context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window, metadata={
+                observed: claim.run_id, "claimed_at": claim.claimed_at, "host": claim.host, "pid": claim.pid}))
+            return True
+    # no output: the stored artefact stays the only one, downstream steps and checks are skipped
+    context.log.warning(f"{asset}[{window}] not materialised, TEST not read: {reason}")
+    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window,
+                                          metadata={REFUSED_TAG: reason}))
+    context.instance.add_run_tags(context.run.run_id, {REFUSED_TAG: window})
+    return False
+
+
+def test_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """Why run ``run_id`` skipped ``test_growth`` or ``test_score`` (``None`` when it did not)."""
+    run = instance.get_run_by_id(run_id)
+    if run is None or REFUSED_TAG not in run.tags:
+        return None
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
+        metadata = entry.dagster_event.event_specific_data.asset_observation.metadata
+        if REFUSED_TAG in metadata:
+            return str(metadata[REFUSED_TAG].value)
+    return f"TEST of window {run.tags[REFUSED_TAG]} refused"
 
 
 @dg.asset(
-    partitions_def=WINDOWS, group_name="scoring",
+    partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "embeddings": role_in("refit"),
          "experimental_annotations": role_in("test"), "release_annotations": role_in("test"),
          "ontology": role_in("test"), "sequences": role_in("test")},
@@ -43,14 +88,17 @@ def test_growth(
     artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, embeddings: ArtefactSet,
     experimental_annotations: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet,
     sequences: ArtefactSet,
-) -> dg.Output:
+) -> Iterator[dg.Output]:
     """One row per TEST target (protein, aspect, mode) of growth (t0, t1]: evaluation_sets, window_role 'test'.
 
-    Built once, after the recipe froze; ``test_score`` and ``benchmark`` both read it.
+    Built once, after the recipe froze; ``test_score`` and ``benchmark`` both read it. The window's
+    TEST claim is taken before any TEST data is read; a refused claim (read, claimed or burned)
+    yields no output, so the run succeeds and its test_score, benchmark and checks are skipped.
     """
     window = parse_window_key(context.partition_key)
-    refuse_second_score(context, artefact_store, window.key)
     verify_recipe(frozen_recipe)
+    if not claim_or_refuse(context, artefact_store, window.key, READ_KEY):
+        return
     t0, t1 = window.growth_span("test")
     emb, ann_t0, seq_t0 = embeddings.get(t0), release_annotations.get(t0), sequences.get(t0)
     test_read_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -62,7 +110,7 @@ def test_growth(
     log_growth(removals, value.growth)
     read = [frozen_recipe, emb, ann_t0, seq_t0, ann_t1, onto_t1, seq_t1, experimental_annotations.get(t0),
             experimental_annotations.get(t1)]
-    return dg.Output(value, metadata=binding_metadata(
+    yield dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test", warehouse_rows=rows,
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
         test_read_at=test_read_at, targets=len(value.growth.targets),
@@ -70,7 +118,7 @@ def test_growth(
 
 
 @dg.asset(
-    partitions_def=WINDOWS, group_name="scoring",
+    partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
          "test_growth": role_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
@@ -80,11 +128,16 @@ def test_score(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, test_growth: Artefact, knn_corpus: ArtefactSet,
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet, ontology: ArtefactSet,
-) -> dg.Output:
-    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once."""
+) -> Iterator[dg.Output]:
+    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once.
+
+    Its own claim on the window is taken after the recipe check, before test_growth's value is
+    used; a refused one (scored, claimed or burned) yields no output and the run succeeds.
+    """
     window = parse_window_key(context.partition_key)
-    refuse_second_score(context, artefact_store, window.key)
     recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
+    if not claim_or_refuse(context, artefact_store, window.key, SCORE_KEY):
+        return
     corpus, labels, ia, emb, onto_t0 = (s.get(t0) for s in (knn_corpus, reranker_labels, ia_weights, embeddings,
                                                             ontology))
     growth = test_growth.value.growth
@@ -97,7 +150,7 @@ def test_score(
     headline = {f"{column}_{r.mode}_{r.aspect}": float(getattr(r, column)) for r in recipe_rows.itertuples()
                 for column in ("f_at_valid_tau", "fmax_oracle") if column in recipe_rows}
     read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0]
-    return dg.Output(scores, metadata=binding_metadata(
+    yield dg.Output(scores, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
         test_read_at=test_growth.meta["test_read_at"],

@@ -46,8 +46,9 @@ def register(subparsers) -> None:
         description=(
             "Reads every materialisation of every asset in the instance at $DAGSTER_HOME and fails if "
             "an artefact's sources postdate its cutoff, a window artefact read past what its role "
-            "allows (train <= t-1, valid <= t0, test <= t1), or a test_score has no earlier "
-            "frozen_recipe of its window with the same recipe hash. Exit 0 clean, 1 violations."),
+            "allows (train <= t-1, valid <= t0, test <= t1), a test_score has no earlier "
+            "frozen_recipe of its window with the same recipe hash, or a window's TEST was read by more "
+            "than one run or its test_growth or test_score materialised more than once. Exit 0 clean, 1 violations."),
     )
     parser.add_argument("--archive", metavar="DIR", help="release archive (default $TEMPO_ARCHIVE)")
     parser.add_argument("--out", metavar="REPORT.json", help="write the JSON report here (atomically)")
@@ -198,6 +199,29 @@ def instance_records(instance, asset_keys, page: int = 1000) -> list:
     return records
 
 
+def test_read_records(instance, page: int = 1000) -> list:
+    """The TEST reads recorded in ``instance``: ``test_growth`` observations with ``tempo/test_read``."""
+    import dagster as dg
+
+    from tempo_assets.core.audits import MaterialisationRecord
+    from tempo_assets.io_managers import unwrap_metadata
+
+    reads, cursor = [], None
+    while True:
+        result = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("test_growth")),
+                                             limit=page, cursor=cursor, ascending=True)
+        for rec in result.records:
+            event = rec.asset_observation
+            metadata = unwrap_metadata(event.metadata) if event is not None else {}
+            if "tempo/test_read" in metadata:
+                reads.append(MaterialisationRecord(
+                    asset="test_growth", partition=event.partition, metadata=metadata,
+                    storage_id=int(rec.storage_id), timestamp=float(rec.timestamp), run_id=rec.run_id or None))
+        if not result.has_more:
+            return reads
+        cursor = result.cursor
+
+
 def audit_instance(instance, archive_root: str, asset_keys=None):
     """The ``CutoffAuditReport`` of every materialisation in ``instance``."""
     from tempo_assets.core.audits import audit_cutoff_records
@@ -209,7 +233,8 @@ def audit_instance(instance, archive_root: str, asset_keys=None):
         asset_keys = [a.key for a in ASSETS]
     _, as_of = archive_release_dates(archive_root)
     records = instance_records(instance, asset_keys)
-    return audit_cutoff_records(records, as_of, assets=[k.to_user_string() for k in asset_keys])
+    return audit_cutoff_records(records, as_of, assets=[k.to_user_string() for k in asset_keys],
+                                test_reads=test_read_records(instance))
 
 
 def run_audit_cutoffs(args: argparse.Namespace) -> int:

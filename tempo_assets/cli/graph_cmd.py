@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+# test_growth and test_score share a pool (``pool="test_score"``): a limit of 1 serialises their
+# steps across runs, so queued TEST reads and scorings wait for one another (the claims still decide)
+DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
 # the SQL warehouse models; the window evaluation sets that scoring reads come from them
 WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "valid_evaluation_set")
 
@@ -22,6 +24,17 @@ def ensure_dagster_home() -> Path:
         (home / "dagster.yaml").write_text(DAGSTER_YAML, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def ensure_test_pool(instance) -> bool:
+    """Create the ``test_score`` pool's limit row (test_growth and test_score) from ``default_limit`` now.
+
+    Dagster creates it lazily on the first slot claim; doing it before any run starts keeps
+    concurrent first claims from racing on the empty pool. ``False`` when no limit applies.
+    """
+    from tempo_assets.assets.scoring import TEST_POOL
+
+    return bool(instance.event_log_storage.initialize_concurrency_limit_to_default(TEST_POOL))
 
 
 def current_plan():
@@ -77,6 +90,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
 
     import dagster as dg
 
+    from tempo_assets.assets.scoring import test_refusal
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
     from tempo_assets.core.artefacts import ArtefactStore
@@ -114,6 +128,11 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
             asset_selection=[dg.AssetKey(name) for name in step.todo])
         seconds = time.perf_counter() - started
         status = "ok" if result.success else "FAILED"
+        touches_test = {"test_growth", "test_score"} & set(step.todo)
+        refusal = test_refusal(instance, run_id) if touches_test else None
+        if refusal is not None:  # the run succeeded without reading or scoring TEST: say so, and go on
+            status = "refused"
+            echo(f"{where}: TEST not read nor scored: {refusal}")
         echo(f"{where}: {status} in {seconds:.1f}s (run {run_id})")
         report.append((job, key, status, seconds))
         if not result.success:
@@ -128,7 +147,9 @@ def _init(args) -> int:
 
     home = ensure_dagster_home()
     plan = current_plan()
-    added = register_partitions(dg.DagsterInstance.get(), plan)
+    instance = dg.DagsterInstance.get()
+    added = register_partitions(instance, plan)
+    ensure_test_pool(instance)
     print(f"DAGSTER_HOME={home}")
     for name, keys in plan.as_dict().items():
         print(f"{name}: {len(keys)} ({len(added[name])} new)")
@@ -152,6 +173,7 @@ def _materialize(args) -> int:
     plan = current_plan()
     instance = dg.DagsterInstance.get()
     register_partitions(instance, plan)
+    ensure_test_pool(instance)
     if args.window and args.window not in plan.windows:
         print(f"tempo: error: unknown window {args.window!r} (see `tempo windows`)", file=sys.stderr)
         return 2
@@ -203,7 +225,9 @@ def print_outputs(report) -> None:
 
     root = Path(default_artefacts_root())
     store = ArtefactStore(root)
-    for job, key, _, _ in report:
+    for job, key, status, _ in report:
+        if status == "refused":
+            continue
         if job == "submission_job":
             value = store.folder("submission", key) / store.read_meta("submission", key)["file"]
             print(f"CAFA submission for cutoff {key}: {value} "

@@ -365,6 +365,44 @@ def check_test_scores(records: Sequence[MaterialisationRecord]) -> list[Finding]
     return found
 
 
+TEST_ONCE_ASSETS = ("test_growth", "test_score")  # the one TEST read, the one scoring
+
+
+def check_test_once(records: Sequence[MaterialisationRecord],
+                    reads: Sequence[MaterialisationRecord] = ()) -> list[Finding]:
+    """Per window: at most one ``test_growth`` and one ``test_score`` materialisation, one TEST read.
+
+    ``reads`` are the ``test_growth`` observations recorded when a run took the window's TEST
+    claim (metadata ``tempo/test_read``: the claiming run id); a ``test_growth`` materialisation's
+    own run counts as a read too, so an instance without claims is audited the same way.
+    """
+    made: dict[tuple[str, str], list[MaterialisationRecord]] = {}
+    readers: dict[str, set[str]] = {}
+    for record in records:
+        if record.asset in TEST_ONCE_ASSETS:
+            made.setdefault((record.asset, str(record.partition)), []).append(record)
+        if record.asset == "test_growth":
+            readers.setdefault(str(record.partition), set()).add(record.run_id or f"runless#{record.storage_id}")
+    for read in reads:
+        run = read.metadata.get("tempo/test_read") or read.run_id or f"runless#{read.storage_id}"
+        readers.setdefault(str(read.partition), set()).add(str(run))
+    found = []
+    for (asset, window), materialised in sorted(made.items()):
+        materialised = sorted(materialised, key=lambda r: r.storage_id)
+        if len(materialised) > 1:
+            found.append(Finding(asset, window, materialised[1].storage_id, "test_once",
+                                 f"{asset}[{window}] was materialised {len(materialised)} times "
+                                 f"(#{', #'.join(str(r.storage_id) for r in materialised)}); TEST is read and "
+                                 "scored once"))
+    for window, runs in sorted(readers.items()):
+        if len(runs) > 1:
+            first = min((r.storage_id for r in made.get(("test_growth", window), [])), default=-1)
+            found.append(Finding("test_growth", window, first, "test_once",
+                                 f"TEST of window {window} was read by {len(runs)} runs ({', '.join(sorted(runs))}); "
+                                 "it is read once"))
+    return found
+
+
 @dataclass
 class CutoffAuditReport:
     """Per asset: partitions and materialisations checked, and every finding."""
@@ -389,8 +427,12 @@ class CutoffAuditReport:
 
 
 def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mapping[str, date],
-                         assets: Iterable[str] = ()) -> CutoffAuditReport:
-    """Run every cutoff-guard rule over ``records``; ``assets`` lists assets shown even if empty."""
+                         assets: Iterable[str] = (), test_reads: Iterable[MaterialisationRecord] = ()
+                         ) -> CutoffAuditReport:
+    """Run every cutoff-guard rule over ``records``; ``assets`` lists assets shown even if empty.
+
+    ``test_reads`` are the recorded TEST reads (see ``check_test_once``).
+    """
     records = sorted(records, key=lambda r: r.storage_id)
     counts: dict[str, dict[str, Any]] = {a: {"partitions": set(), "materialisations": 0} for a in assets}
     findings: list[Finding] = []
@@ -400,6 +442,7 @@ def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mappin
         entry["materialisations"] += 1
         findings.extend(check_record(record, as_of))
     findings.extend(check_test_scores(records))
+    findings.extend(check_test_once(records, list(test_reads)))
     findings.sort(key=lambda f: (f.asset, f.storage_id, f.rule, f.message))
     summary = {a: {"partitions": len(c["partitions"]), "materialisations": c["materialisations"]}
                for a, c in sorted(counts.items())}
