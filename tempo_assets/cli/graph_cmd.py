@@ -44,11 +44,17 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
         for c in submit:
             releases += [previous_release(plan.releases, c), c]
             cutoffs.append(c)
+    methods = list(getattr(plan, "methods", [])) if target in ("all", "window") else []
+    if methods and target == "all":
+        cutoffs += list(plan.cutoffs)  # registered methods run at every cutoff
     for c in list(cutoffs):
         releases += [previous_release(plan.releases, c), c]
     order = {r: i for i, r in enumerate(plan.releases)}
     steps = [("release_job", r) for r in sorted(unique(releases), key=order.get)]
     steps += [("cutoff_job", c) for c in sorted(unique(cutoffs), key=order.get)]
+    if methods:
+        steps += [("method_bundle_job", c) for c in sorted(unique(cutoffs), key=order.get)]
+        steps += [("method_job", f"{c}|{m}") for c in sorted(unique(cutoffs), key=order.get) for m in methods]
     steps += [("window_job", w) for w in windows]
     if target in ("cutoff", "all"):
         steps += [("submission_job", c) for c in submit]
@@ -77,7 +83,8 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     resources = resources or build_resources()
     store = ArtefactStore(resources["artefact_store"].root if "artefact_store" in resources else default_artefacts_root())
     selections = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
-                  "submission_job": ["submission"]}
+                  "submission_job": ["submission"], "method_bundle_job": ["method_bundle"],
+                  "method_job": ["method_predictions"]}
     report = []
     for number, (job, key) in enumerate(steps, start=1):
         names = [n for n in selections[job] if n not in set(exclude)]
