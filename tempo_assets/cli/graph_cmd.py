@@ -158,11 +158,17 @@ def print_outputs(report) -> None:
     """Where the results a user came for lie: CAFA submissions and TEST scores."""
     from tempo_assets.resources import default_artefacts_root
 
+    import json
+
     root = Path(default_artefacts_root())
     for job, key, _, _ in report:
         if job == "submission_job":
             print(f"CAFA submission for cutoff {key}: {root / 'submission' / key / 'value.txt'} "
                   f"(manifest: artefact.json beside it)")
+        elif job == "method_job":
+            meta = json.loads((root / "method_predictions" / key / "artefact.json").read_text(encoding="utf-8"))
+            print(f"method {key.split('|')[1]} at cutoff {key.split('|')[0]}: {meta['status']}"
+                  + (f" ({meta['reason']})" if meta["status"] != "ok" else f", {meta['predictions']} predictions"))
         elif job == "window_job":
             print(f"TEST score of window {key}: {root / 'test_score' / key} "
                   f"(tempo report --window {key})")
