@@ -72,6 +72,8 @@ class MethodSpec(pydantic.BaseModel):
         # names become partition keys and folder names: no '|' (multi-partition separator), no '/'
         if value is not None and not NAME_PATTERN.match(value):
             raise ValueError(f"{value!r} must match {NAME_PATTERN.pattern}")
+        if value is not None and "__" in value:  # '__' joins the releases of a window key
+            raise ValueError(f"{value!r} must not contain '__'")
         return value
 
     @pydantic.model_validator(mode="after")

@@ -74,6 +74,9 @@ def test_bad_registry_errors_name_the_key(env):
     (archive / "methods.yaml").write_text("methods:\n  - name: a|b\n    kind: command\n    dir: /x\n    command: y\n")
     with pytest.raises(TempoInputError, match=r"methods\[1\]\.name"):
         load_registry(archive)
+    (archive / "methods.yaml").write_text("methods:\n  - name: a__b\n    kind: command\n    dir: /x\n    command: y\n")
+    with pytest.raises(TempoInputError, match=r"methods\[1\]\.name.*'__'"):
+        load_registry(archive)
 
 
 def test_a_method_folder_holding_the_archive_is_refused(env, capsys):
