@@ -96,6 +96,18 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
         **removal_metadata(context, artefact_store, removals)))
 
 
+def method_records(store, cutoffs, method_keys) -> dict:
+    """``{(cutoff, key): Artefact}`` of the stored ``method_predictions`` among ``cutoffs x method_keys``.
+
+    The ``records`` argument of ``core.method_eligibility.method_eligibility`` and
+    ``method_prediction_frames``; a (cutoff, key) never materialised is absent (``pending``).
+    """
+    from tempo_assets.io_managers import refuse_flagged
+
+    return {(c, k): refuse_flagged(store.open("method_predictions", f"{c}|{k}"))
+            for c in cutoffs for k in method_keys if store.exists("method_predictions", f"{c}|{k}")}
+
+
 method_bundle_job = dg.define_asset_job("method_bundle_job", selection=["method_bundle"])
 method_job = dg.define_asset_job("method_job", selection=["method_predictions"])
 METHOD_ASSETS = [method_bundle, method_predictions]

@@ -6,7 +6,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from tempo_assets.assets.methods import MethodFenceResource
+from tempo_assets.assets.methods import MethodFenceResource, method_records
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.method_bundle import ANNOTATION_COLUMNS, FILES, verify_bundle
 from tempo_assets.core.method_eligibility import EXCLUDED, UNDECLARED, method_eligibility, method_prediction_frames
@@ -155,7 +155,8 @@ def test_method_stdout_reaches_the_run_log_and_the_fence_held(graph):
 def test_eligibility_over_stored_records(graph):
     plan, store = graph["plan"], graph["store"]
     window = parse_window_key(plan.windows[0])
-    records = {(c, m): store.open("method_predictions", f"{c}|{m}") for c in plan.cutoffs for m in plan.methods}
+    records = method_records(store, [window.t_minus_1, window.t0], plan.methods)
+    assert len(records) == 2 * len(plan.methods)
     registry = load_registry(graph["archive"])
     table = method_eligibility(registry.methods, records, window, plan.as_of).set_index("method")
     assert table.loc["freqprior@1", "reason"] == UNDECLARED and table.loc["freqprior@1", "valid_tau_available"]
