@@ -125,7 +125,7 @@ def fence_command(command: str, method_dir: Path, bundle_dir: Path, output_dir: 
     argv = []
     prlimit = shutil.which("prlimit")
     limits_args = [f"--as={int(limits.memory_bytes)}", f"--fsize={int(limits.output_bytes) + 1}"]
-    if prlimit:
+    if prlimit:  # util-linux; without it run_fenced sets the same limits in the child before exec
         argv += [prlimit, *limits_args, "--"]
     argv += [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
              "--hostname", "tempo-fence", "--die-with-parent", "--new-session", "--clearenv",
@@ -151,6 +151,17 @@ def fence_command(command: str, method_dir: Path, bundle_dir: Path, output_dir: 
     for key, value in sorted(environment.items()):
         argv += ["--setenv", key, str(value)]
     return argv + ["--", "/bin/sh", "-c", command]
+
+
+def _rlimits(limits: FenceLimits) -> Callable[[], None]:
+    """The address-space and file-size limits, set in the child (when there is no ``prlimit``)."""
+    import resource
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (int(limits.memory_bytes),) * 2)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits.output_bytes) + 1,) * 2)
+
+    return apply
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -202,8 +213,9 @@ def run_fenced(command: str, method_dir: str | Path, bundle_dir: str | Path, out
     with tempfile.TemporaryDirectory(prefix="tempo_fence_etc_") as etc:
         argv = fence_command(command, method_dir, bundle_dir, output_dir, Path(etc), limits, env)
         started = time.monotonic()
+        preexec = None if argv[0].endswith("prlimit") else _rlimits(limits)
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True, close_fds=True)
+                                   start_new_session=True, close_fds=True, preexec_fn=preexec)
         tails = {"stdout": deque(maxlen=TAIL_LINES), "stderr": deque(maxlen=TAIL_LINES)}
         pumps = [threading.Thread(target=_pump, args=(getattr(process, n), n, tails[n], on_line, max_logged_lines),
                                   daemon=True) for n in tails]

@@ -1,6 +1,7 @@
 """The fence, exercised for real under bubblewrap: what a method cannot see, reach or exhaust."""
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -185,6 +186,22 @@ def test_output_over_its_limit_is_a_failure_and_never_fills_the_disk(tmp_path, b
     assert outcome.status == "failed" and "output exceeded" in outcome.reason
     assert time.monotonic() - started < 20 and outcome.predictions.empty
     assert list(scratch.iterdir()) == []  # the output folder is gone
+
+
+@pytest.mark.parametrize("without_prlimit", [False, True])
+def test_memory_limit_stops_a_greedy_method(tmp_path, bundle, monkeypatch, without_prlimit):
+    if without_prlimit:  # the same limits set in the child before exec
+        real_which = shutil.which
+        monkeypatch.setattr(shutil, "which", lambda name: None if name == "prlimit" else real_which(name))
+    folder = method(tmp_path, "buf = bytearray(1 << 30)\nopen('/output/predictions.tsv', 'w').write('P1 GO:0000003 0.5')\n")
+    spec = MethodSpec(name="greedy", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60,
+                      memory_gb=0.25)
+    outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
+                         parse_obo(bundle / "go.obo"), SMALL)
+    assert outcome.status == "failed" and "MemoryError" in outcome.reason
+    roomy = run_method(spec.model_copy(update={"memory_gb": 3.0}), bundle, "2016-01-15", date(2016, 1, 15),
+                       read_bundle_targets(bundle), parse_obo(bundle / "go.obo"), SMALL)
+    assert roomy.status == "ok", roomy.reason
 
 
 def test_tmp_is_private_and_bounded(tmp_path, bundle):
