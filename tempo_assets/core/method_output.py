@@ -117,9 +117,11 @@ def validate_predictions(path: str | Path, targets: Iterable[str], ontology: Any
     target_set = set(map(str, targets))
     reason[(reason == "") & ~frame["protein"].isin(target_set).to_numpy()] = "unknown_target"
     primary, dropped_terms = classify_terms(pd.unique(frame["given_term"]).tolist(), ontology)
-    term_reason = frame["given_term"].map(
-        lambda t: {"obsolete": "obsolete_term"}.get(dropped_terms.get(t), "unknown_term") if t in dropped_terms else "")
-    reason[(reason == "") & (term_reason != "").to_numpy()] = term_reason[(reason == "") & (term_reason != "").to_numpy()]
+    # per distinct term, then one vectorised lookup per row
+    term_reasons = {t: "obsolete_term" if why == "obsolete" else "unknown_term" for t, why in dropped_terms.items()}
+    term_reason = frame["given_term"].map(term_reasons).astype(object).fillna("").to_numpy(dtype=object)
+    bad_term = (reason == "") & (term_reason != "")
+    reason[bad_term] = term_reason[bad_term]
     frame["score"], frame["reason"] = score, reason
     records = [pd.DataFrame(removed, columns=["record_id", "reason"])]
     bad = frame[frame["reason"] != ""]
@@ -134,7 +136,7 @@ def validate_predictions(path: str | Path, targets: Iterable[str], ontology: Any
     records.append(pd.DataFrame({"record_id": good.loc[duplicate, "protein"] + "|" + good.loc[duplicate, "given_term"],
                                  "reason": "duplicate_lower_score"}))
     good = good[~duplicate]
-    good["aspect"] = good["term"].map(ontology.aspect)
+    good["aspect"] = good["term"].map({t: ontology.aspect(t) for t in set(primary.values())})
     removed_frame = pd.concat(records, ignore_index=True)
     counts = {r: int((removed_frame["reason"] == r).sum()) for r in DROP_REASONS + KEPT_REASONS}
     check = PredictionCheck(predictions=good[PREDICTION_COLUMNS].reset_index(drop=True), removed=removed_frame,

@@ -65,6 +65,8 @@ def graph(tmp_path_factory):
         MethodSpec(name="leaker", kind="command", dir=str(methods / "leaker"), command="python3 run.py", timeout_s=60),
         MethodSpec(name="flood", kind="command", dir=str(methods / "bad"),
                    command="head -c 20000000 /dev/zero > $TEMPO_OUTPUT/predictions.tsv", timeout_s=60),
+        MethodSpec(name="empty", kind="command", dir=str(methods / "bad"),
+                   command="printf 'AUTHOR x\\nEND\\n' > $TEMPO_OUTPUT/predictions.tsv", timeout_s=60),
         MethodSpec(name="late", kind="precomputed", predictions=str(preds), produced_at=ids[2]),
     ]
     for spec in specs:
@@ -85,7 +87,7 @@ def test_every_method_runs_at_every_cutoff(graph):
     plan, store = graph["plan"], graph["store"]
     assert [r[2] for r in graph["report"]] == ["ok"] * len(graph["report"])
     assert graph["instance"].get_dynamic_partitions(METHODS.name) == plan.methods
-    assert len(plan.methods) == 7
+    assert len(plan.methods) == 8
     method_steps = [k for j, k in graph["steps"] if j == "method_job"]
     assert sorted(method_steps) == sorted(f"{c}|{m}" for c in plan.cutoffs for m in plan.methods)
     for key in method_steps:
@@ -132,6 +134,8 @@ def test_failures_are_recorded_with_their_reason(graph):
     for cutoff in plan.cutoffs:
         flood = store.read_meta("method_predictions", f"{cutoff}|flood")
         assert flood["status"] == "failed" and "output exceeded" in flood["reason"]
+        empty = store.read_meta("method_predictions", f"{cutoff}|empty")
+        assert empty["status"] == "failed" and "no prediction rows" in empty["reason"]
         leak = store.read_meta("method_predictions", f"{cutoff}|leaker")
         assert leak["status"] == "failed" and "no predictions.tsv" in leak["reason"]
     late = {c: store.read_meta("method_predictions", f"{c}|late") for c in plan.cutoffs}
