@@ -29,7 +29,8 @@ EXCLUDED = "excluded: trained after t0"
 ELIGIBILITY_COLUMNS = ["method", "name", "version", "kind", "window", "t0", "t_minus_1", "trained_until",
                        "eligible", "status", "reason", "valid_tau_available", "valid_tau_note"]
 
-__all__ = ["ELIGIBILITY_COLUMNS", "EXCLUDED", "UNDECLARED", "method_eligibility", "method_prediction_frames"]
+__all__ = ["ELIGIBILITY_COLUMNS", "EXCLUDED", "UNDECLARED", "method_catalog", "method_eligibility",
+           "method_prediction_frames"]
 
 
 def _meta(record: Any) -> Mapping[str, Any]:
@@ -110,3 +111,11 @@ def method_prediction_frames(eligibility: pd.DataFrame, records: Mapping[tuple[s
             frames["t-1"] = records[(row.t_minus_1, row.method)].value["predictions"]
         out[row.method] = frames
     return out
+
+
+def method_catalog(methods: Iterable[Any], records: Mapping[tuple[str, str], Any], windows: Iterable[Any],
+                   release_dates: Mapping[str, date | str]) -> pd.DataFrame:
+    """Each method's status on every window (the catalog's view): :func:`method_eligibility` stacked."""
+    methods = list(methods)
+    frames = [method_eligibility(methods, records, w, release_dates) for w in windows]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ELIGIBILITY_COLUMNS)

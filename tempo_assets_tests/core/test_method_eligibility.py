@@ -4,7 +4,9 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from tempo_assets.core.method_eligibility import EXCLUDED, UNDECLARED, method_eligibility, method_prediction_frames
+from tempo_assets.core.method_eligibility import (
+    EXCLUDED, UNDECLARED, method_catalog, method_eligibility, method_prediction_frames,
+)
 from tempo_assets.core.method_registry import MethodSpec
 from tempo_assets.partitions import Window
 
@@ -89,3 +91,13 @@ def test_precomputed_produced_at_bounds_training():
     m = spec("late", kind="precomputed", produced_at=date(2018, 1, 1))
     row = method_eligibility([m], records(m.key), WINDOW, DATES).iloc[0]
     assert row["reason"] == EXCLUDED and row["trained_until"] == "2018-01-01"
+
+
+def test_catalog_lists_every_method_on_every_window():
+    m = spec("tf", "2", trained_until=date(2018, 1, 1))
+    later = Window("2016-01-15", "2017-06-15", "2019-01-14", "2022-09-12")
+    dates = {**DATES, "2022-09-12": date(2022, 9, 12)}
+    stored = {(c, m.key): Stored("ok", predictions=frame(0.5)) for c in ("2016-01-15", "2017-06-15", "2019-01-14")}
+    table = method_catalog([m], stored, [WINDOW, later], dates)
+    assert table[["window", "status"]].values.tolist() == [[WINDOW.key, "excluded"], [later.key, "eligible"]]
+    assert method_catalog([m], stored, [], dates).empty
