@@ -1,6 +1,7 @@
 """Third-party methods: the cutoff bundle they may read, and their fenced predictions per cutoff."""
 
 import warnings
+from pathlib import Path
 
 import dagster as dg
 
@@ -8,7 +9,7 @@ from tempo_assets.assets.common import binding_metadata, removal_metadata
 from tempo_assets.assets.ia import ia_series
 from tempo_assets.io_managers import Artefact
 from tempo_assets.partitions import CUTOFF_METHODS, CUTOFFS
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, default_dagster_home
 
 # the cutoff dimension of method_predictions reads the bundle of its cutoff; the mapping is beta, used deliberately
 warnings.filterwarnings("ignore", message=".*MultiToSingleDimensionPartitionMapping.*", category=dg.BetaWarning)
@@ -53,6 +54,12 @@ def method_bundle(context: dg.AssetExecutionContext, archive: ArchiveResource, a
         bundle=str(folder / manifest["folder"]), **manifest["counts"]))
 
 
+def hidden_paths(archive_root: str, artefacts_root: str) -> dict:
+    """What the fence hides, so a method folder (mounted whole) may not contain it."""
+    return {"archive": Path(archive_root), "artefact store": Path(artefacts_root),
+            "DAGSTER_HOME": Path(default_dagster_home()), "home directory": Path.home()}
+
+
 def bundle_folder(store, cutoff: str, bundle: Artefact):
     """The verified folder of a stored ``method_bundle`` (every file's sha256 checked)."""
     from tempo_assets.core.method_bundle import verify_bundle
@@ -68,7 +75,7 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
                        method_bundle: Artefact) -> dg.Output:
     """One row per (target, term) a registered method predicted at the cutoff inside the fence, or its failure."""
     from tempo_assets.core.method_bundle import read_bundle_targets
-    from tempo_assets.core.method_registry import load_registry
+    from tempo_assets.core.method_registry import load_registry, refuse_exposing
     from tempo_assets.core.method_run import run_method
     from tempo_assets.core.ontology import parse_obo
     from tempo_assets.core.removals import RemovalLog
@@ -76,6 +83,8 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
     keys = context.partition_key.keys_by_dimension
     cutoff, key = keys["cutoff"], keys["method"]
     spec = load_registry(archive.root).get(key)
+    if spec.kind == "command":  # methods.yaml may have been edited by hand since `tempo method add`
+        refuse_exposing(spec.dir, hidden_paths(archive.root, artefact_store.root))
     folder = bundle_folder(artefact_store.store(), cutoff, method_bundle)
     context.log.info(f"{key} at {cutoff}: bundle {folder}")
     outcome = run_method(spec, folder, cutoff, archive.cutoff_of(cutoff), read_bundle_targets(folder),

@@ -25,14 +25,13 @@ def _register_partition(key: str) -> str:
 
 
 def _add(args) -> int:
-    from pathlib import Path
-
     import pydantic
 
     from tempo_assets.core.dates import parse_date
     from tempo_assets.core.errors import TempoInputError
     from tempo_assets.core.method_registry import MethodSpec, add_method
-    from tempo_assets.resources import default_artefacts_root, default_dagster_home
+    from tempo_assets.assets.methods import hidden_paths
+    from tempo_assets.resources import default_artefacts_root
 
     if bool(args.dir) == bool(args.predictions):
         raise TempoInputError("give either --dir DIR --command CMD or --predictions DIR --produced-at DATE")
@@ -56,9 +55,7 @@ def _add(args) -> int:
     except pydantic.ValidationError as exc:
         raise TempoInputError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-') or 'method'}: {e['msg']}"
                                         for e in exc.errors())) from None
-    protected = {"artefact store": Path(default_artefacts_root()), "DAGSTER_HOME": Path(default_dagster_home()),
-                 "home directory": Path.home()}
-    spec = add_method(_archive(args), spec, protected=protected)
+    spec = add_method(_archive(args), spec, protected=hidden_paths(_archive(args), default_artefacts_root()))
     partitions = _register_partition(spec.key)
     print(f"registered {spec.key} ({spec.kind}) in {_archive(args)}/methods.yaml; {partitions} partition added")
     return 0

@@ -42,7 +42,7 @@ DEFAULT_TIMEOUT_S = 3600
 DEFAULT_MEMORY_GB = 4.0
 
 __all__ = ["MethodSpec", "Registry", "REGISTRY_NAME", "add_method", "load_registry", "method_key",
-           "registry_path", "remove_method", "save_registry"]
+           "refuse_exposing", "registry_path", "remove_method", "save_registry"]
 
 
 def method_key(name: str, version: str | None) -> str:
@@ -158,8 +158,9 @@ def save_registry(archive_root: str | Path, registry: Registry) -> Path:
     return path
 
 
-def _refuse_overlap(folder: Path, protected: dict[str, Path]) -> None:
+def refuse_exposing(folder: str | Path, protected: dict[str, Path]) -> None:
     """A method folder may not contain what the fence hides (it is mounted whole)."""
+    folder = Path(folder).resolve()
     for what, path in protected.items():
         path = Path(path).resolve()
         if path == folder or folder in path.parents:
@@ -178,7 +179,7 @@ def add_method(archive_root: str | Path, spec: MethodSpec, protected: dict[str, 
         folder = Path(spec.dir).resolve()
         if not folder.is_dir():
             raise TempoInputError("method folder does not exist", path=folder)
-        _refuse_overlap(folder, {"archive": Path(archive_root), **(protected or {})})
+        refuse_exposing(folder, {"archive": Path(archive_root), **(protected or {})})
         updates["dir"] = str(folder)
     else:
         folder = Path(spec.predictions).resolve()

@@ -84,3 +84,11 @@ def test_a_method_folder_holding_the_archive_is_refused(env, capsys):
     assert main(["method", "add", "greedy", "--dir", str(archive.parent), "--command", "true"]) == 2
     assert "contains the archive" in capsys.readouterr().err
     assert not (archive / "methods.yaml").exists()
+
+
+def test_a_method_folder_holding_dagster_home_is_refused(env, capsys, tmp_path, monkeypatch):
+    outer = tmp_path / "outer"
+    (outer / "home").mkdir(parents=True)
+    monkeypatch.setenv("DAGSTER_HOME", str(outer / "home"))
+    assert main(["method", "add", "greedy", "--dir", str(outer), "--command", "true"]) == 2
+    assert "contains the DAGSTER_HOME" in capsys.readouterr().err
