@@ -51,7 +51,7 @@ class MissingBubblewrap(TempoInputError):
 
 @dataclass(frozen=True)
 class FenceLimits:
-    """Limits of one fenced run: wall seconds, address space, output bytes, /tmp bytes, threads."""
+    """Limits of one fenced run: wall seconds, address space, output bytes and files, /tmp bytes, threads."""
 
     timeout_s: float = 3600
     memory_bytes: int = 4 << 30
@@ -59,9 +59,10 @@ class FenceLimits:
     tmp_bytes: int = 1 << 30
     threads: int = 1
     poll_s: float = 0.1
+    output_files: int = 10_000  # bytes alone do not bound inodes
 
     def __post_init__(self):
-        for name in ("timeout_s", "memory_bytes", "output_bytes", "tmp_bytes", "threads"):
+        for name in ("timeout_s", "memory_bytes", "output_bytes", "tmp_bytes", "threads", "output_files"):
             if getattr(self, name) <= 0:
                 raise TempoInputError(f"fence limit {name} must be > 0, got {getattr(self, name)}")
 
@@ -84,7 +85,7 @@ class FenceResult:
         if self.timed_out:
             return f"timed out after {self.seconds:.0f} s"
         if self.output_exceeded:
-            return "output exceeded its size limit (killed)"
+            return "output exceeded its size or file-count limit (killed)"
         if self.returncode != 0:
             how = (f"killed by signal {signal.Signals(-self.returncode).name}" if self.returncode and self.returncode < 0
                    else f"exited with status {self.returncode}")
@@ -164,15 +165,22 @@ def _rlimits(limits: FenceLimits) -> Callable[[], None]:
     return apply
 
 
-def _folder_bytes(folder: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(folder):
+def _folder_usage(folder: Path) -> tuple[int, int]:
+    """``(bytes, entries)`` under ``folder`` (files, folders and links all take an inode)."""
+    total, entries = 0, 0
+    for root, dirs, files in os.walk(folder):
+        entries += len(dirs) + len(files)
         for name in files:
             try:
                 total += os.lstat(os.path.join(root, name)).st_size
             except FileNotFoundError:
                 continue
-    return total
+    return total, entries
+
+
+def _over(folder: Path, limits: FenceLimits) -> bool:
+    size, entries = _folder_usage(folder)
+    return size > limits.output_bytes or entries > limits.output_files
 
 
 def _pump(stream, name: str, tail: deque, on_line: Callable[[str, str], None] | None, max_lines: int) -> None:
@@ -226,7 +234,7 @@ def run_fenced(command: str, method_dir: str | Path, bundle_dir: str | Path, out
             while process.poll() is None:
                 if time.monotonic() - started > limits.timeout_s:
                     timed_out = True
-                elif _folder_bytes(output_dir) > limits.output_bytes:
+                elif _over(output_dir, limits):
                     exceeded = True
                 if timed_out or exceeded:
                     _kill_group(process)
@@ -240,8 +248,7 @@ def run_fenced(command: str, method_dir: str | Path, bundle_dir: str | Path, out
                 pump.join(timeout=10)
     seconds = time.monotonic() - started
     # a file stopped by RLIMIT_FSIZE sits exactly at the limit; the size watcher may not have seen it
-    exceeded = exceeded or _folder_bytes(output_dir) > limits.output_bytes or any(
-        p.is_file() and p.stat().st_size > limits.output_bytes for p in output_dir.rglob("*"))
+    exceeded = exceeded or _over(output_dir, limits)
     return FenceResult(returncode=process.returncode, seconds=seconds, output=output_dir, timed_out=timed_out,
                        output_exceeded=exceeded, stdout_tail=list(tails["stdout"]), stderr_tail=list(tails["stderr"]))
 

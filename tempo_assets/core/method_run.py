@@ -7,6 +7,7 @@ failure is stored like a success, so it never silently disappears from a window.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import tempfile
@@ -96,9 +97,7 @@ def run_method(spec: Any, bundle: str | Path, cutoff_key: str, cutoff: date, tar
     if spec.kind != "command":
         raise TempoInputError(f"method {method!r}: unknown kind {spec.kind!r}")
     limits = limits or FenceLimits()
-    limits = FenceLimits(timeout_s=spec.timeout_s, memory_bytes=int(spec.memory_gb * (1 << 30)),
-                         output_bytes=limits.output_bytes, tmp_bytes=limits.tmp_bytes, threads=limits.threads,
-                         poll_s=limits.poll_s)
+    limits = dataclasses.replace(limits, timeout_s=spec.timeout_s, memory_bytes=int(spec.memory_gb * (1 << 30)))
     provenance = {"method_dir": spec.dir, "command": spec.command, "method_sha256": folder_digest(spec.dir)}
     output = Path(tempfile.mkdtemp(prefix="tempo_method_out_", dir=scratch))
     try:

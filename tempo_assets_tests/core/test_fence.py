@@ -114,11 +114,11 @@ def test_fenced_method_sees_no_archive_no_network_and_is_scored_normally(tmp_pat
     try:
         with socket.create_connection(("127.0.0.1", listener.port), timeout=2) as control:
             control.sendall(b"control")  # the listener is reachable from outside the fence
-        for _ in range(50):
-            if listener.accepted:
+        for _ in range(100):
+            if listener.received == b"control":
                 break
             time.sleep(0.05)
-        assert listener.accepted == 1
+        assert listener.accepted == 1 and listener.received == b"control"
         listener.accepted, listener.received = 0, b""
         dhome = os.environ.get("DAGSTER_HOME", str(REPO / ".dagster_home"))
         values = {"__GAF__": repr(str(LATER_GAF)), "__ARCHIVE__": repr(str(REPO / "data")),
@@ -202,6 +202,16 @@ def test_memory_limit_stops_a_greedy_method(tmp_path, bundle, monkeypatch, witho
     roomy = run_method(spec.model_copy(update={"memory_gb": 3.0}), bundle, "2016-01-15", date(2016, 1, 15),
                        read_bundle_targets(bundle), parse_obo(bundle / "go.obo"), SMALL)
     assert roomy.status == "ok", roomy.reason
+
+
+def test_too_many_output_files_is_a_failure(tmp_path, bundle):
+    folder = method(tmp_path, "")
+    out = tmp_path / "out"
+    out.mkdir()
+    limits = FenceLimits(timeout_s=60, output_bytes=1 << 20, tmp_bytes=1 << 20, output_files=50)
+    result = run_fenced("cd $TEMPO_OUTPUT && for i in $(seq 1 500); do : > f$i; done; sleep 30", folder, bundle, out,
+                        limits)
+    assert result.output_exceeded and "file-count" in result.failure and result.seconds < 20
 
 
 def test_tmp_is_private_and_bounded(tmp_path, bundle):
