@@ -22,6 +22,7 @@ import yaml
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.method_registry import load_registry
 
 RELEASES = dg.DynamicPartitionsDefinition(name="releases")
 CUTOFFS = dg.DynamicPartitionsDefinition(name="cutoffs")
@@ -188,8 +189,6 @@ def plan_partitions(archive) -> PartitionPlan:
     as_of = {m.id: parse_date(m.as_of) for m in manifests}
     check_as_of_order(manifests)
     windows = archive_windows(ids, Path(archive.root) / "windows.yaml")
-    from tempo_assets.core.method_registry import load_registry
-
     methods = load_registry(archive.root).keys()
     return PartitionPlan(ids, cutoff_keys(ids), [w.key for w in windows], as_of, methods)
 
@@ -198,7 +197,7 @@ def register_partitions(instance: dg.DagsterInstance, plan: PartitionPlan) -> di
     """Add the plan's keys missing from the instance; return the newly added keys per partition."""
     added: dict[str, list[str]] = {}
     for definition, keys in ((RELEASES, plan.releases), (CUTOFFS, plan.cutoffs), (WINDOWS, plan.windows),
-                                (METHODS, plan.methods)):
+                            (METHODS, plan.methods)):
         existing = set(instance.get_dynamic_partitions(definition.name))
         new = [k for k in keys if k not in existing]
         if new:
