@@ -18,6 +18,7 @@ from tempo_assets.assets.warehouse import annotation_growth, evaluation_sets, ex
 from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
 from tempo_assets.io_managers import ArtefactIOManager
+from tempo_assets.method_checks import METHOD_CHECKS
 from tempo_assets.resources import (
     ArchiveResource, ArtefactStoreResource, EmbedderResource, GridResource, WarehouseResource,
     default_archive_root, default_artefacts_root, default_cache_root, default_warehouse_url,
@@ -55,7 +56,7 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=CHECKS + AUDIT_CHECKS,
+    asset_checks=CHECKS + AUDIT_CHECKS + METHOD_CHECKS,
     jobs=JOBS + METHOD_JOBS,
     sensors=[archive_sensor],
     schedules=[weekly_archive_check],

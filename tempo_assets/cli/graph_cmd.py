@@ -79,6 +79,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
+    from tempo_assets.method_checks import METHOD_CHECKS
 
     resources = resources or build_resources()
     store = ArtefactStore(resources["artefact_store"].root if "artefact_store" in resources else default_artefacts_root())
@@ -96,7 +97,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
             report.append((job, key, "skipped", 0.0))
             continue
         started = time.perf_counter()
-        result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS, selection=missing, partition_key=key,
+        result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS + METHOD_CHECKS, selection=missing, partition_key=key,
                                 instance=instance, resources=resources, raise_on_error=False,
                                 run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         seconds = time.perf_counter() - started

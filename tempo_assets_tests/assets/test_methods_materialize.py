@@ -98,6 +98,20 @@ def test_every_method_runs_at_every_cutoff(graph):
         assert verify_removal_manifest(store.folder("method_predictions", key), meta) == []
 
 
+def test_blocking_checks_passed_on_every_method_partition(graph):
+    found = {}
+    for record in graph["instance"].get_run_records():
+        for entry in graph["instance"].all_logs(record.dagster_run.run_id,
+                                                of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+            data = entry.dagster_event.event_specific_data
+            found[(data.check_name, str(data.partition))] = data.passed
+    plan = graph["plan"]
+    for cutoff in plan.cutoffs:
+        assert found[("method_bundle__within_cutoff", cutoff)] is True
+        for method in plan.methods:
+            assert found[("method_predictions__within_cutoff", f"{cutoff}|{method}")] is True
+
+
 def test_the_bundle_holds_the_documented_files_as_of_its_cutoff(graph):
     plan, store = graph["plan"], graph["store"]
     for cutoff in plan.cutoffs:
