@@ -6,8 +6,8 @@ from pathlib import Path
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
-from tempo_assets.assets.ia import ia_series
-from tempo_assets.io_managers import Artefact
+from tempo_assets.core.ia import ia_series
+from tempo_assets.core.artefacts import Artefact
 from tempo_assets.partitions import CUTOFF_METHODS, CUTOFFS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, default_dagster_home
 
@@ -111,7 +111,7 @@ def method_records(store, cutoffs, method_keys) -> dict:
     The ``records`` argument of ``core.method_eligibility.method_eligibility`` and
     ``method_prediction_frames``; a (cutoff, key) never materialised is absent (``pending``).
     """
-    from tempo_assets.io_managers import refuse_flagged
+    from tempo_assets.core.artefacts import refuse_flagged
 
     return {(c, k): refuse_flagged(store.open("method_predictions", f"{c}|{k}"))
             for c in cutoffs for k in method_keys if store.exists("method_predictions", f"{c}|{k}")}
