@@ -29,8 +29,13 @@ EXCLUDED = "excluded: trained after t0"
 ELIGIBILITY_COLUMNS = ["method", "name", "version", "kind", "window", "t0", "t_minus_1", "trained_until",
                        "eligible", "status", "reason", "valid_tau_available", "valid_tau_note"]
 
-__all__ = ["ELIGIBILITY_COLUMNS", "EXCLUDED", "UNDECLARED", "method_catalog", "method_eligibility",
-           "method_prediction_frames"]
+NO_T_MINUS_1 = "no predictions at t-1: headline not available"
+# a registered method's rows in the benchmark are named ``method:<registration key>`` (``NAME`` or
+# ``NAME@VERSION``), beside the baselines' plain names; trained at t-1 they carry the OLDER suffix too
+METHOD_PREFIX = "method:"
+
+__all__ = ["ELIGIBILITY_COLUMNS", "EXCLUDED", "METHOD_PREFIX", "NO_T_MINUS_1", "UNDECLARED", "benchmark_methods",
+           "collect_records", "method_catalog", "method_eligibility", "method_prediction_frames"]
 
 
 def _meta(record: Any) -> Mapping[str, Any]:
@@ -119,3 +124,45 @@ def method_catalog(methods: Iterable[Any], records: Mapping[tuple[str, str], Any
     methods = list(methods)
     frames = [method_eligibility(methods, records, w, release_dates) for w in windows]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ELIGIBILITY_COLUMNS)
+
+
+def collect_records(by_cutoff: Mapping[str, Any], keys: Iterable[str]) -> dict[tuple[str, str], Any]:
+    """``{(cutoff, key): artefact}`` of the stored ``method_predictions`` a window may read.
+
+    ``by_cutoff`` maps each cutoff to the role-gated set it is read through (anything with
+    ``exists(partition)`` and ``get(partition)``, e.g. ``core.artefacts.ArtefactSet``): the
+    window's ``t0`` through its refit set, its ``t-1`` through the TRAIN-bounded one. A partition
+    never materialised is absent (``pending``).
+    """
+    from tempo_assets.core.windows import cutoff_method_key
+
+    records = {}
+    for cutoff, artefacts in by_cutoff.items():
+        for key in keys:
+            partition = cutoff_method_key(cutoff, key)
+            if artefacts.exists(partition):
+                records[(cutoff, key)] = artefacts.get(partition)
+    return records
+
+
+def benchmark_methods(eligibility: pd.DataFrame, records: Mapping[tuple[str, str], Any]
+                      ) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame], dict[str, str]]:
+    """``(at_t0, at_t_minus_1, notes)`` keyed by benchmark name ``method:<key>`` for the eligible methods.
+
+    ``at_t0`` goes beside the baselines trained at t0, ``at_t_minus_1`` (only the methods with a
+    usable run at t-1) beside the baselines trained at t-1; ``notes`` says, per name, what marks its
+    numbers: ``training date undeclared`` and/or ``no predictions at t-1: headline not available``.
+    """
+    frames = method_prediction_frames(eligibility, records)
+    reasons = dict(zip(eligibility["method"], eligibility["reason"]))
+    at_t0, older, notes = {}, {}, {}
+    for key, pair in frames.items():
+        name = f"{METHOD_PREFIX}{key}"
+        at_t0[name] = pair["t0"]
+        marks = [UNDECLARED] if reasons.get(key) == UNDECLARED else []
+        if pair["t-1"] is None:
+            marks.append(NO_T_MINUS_1)
+        else:
+            older[name] = pair["t-1"]
+        notes[name] = "; ".join(marks)
+    return at_t0, older, notes

@@ -126,8 +126,26 @@ def _where(loc: tuple) -> str:
     return out
 
 
-def load_registry(archive_root: str | Path) -> Registry:
-    """The archive's registry (empty when there is no ``methods.yaml``); errors name the key."""
+# the repository checkout holding this package: relative method folders not under the archive resolve here
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_folder(archive_root: str | Path, folder: str) -> str:
+    """A registered folder as an absolute path: a relative one is read against the archive root,
+    else (when no such folder is there) against the repository root (``examples/methods/...``)."""
+    path = Path(folder)
+    if path.is_absolute():
+        return str(path)
+    in_archive = Path(archive_root) / path
+    return str((in_archive if in_archive.exists() else REPO_ROOT / path).resolve())
+
+
+def load_registry(archive_root: str | Path, resolve: bool = True) -> Registry:
+    """The archive's registry (empty when there is no ``methods.yaml``); errors name the key.
+
+    ``resolve``: relative ``dir`` / ``predictions`` made absolute (:func:`resolve_folder`); the
+    CLI's add/remove keep them as written when they rewrite the file.
+    """
     path = registry_path(archive_root)
     if not path.exists():
         return Registry()
@@ -147,6 +165,10 @@ def load_registry(archive_root: str | Path) -> Registry:
     duplicated = sorted({k for k in keys if keys.count(k) > 1})
     if duplicated:
         raise TempoInputError(f"methods registered twice: {duplicated}", path=path)
+    if resolve:
+        registry.methods = [spec.model_copy(update={f: resolve_folder(archive_root, getattr(spec, f))
+                                                    for f in ("dir", "predictions") if getattr(spec, f)})
+                            for spec in registry.methods]
     return registry
 
 
@@ -170,7 +192,7 @@ def refuse_exposing(folder: str | Path, protected: dict[str, Path]) -> None:
 
 def add_method(archive_root: str | Path, spec: MethodSpec, protected: dict[str, Path] | None = None) -> MethodSpec:
     """Register ``spec`` (paths made absolute); refuses a key already registered."""
-    registry = load_registry(archive_root)
+    registry = load_registry(archive_root, resolve=False)
     if spec.key in registry.keys():
         raise TempoInputError(f"method {spec.key!r} is already registered; register a new --version "
                               f"or `tempo method remove {spec.key}` first", path=registry_path(archive_root))
@@ -194,7 +216,7 @@ def add_method(archive_root: str | Path, spec: MethodSpec, protected: dict[str, 
 
 def remove_method(archive_root: str | Path, key: str) -> MethodSpec:
     """Unregister ``key`` (``NAME`` or ``NAME@V``); stored predictions stay as history."""
-    registry = load_registry(archive_root)
+    registry = load_registry(archive_root, resolve=False)
     matches = [s for s in registry.methods if s.key == key]
     if not matches:
         versions = [s.key for s in registry.methods if s.name == key]

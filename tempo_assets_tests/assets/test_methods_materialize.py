@@ -6,16 +6,22 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+import argparse
+
+from tempo_assets.assets.benchmark import OLDER, BenchmarkResource
 from tempo_assets.assets.methods import MethodFenceResource, method_records
+from tempo_assets.cli import report_cmd
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.method_bundle import ANNOTATION_COLUMNS, FILES, verify_bundle
-from tempo_assets.core.method_eligibility import EXCLUDED, UNDECLARED, method_eligibility, method_prediction_frames
+from tempo_assets.core.method_eligibility import (
+    EXCLUDED, NO_T_MINUS_1, UNDECLARED, method_eligibility, method_prediction_frames,
+)
 from tempo_assets.core.method_registry import MethodSpec, add_method, load_registry
 from tempo_assets.core.removals import verify_removal_manifest
 from tempo_assets.definitions import build_resources
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import METHODS, parse_window_key, plan_partitions, register_partitions
-from tempo_assets.resources import open_archive
+from tempo_assets.resources import GridResource, open_archive
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
 
 pytestmark = pytest.mark.slow
@@ -59,6 +65,8 @@ def graph(tmp_path_factory):
                    command="python3 predict.py 5", timeout_s=120),
         MethodSpec(name="freqprior", version="2", kind="command", dir=str(EXAMPLES / "freqprior"),
                    command="python3 predict.py 10", timeout_s=120, trained_until="2017-06-01"),
+        MethodSpec(name="freqprior", version="3", kind="command", dir=str(EXAMPLES / "freqprior"),
+                   command="python3 predict.py 20", timeout_s=120, trained_until=ids[2]),
         MethodSpec(name="blast", kind="command", dir=str(EXAMPLES / "blast_transfer"), command="python3 predict.py",
                    timeout_s=300),
         MethodSpec(name="bad", kind="command", dir=str(methods / "bad"), command="python3 run.py", timeout_s=60),
@@ -75,19 +83,21 @@ def graph(tmp_path_factory):
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
     resources = build_resources(str(archive), str(root / "art"), "sqlite:///" + str(root / "wh.sqlite"),
-                                str(root / "cache"), method_fence=MethodFenceResource(output_limit_mb=1))
+                                str(root / "cache"), method_fence=MethodFenceResource(output_limit_mb=1),
+                                grid=GridResource(bootstrap_samples=20),
+                                benchmark_config=BenchmarkResource(bootstrap_samples=20))
     steps = [s for s in plan_steps(plan, "all") if s[0] in ("release_job", "cutoff_job", "method_bundle_job",
                                                            "method_job")]
     report = run_steps(steps, instance, resources, echo=lambda *_: None)
     return {"root": root, "archive": archive, "instance": instance, "plan": plan, "report": report,
-            "store": ArtefactStore(root / "art"), "steps": steps}
+            "store": ArtefactStore(root / "art"), "steps": steps, "resources": resources}
 
 
 def test_every_method_runs_at_every_cutoff(graph):
     plan, store = graph["plan"], graph["store"]
     assert [r[2] for r in graph["report"]] == ["ok"] * len(graph["report"])
     assert graph["instance"].get_dynamic_partitions(METHODS.name) == plan.methods
-    assert len(plan.methods) == 8
+    assert len(plan.methods) == 9
     method_steps = [k for j, k in graph["steps"] if j == "method_job"]
     assert sorted(method_steps) == sorted(f"{c}|{m}" for c in plan.cutoffs for m in plan.methods)
     for key in method_steps:
@@ -184,3 +194,90 @@ def test_eligibility_over_stored_records(graph):
     frames = method_prediction_frames(table.reset_index(), records)
     assert "flood" not in frames and "freqprior@2" not in frames and list(frames["blast"]["t0"].columns) == ["protein", "term", "aspect", "score"]
     assert frames["freqprior@1"]["t-1"] is not None
+
+
+@pytest.fixture(scope="module")
+def scored(graph):
+    """Both windows of the tiny archive benchmarked with the registered methods, and the catalog."""
+    plan = graph["plan"]
+    for window in plan.windows:
+        report = run_steps(plan_steps(plan, "window", window), graph["instance"], graph["resources"],
+                           echo=lambda *_: None)
+        assert {r[2] for r in report} <= {"ok", "skipped"} and report[-1][2] == "ok", report
+    report = run_steps([("catalog_job", None)], graph["instance"], graph["resources"], echo=lambda *_: None)
+    assert report[-1][2] == "ok"
+    return graph
+
+
+def test_benchmark_scores_eligible_methods_beside_the_baselines(scored):
+    plan, store = scored["plan"], scored["store"]
+    first = plan.windows[0]
+    t0 = parse_window_key(first).t0
+    assert plan.as_of[t0].isoformat() < "2017-06-01"
+    value = store.open("benchmark", first).value
+    status = value["methods"].set_index("method")
+    summary = value["summary"]
+    names = set(summary["method"])
+    # trained after t0: excluded with the reason, no row
+    assert status.loc["freqprior@2", "status"] == "excluded" and status.loc["freqprior@2", "reason"] == EXCLUDED
+    assert "method:freqprior@2" not in names and f"method:freqprior@2{OLDER}" not in names
+    # failed at t0: listed with the reason, not scored
+    assert status.loc["flood", "status"] == "failed" and "output exceeded" in status.loc["flood", "reason"]
+    assert "method:flood" not in names
+    # eligible: on exactly the recipe's and the baselines' targets, with its t-1 run beside the older baselines
+    assert {"recipe", "naive", "method:freqprior@1", "method:blast", f"method:freqprior@1{OLDER}"} <= names
+    targets = summary.set_index(["method", "mode", "aspect"])["n_targets"]
+    for (mode, aspect), n in targets.loc["recipe"].items():
+        assert targets.loc[("method:freqprior@1", mode, aspect)] == n == targets.loc[("naive", mode, aspect)]
+    rows = summary[summary["method"] == "method:freqprior@1"]
+    assert set(rows["note"]) == {UNDECLARED} and rows["fmax_oracle_low"].notna().any()
+    paired = value["paired"]
+    assert len(paired[(paired["a"] == "recipe") & (paired["b"] == "method:freqprior@1")]) == len(rows)
+    assert len(paired[(paired["a"] == "method:freqprior@1") & (paired["b"] == f"method:freqprior@1{OLDER}")])
+    # trained until t0 (version 3) and produced at t0 (late, precomputed): scored, but no run at t-1
+    # may fix a VALID threshold, so the headline is missing and the rows say why
+    for name in ("method:freqprior@3", "method:late"):
+        marked = summary[summary["method"] == name]
+        assert len(marked) == len(rows) and marked["note"].str.contains(NO_T_MINUS_1).all()
+        assert marked["valid_tau"].isna().all() and marked["f_at_valid_tau"].isna().all()
+        assert f"{name}{OLDER}" not in names
+    assert status.loc["freqprior@3", "reason"] == "" and status.loc["late", "status"] == "eligible"
+    # the catalog: every method's status on every window
+    catalog = store.open("benchmark_catalog", None).value["methods"].set_index(["window", "method"])
+    assert catalog.loc[(first, "freqprior@2"), "status"] == "excluded"
+    assert catalog.loc[(first, "freqprior@2"), "reason"] == EXCLUDED
+    assert catalog.loc[(first, "freqprior@1"), "reason"] == UNDECLARED
+    assert catalog.loc[(first, "flood"), "status"] == "failed"
+    assert len(catalog) == len(plan.windows) * len(plan.methods)
+
+
+def test_report_tsv_shows_methods_and_versions_side_by_side_with_cis(scored, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setenv("TEMPO_ARCHIVE", str(scored["archive"]))
+    monkeypatch.setenv("TEMPO_ARTEFACTS", str(scored["root"] / "art"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    parser = argparse.ArgumentParser()
+    report_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["report", "--format", "tsv"])
+    assert args.func(args) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out), sep="\t", keep_default_na=True)
+    first = scored["plan"].windows[0]
+    cell = table[(table["window"] == first) & (table["mode"] == "NK") & (table["aspect"] == "BP")]
+    order = list(cell["method"])
+    # versions side by side (each trained-at-t0 row followed only by its own t-1 row)
+    assert order.index("method:freqprior@1{0}".format(OLDER)) == order.index("method:freqprior@1") + 1
+    assert order.index("method:freqprior@3") == order.index("method:freqprior@1") + 2
+    assert {"naive", "blast", "recipe"} <= set(order)
+    methods = table[table["method"].str.startswith("method:") & ~table["method"].str.endswith(OLDER)]
+    assert {"method:freqprior@1", "method:freqprior@3", "method:blast"} <= set(methods["method"])
+    # every cell a method predicted in has its bootstrap interval (a cell it left empty has none)
+    predicted = methods[methods["predicted_pairs"] > 0]
+    assert len(predicted) and predicted["fmax_oracle_low"].notna().all(), \
+        methods.loc[methods["fmax_oracle_low"].isna(), ["method", "mode", "aspect", "predicted_pairs"]]
+    assert predicted["fmax_oracle_high"].notna().all()
+    assert (predicted["fmax_oracle_low"] <= predicted["fmax_oracle_high"]).all()
+    args = parser.parse_args(["report", "--format", "md"])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "Registered methods" in text and EXCLUDED in text and "method:freqprior@1" in text
