@@ -8,6 +8,7 @@ from tempo_assets.assets.corpus import knn_corpus
 from tempo_assets.assets.embeddings import embeddings
 from tempo_assets.assets.ia import ia_weights
 from tempo_assets.assets.labels import reranker_labels
+from tempo_assets.assets.methods import METHOD_ASSETS, METHOD_JOBS, MethodFenceResource
 from tempo_assets.assets.recipe import frozen_recipe
 from tempo_assets.assets.releases import ontology, release_annotations, sequences
 from tempo_assets.assets.scoring import test_growth, test_score
@@ -20,6 +21,7 @@ from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
 from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 from tempo_assets.io_managers import ArtefactIOManager
+from tempo_assets.method_checks import METHOD_CHECKS
 from tempo_assets.resources import (
     ArchiveResource, ArtefactStoreResource, EmbedderResource, GridResource, WarehouseResource,
     default_archive_root, default_artefacts_root, default_cache_root, default_warehouse_url,
@@ -32,12 +34,14 @@ ASSETS = [
     knn_corpus, ia_weights, reranker_labels,
     valid_selection, frozen_recipe, test_growth, test_score, submission,
     benchmark, benchmark_catalog,
+    *METHOD_ASSETS,
 ]
 
 
 def build_resources(archive_root: str | None = None, artefacts_root: str | None = None,
                     warehouse_url: str | None = None, cache_root: str | None = None,
-                    grid: GridResource | None = None, benchmark_config: BenchmarkResource | None = None) -> dict:
+                    grid: GridResource | None = None, benchmark_config: BenchmarkResource | None = None,
+                    method_fence: MethodFenceResource | None = None) -> dict:
     """Resources bound to an archive and an artefact folder (defaults from the environment)."""
     archive_root = archive_root or default_archive_root()
     artefacts_root = artefacts_root or default_artefacts_root()
@@ -50,13 +54,14 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
         "grid": grid or GridResource(),
         "warehouse": WarehouseResource(url=warehouse_url or default_warehouse_url()),
         "benchmark_config": benchmark_config or BenchmarkResource(),
+        "method_fence": method_fence or MethodFenceResource(),
     }
 
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS,
-    jobs=JOBS,
+    asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
+    jobs=JOBS + METHOD_JOBS,
     sensors=[archive_sensor],
     schedules=[weekly_archive_check],
     resources=build_resources(),

@@ -106,6 +106,7 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             asset=upstream, role=role or "cutoff", limit_release=limit_release,
             limit_date=as_of[limit_release], release_order=order, as_of=as_of,
             fetch=lambda key: refuse_flagged(store.open(upstream, key), store.sidecar_path(upstream, key)),
+            stored=lambda key: store.exists(upstream, key),
         )
 
     @staticmethod

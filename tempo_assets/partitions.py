@@ -1,16 +1,18 @@
-"""Dynamic partitions (releases, cutoffs, windows) and the window arithmetic behind them.
+"""Dynamic partitions (releases, cutoffs, windows, methods) and the window arithmetic behind them.
 
 Partition keys come from the release archive: every release is a ``releases`` key; every release
 with a predecessor is a ``cutoffs`` key (TRAIN artefacts need the previous release for reranker
 labels); every run of four consecutive releases is a ``windows`` key ``t-2__t-1__t0__t1``, plus any
-declared in ``ARCHIVE/windows.yaml``. Dagster's ``StaticPartitionMapping`` refuses dynamic
+declared in ``ARCHIVE/windows.yaml``; every method registered in ``ARCHIVE/methods.yaml`` is a
+``methods`` key (``NAME`` or ``NAME@VERSION``), and ``method_predictions`` is partitioned by
+``cutoffs x methods``. Dagster's ``StaticPartitionMapping`` refuses dynamic
 partitions, so window assets read release/cutoff artefacts through ``AllPartitionMapping`` and the
 IO manager hands them a role-gated lazy set (``io_managers.ArtefactSet``): only the partitions the
 window's role allows can be loaded.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import dagster as dg
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.method_registry import load_registry
 # window arithmetic lives in core/windows.py; re-exported here for the wiring layer
 from tempo_assets.core.windows import (  # noqa: F401
     WINDOW_SEPARATOR, Window, archive_windows, cutoff_keys, declared_windows, is_window_key, parse_window_key,
@@ -27,6 +30,8 @@ from tempo_assets.core.windows import (  # noqa: F401
 RELEASES = dg.DynamicPartitionsDefinition(name="releases")
 CUTOFFS = dg.DynamicPartitionsDefinition(name="cutoffs")
 WINDOWS = dg.DynamicPartitionsDefinition(name="windows")
+METHODS = dg.DynamicPartitionsDefinition(name="methods")
+CUTOFF_METHODS = dg.MultiPartitionsDefinition({"cutoff": CUTOFFS, "method": METHODS})
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,11 @@ class PartitionPlan:
     cutoffs: list[str]
     windows: list[str]
     as_of: dict[str, date]
+    methods: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {"releases": self.releases, "cutoffs": self.cutoffs, "windows": self.windows}
+        return {"releases": self.releases, "cutoffs": self.cutoffs, "windows": self.windows,
+                "methods": self.methods}
 
 
 def check_as_of_order(manifests) -> None:
@@ -69,13 +76,15 @@ def plan_partitions(archive) -> PartitionPlan:
     as_of = {m.id: parse_date(m.as_of) for m in manifests}
     check_as_of_order(manifests)
     windows = archive_windows(ids, Path(archive.root) / "windows.yaml")
-    return PartitionPlan(ids, cutoff_keys(ids), [w.key for w in windows], as_of)
+    methods = load_registry(archive.root).keys()
+    return PartitionPlan(ids, cutoff_keys(ids), [w.key for w in windows], as_of, methods)
 
 
 def register_partitions(instance: dg.DagsterInstance, plan: PartitionPlan) -> dict[str, list[str]]:
     """Add the plan's keys missing from the instance; return the newly added keys per partition."""
     added: dict[str, list[str]] = {}
-    for definition, keys in ((RELEASES, plan.releases), (CUTOFFS, plan.cutoffs), (WINDOWS, plan.windows)):
+    for definition, keys in ((RELEASES, plan.releases), (CUTOFFS, plan.cutoffs), (WINDOWS, plan.windows),
+                            (METHODS, plan.methods)):
         existing = set(instance.get_dynamic_partitions(definition.name))
         new = [k for k in keys if k not in existing]
         if new:

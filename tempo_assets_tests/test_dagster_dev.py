@@ -55,7 +55,11 @@ def wait_for(url: str, process: subprocess.Popen, seconds: float) -> dict:
 
 
 def test_dagster_dev_serves_assets_partitions_and_checks(tmp_path):
+    from tempo_assets.core.method_registry import MethodSpec, add_method
+
     archive = build_tiny_archive(tmp_path)
+    add_method(archive, MethodSpec(name="freqprior", version="1", kind="command",
+                                   dir=str(REPO / "examples" / "methods" / "freqprior"), command="python3 predict.py"))
     home = make_home(tmp_path / "home")
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         plan = plan_partitions(open_archive(archive))
@@ -82,6 +86,7 @@ def test_dagster_dev_serves_assets_partitions_and_checks(tmp_path):
         assert by_key["test_score"]["partitionKeys"] == plan.windows
         assert by_key["knn_corpus"]["partitionKeys"] == plan.cutoffs
         assert by_key["ontology"]["partitionKeys"] == plan.releases
+        assert sorted(by_key["method_predictions"]["partitionKeys"]) == [f"{c}|freqprior@1" for c in plan.cutoffs]
         served = {c["name"]: c["blocking"] for n in nodes if n["assetChecksOrError"]["__typename"] == "AssetChecks"
                   for c in n["assetChecksOrError"]["checks"]}
         assert set(served) == {key.name for key in defs.resolve_asset_graph().asset_check_keys}

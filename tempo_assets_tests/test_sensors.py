@@ -169,3 +169,17 @@ def test_schedule_registers_partitions_and_requests_ready_windows(world):
     context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when)
     requests = list(weekly_archive_check(context))
     assert [(r.job_name, r.partition_key) for r in requests] == [("window_job", w) for w in plan.windows]
+
+
+def test_sensor_registers_a_newly_registered_method(world, tmp_path):
+    from tempo_assets.core.method_registry import MethodSpec, add_method
+
+    archive, spare, instance, store, resources = world
+    _, added, cursor = evaluate(instance, resources, None)
+    assert "methods" not in added
+    folder = tmp_path / "method"
+    folder.mkdir()
+    add_method(archive, MethodSpec(name="prior", version="2", kind="command", dir=str(folder), command="true"))
+    _, added, cursor = evaluate(instance, resources, cursor)
+    assert added == {"methods": ["prior@2"]}
+    assert instance.get_dynamic_partitions("methods") == ["prior@2"]

@@ -1,6 +1,7 @@
 """Per-window benchmark (the recipe beside CAFA/LAFA baselines on TEST) and the window catalog."""
 
 import base64
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -12,6 +13,7 @@ from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.artefact_types import BenchmarkCatalog
 from tempo_assets.core.artefacts import Artefact, ArtefactSet, ArtefactStore
 from tempo_assets.core.benchmark import results_frame
+from tempo_assets.core.method_eligibility import NO_T_MINUS_1
 from tempo_assets.core.workflow import OLDER
 from tempo_assets.partitions import WINDOWS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, open_archive
@@ -53,6 +55,33 @@ def methods_at(cutoff: str, recipe, inputs, query_embedded, query_sequences, tar
     trained = TrainedAt(*(artefact.value for artefact in read))
     baseline = BaselineConfig(blast_threads=config.blast_threads, blast_sensitivity=config.blast_sensitivity)
     return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline), read
+
+
+@dataclass(frozen=True)
+class RegisteredFrames:
+    """Registered methods' frames for one window, named ``method:<key>`` (see core.method_eligibility)."""
+
+    at_t0: dict
+    at_t_minus_1: dict
+    notes: dict
+
+
+def registered_methods(archive: ArchiveResource, window, method_predictions: ArtefactSet):
+    """``(eligibility, RegisteredFrames, records)`` of the methods in ``ARCHIVE/methods.yaml`` on ``window``.
+
+    The t0 predictions are read through the refit-bounded set, the t-1 ones through the same set
+    narrowed to the TRAIN bound, so no method frame past either bound can be loaded.
+    """
+    from tempo_assets.core.method_eligibility import benchmark_methods, collect_records, method_eligibility
+    from tempo_assets.core.method_registry import load_registry
+    from tempo_assets.core.releases import archive_release_dates
+
+    specs = load_registry(archive.root).methods
+    sets = {window.t0: method_predictions,
+            window.t_minus_1: method_predictions.narrowed("train", window.bound_of("train"))}
+    records = collect_records(sets, [spec.key for spec in specs])
+    status = method_eligibility(specs, records, window, archive_release_dates(archive.root)[1])
+    return status, RegisteredFrames(*benchmark_methods(status, records)), records
 
 
 def window_derived(archive: ArchiveResource, window) -> list[str]:
@@ -107,14 +136,17 @@ def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
          "frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
          "knn_corpus": role_in("refit"), "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"),
          "embeddings": role_in("refit"), "release_annotations": role_in("refit"), "ontology": role_in("test"),
-         "sequences": role_in("refit")},
+         "sequences": role_in("refit"),
+         # every cutoff x method partition, read through the role gate: t0 (refit) for the TEST
+         # scoring frame, narrowed to TRAIN (t-1) for the frame that fixes a method's VALID threshold
+         "method_predictions": role_in("refit")},
 )
 def benchmark(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, benchmark_config: BenchmarkResource, test_growth: Artefact,
     test_score: Artefact, frozen_recipe: Artefact, knn_corpus: ArtefactSet, reranker_labels: ArtefactSet,
     ia_weights: ArtefactSet, embeddings: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet,
-    sequences: ArtefactSet,
+    sequences: ArtefactSet, method_predictions: ArtefactSet,
 ) -> dg.Output:
     """One row per (method, mode, aspect) on TEST (t0, t1], after test_score: recipe vs baselines, CIs."""
     from tempo_assets.core.report import render_window_report, write_report
@@ -129,12 +161,19 @@ def benchmark(
     query = (emb_t0.value, dict(zip(seq_t0.value["protein"], seq_t0.value["sequence"])), test.targets)
     inputs = (knn_corpus, reranker_labels, release_annotations, ontology, sequences)
     methods, read = methods_at(t0, recipe, inputs, *query, grid.ks, benchmark_config)
+    status, registered, records = registered_methods(archive, window, method_predictions)
+    older = {}
     if benchmark_config.decay:
         older, read_older = methods_at(window.t_minus_1, recipe, inputs, *query, grid.ks, benchmark_config)
-        methods.update({f"{m}{OLDER}": p for m, p in older.items()})
         read += read_older
+    methods.update(registered.at_t0)
+    older.update(registered.at_t_minus_1)
+    methods.update({f"{m}{OLDER}": p for m, p in older.items()})
+    read += list(records.values())
     derived = window_derived(archive, window)
-    value = benchmark_window(test, methods, recipe, options, derived, benchmark_config.decay)
+    no_valid_tau = [name for name, note in registered.notes.items() if NO_T_MINUS_1 in note]
+    value = benchmark_window(test, methods, recipe, options, derived, benchmark_config.decay,
+                             notes=registered.notes, no_valid_tau=no_valid_tau, method_status=status)
     folder = artefact_store.store().folder("benchmark", window.key)
     newest = value.curves[~value.curves["method"].str.endswith(OLDER)] if len(value.curves) else value.curves
     images = curve_images(newest, value.summary, folder)  # decay lives in its table
@@ -154,10 +193,16 @@ def benchmark(
         curves=f"images in this partition's observation: {', '.join(sorted(images))}"))
 
 
+def method_status_markdown(status: pd.DataFrame) -> str:
+    """Registered methods per window: status and reason, the VALID-threshold note."""
+    columns = ["window", "method", "trained_until", "status", "reason", "valid_tau_note"]
+    return status[columns].to_markdown(index=False)
+
+
 def summary_markdown(summary: pd.DataFrame) -> str:
     columns = [c for c in ("method", "mode", "aspect", "n_targets", "valid_tau", "f_at_valid_tau",
                            "f_at_valid_tau_low", "f_at_valid_tau_high", "fmax_oracle", "tau_oracle", "wfmax",
-                           "smin", "f_micro_w", "coverage") if c in summary.columns]
+                           "smin", "f_micro_w", "coverage", "note") if c in summary.columns]
     return summary[columns].round(3).to_markdown(index=False)
 
 
@@ -244,9 +289,23 @@ def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dic
         [{"window": w, "status": "superseded", "written_at": (metas[w] or {}).get("written_at", ""),
           "derived": bool(set(window_releases(w)) & derived_ids), "reasons": reason} for w, reason in history.items()],
         columns=catalog.columns)], ignore_index=True) if history else catalog
-    return {"catalog": catalog, "metas": metas,
+    return {"catalog": catalog, "metas": metas, "methods": registered_catalog(store, archive_root, windows),
             "results": pd.concat(results, ignore_index=True) if results else pd.DataFrame(),
             "decay": pd.concat(decays, ignore_index=True) if decays else pd.DataFrame()}
+
+
+def registered_catalog(store: ArtefactStore, archive_root: str, windows) -> pd.DataFrame:
+    """Each registered method's status on every window: eligible, excluded (trained after t0),
+    failed (with its reason), pending, and whether its numbers are marked (training date undeclared)."""
+    from tempo_assets.assets.methods import method_records
+    from tempo_assets.core.method_eligibility import method_catalog
+    from tempo_assets.core.method_registry import load_registry
+    from tempo_assets.core.releases import archive_release_dates
+
+    specs = load_registry(archive_root).methods
+    ids, as_of = archive_release_dates(archive_root)
+    records = method_records(store, ids, [spec.key for spec in specs])
+    return method_catalog(specs, records, [parse_window_key(w) for w in windows], as_of)
 
 
 @dg.asset(group_name="benchmark", deps=[benchmark])
@@ -261,6 +320,8 @@ def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResourc
     read = [store.open("benchmark", w) for w, m in built["metas"].items() if m]
     folder = store.folder("benchmark_catalog", None)
     extra: dict[str, Any] = {"table": dg.MetadataValue.md(catalog.to_markdown(index=False))}
+    if len(built["methods"]):
+        extra["methods"] = dg.MetadataValue.md(method_status_markdown(built["methods"]))
     if len(results):
         main = results[~results["method"].str.endswith(OLDER)]
         extra["longitudinal"] = dg.MetadataValue.md(inline_png(
@@ -273,5 +334,6 @@ def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResourc
     cutoff = max((parse_window_key(m["partition"]).t1 for m in built["metas"].values()
                   if m and parse_window_key(m["partition"]).t1 in ids), default=ids[-1], key=ids.index)
     counts = catalog["status"].value_counts().to_dict()
-    return dg.Output(BenchmarkCatalog(catalog=catalog, results=results, decay=built["decay"]), metadata=binding_metadata(
+    value = BenchmarkCatalog(catalog=catalog, results=results, decay=built["decay"], methods=built["methods"])
+    return dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=read, **{f"windows_{k}": int(v) for k, v in counts.items()}, **extra))

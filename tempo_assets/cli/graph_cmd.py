@@ -58,17 +58,30 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
         for c in submit:
             releases += [previous_release(plan.releases, c), c]
             cutoffs.append(c)
+    methods = list(getattr(plan, "methods", [])) if target in ("all", "window") else []
+    if methods and target == "all":
+        cutoffs += list(plan.cutoffs)  # registered methods run at every cutoff
     for c in list(cutoffs):
         releases += [previous_release(plan.releases, c), c]
     order = {r: i for i, r in enumerate(plan.releases)}
     steps = [("release_job", r) for r in sorted(unique(releases), key=order.get)]
     steps += [("cutoff_job", c) for c in sorted(unique(cutoffs), key=order.get)]
+    if methods:
+        steps += [("method_bundle_job", c) for c in sorted(unique(cutoffs), key=order.get)]
+        steps += [("method_job", f"{c}|{m}") for c in sorted(unique(cutoffs), key=order.get) for m in methods]
     steps += [("window_job", w) for w in windows]
     if target in ("cutoff", "all"):
         steps += [("submission_job", c) for c in submit]
     if target == "all":
         steps.append(("catalog_job", None))  # the cross-window catalog and report, rebuilt every time
     return steps
+
+
+class MethodStep:
+    """A method step's work: the assets it still has to build (nothing to wait for beyond its cutoff)."""
+
+    def __init__(self, todo: list[str]):
+        self.todo, self.blocked, self.waiting = todo, [], []
 
 
 def run_steps(steps, instance, resources=None, echo=print, exclude=(),
@@ -93,10 +106,12 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     from tempo_assets.assets.scoring import test_refusal
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
+    from tempo_assets.assets.methods import METHOD_JOBS
     from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.core.releases import open_archive
     from tempo_assets.definitions import ASSETS, build_resources
     from tempo_assets.graph_state import GraphState
+    from tempo_assets.method_checks import METHOD_CHECKS
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.sensors import JOBS
     from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
@@ -105,12 +120,18 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     store = ArtefactStore(resources["artefact_store"].root)
     archive = open_archive(resources["archive"].root)
     plan = plan_partitions(archive)
-    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS, jobs=JOBS,
-                          resources=resources)
+    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
+                          jobs=JOBS + METHOD_JOBS, resources=resources)
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    # a method's bundle and predictions are built once per (cutoff, method) and kept (a failed run is
+    # recorded as its status); they are not part of the staleness graph
+    method_assets = {"method_bundle_job": ["method_bundle"], "method_job": ["method_predictions"]}
     report = []
     for number, (job, key) in enumerate(steps, start=1):
-        step = GraphState(store, plan, archive=archive, instance=instance, exclude=exclude).step(job, key)
+        if job in method_assets:
+            step = MethodStep([n for n in method_assets[job] if not store.exists(n, key)])
+        else:
+            step = GraphState(store, plan, archive=archive, instance=instance, exclude=exclude).step(job, key)
         where = f"[{number}/{len(steps)}] {job} {key}"
         if not step.todo:
             echo(f"{where}: already materialised and current, skipped")
@@ -232,6 +253,10 @@ def print_outputs(report) -> None:
             value = store.folder("submission", key) / store.read_meta("submission", key)["file"]
             print(f"CAFA submission for cutoff {key}: {value} "
                   f"(manifest: {store.sidecar_path('submission', key)})")
+        elif job == "method_job":
+            meta = store.read_meta("method_predictions", key)
+            print(f"method {key.split('|')[1]} at cutoff {key.split('|')[0]}: {meta['status']}"
+                  + (f" ({meta['reason']})" if meta["status"] != "ok" else f", {meta['predictions']} predictions"))
         elif job == "window_job":
             print(f"TEST score of window {key}: {root / 'test_score' / key} "
                   f"(tempo report --window {key})")

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "tempo_assets.cli.audit_graph_cmd",
     "tempo_assets.cli.report_cmd",
     "tempo_assets.cli.test_claim_cmd",
+    "tempo_assets.cli.method_cmd",
 )
 
 

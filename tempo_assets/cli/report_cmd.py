@@ -49,6 +49,10 @@ def _window_text(value, window: str, derived: bool, fmt: str) -> str:
     if len(value.get("decay", [])):
         parts += ["\n### Decay (trained at t0 vs t-1, same TEST)\n", value["decay"].round(4).to_markdown(index=False),
                   "\n"]
+    if len(value.get("methods", [])):
+        from tempo_assets.assets.benchmark import method_status_markdown
+
+        parts += ["\n### Registered methods\n", method_status_markdown(value["methods"]), "\n"]
     return "\n".join(parts)
 
 
@@ -127,6 +131,10 @@ def _report(args) -> int:
     if len(built["decay"]):
         parts += ["\n## Decay (trained at t0 vs t-1, same TEST)\n", built["decay"].round(4).to_markdown(index=False),
                   "\n"]
+    if len(built["methods"]):
+        from tempo_assets.assets.benchmark import method_status_markdown
+
+        parts += ["\n## Registered methods (status per window)\n", method_status_markdown(built["methods"]), "\n"]
     _emit("\n".join(parts), args.out)
     return 0
 

@@ -130,6 +130,8 @@ class Benchmark(FieldAccess):
     derived_releases: list = field(default_factory=list)
     lafa: bool = False
     dropped_protein_binding: list = field(default_factory=list)
+    # registered methods' status on this window (core.method_eligibility.ELIGIBILITY_COLUMNS)
+    methods: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @register_type
@@ -140,6 +142,8 @@ class BenchmarkCatalog(FieldAccess):
     catalog: pd.DataFrame
     results: pd.DataFrame
     decay: pd.DataFrame
+    # each registered method's status on every window (core.method_eligibility.method_catalog)
+    methods: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 for _cls in (CandidateSource, Growth, IaCounts):

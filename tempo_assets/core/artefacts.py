@@ -33,6 +33,7 @@ import pandas as pd
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import CutoffViolation, TempoInputError
 from tempo_assets.core.io import atomic_write
+from tempo_assets.core.windows import release_of_partition
 
 BINDING_KEYS = ("cutoff", "max_source_date", "sources")
 SIDECAR = "artefact.json"
@@ -314,13 +315,29 @@ class ArtefactSet:
     fetch: Callable[[str], Artefact]
     as_of: dict[str, date] = field(default_factory=dict)
     read: list[str] = field(default_factory=list)
+    stored: Callable[[str], bool] | None = None  # whether a key is materialised (None: not known)
+
+    def exists(self, key: str) -> bool:
+        """Whether partition ``key`` is stored (True when the set was built without a store check)."""
+        return True if self.stored is None else bool(self.stored(key))
+
+    def narrowed(self, role: str, limit_release: str) -> "ArtefactSet":
+        """The same partitions under a stricter ``role`` bounded by ``limit_release`` (never a later one)."""
+        if self.release_order[limit_release] > self.release_order[self.limit_release]:
+            raise TempoInputError(f"{self.asset}: cannot widen a {self.role!r} set bounded by {self.limit_release!r} "
+                                  f"to {limit_release!r}")
+        return ArtefactSet(asset=self.asset, role=role, limit_release=limit_release,
+                           limit_date=self.as_of.get(limit_release, self.limit_date), release_order=self.release_order,
+                           fetch=self.fetch, as_of=self.as_of, read=self.read, stored=self.stored)
 
     def get(self, key: str) -> Artefact:
-        if key not in self.release_order:
-            raise TempoInputError(f"{self.asset}[{key}]: {key!r} is not a release of the archive")
-        if self.release_order[key] > self.release_order[self.limit_release]:
+        # a cutoff x method key ``<cutoff>|<method>`` is bound by its cutoff release
+        release = release_of_partition(key)
+        if release not in self.release_order:
+            raise TempoInputError(f"{self.asset}[{key}]: {release!r} is not a release of the archive")
+        if self.release_order[release] > self.release_order[self.limit_release]:
             raise CutoffViolation(
-                f"{self.asset}[{key}]", self.as_of.get(key, self.limit_date), self.limit_date,
+                f"{self.asset}[{key}]", self.as_of.get(release, self.limit_date), self.limit_date,
                 what=f"partition {key!r} (after {self.limit_release!r}, the last release a "
                 f"{self.role!r} input may read)",
             )

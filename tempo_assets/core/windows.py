@@ -25,6 +25,21 @@ ASSET_ROLE: dict[str, str] = {"valid_selection": "valid", "frozen_recipe": "vali
                               "test_score": "test", "benchmark": "test", "valid_evaluation_set": "valid"}
 
 
+# Dagster joins a multi-partition key's dimensions with "|" in dimension-name order:
+# method_predictions' cutoffs x methods keys read ``<cutoff>|<method>``
+MULTI_SEPARATOR = "|"
+
+
+def release_of_partition(key: str) -> str:
+    """The release a release/cutoff partition key is bound by: itself, or a ``<cutoff>|<method>`` key's cutoff."""
+    return str(key).split(MULTI_SEPARATOR, 1)[0]
+
+
+def cutoff_method_key(cutoff: str, method: str) -> str:
+    """The ``method_predictions`` partition of ``method`` at ``cutoff``."""
+    return f"{cutoff}{MULTI_SEPARATOR}{method}"
+
+
 @dataclass(frozen=True)
 class Window:
     """Four releases ``t-2 < t-1 < t0 < t1``: TRAIN <= t-1, VALID (t-1, t0], TEST (t0, t1]."""

@@ -271,9 +271,30 @@ def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_onto
                        toi, dropped)
 
 
+def mark_rows(summary: pd.DataFrame, notes: Mapping[str, str], no_valid_tau: Iterable[str]) -> pd.DataFrame:
+    """``note`` per method row (``notes[name]``, else empty); the VALID-threshold columns of the
+    ``no_valid_tau`` methods (no predictions at t-1 to fix a threshold on VALID) emptied.
+    Without registered methods the summary is returned as it is (no ``note`` column)."""
+    if summary.empty or not notes:
+        return summary
+    summary = summary.copy()
+    summary["note"] = summary["method"].map(dict(notes)).fillna("")
+    missing = summary["method"].isin(set(no_valid_tau))
+    headline = [c for c in summary.columns if c.startswith("valid_tau") or "_at_valid_tau" in c]
+    summary.loc[missing, headline] = float("nan")
+    return summary
+
+
 def benchmark_window(test: TestTargets, methods: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any],
-                     options: ScoringOptions, derived: list[str], decay: bool) -> Benchmark:
-    """Summary, paired differences (recipe minus each baseline, newer minus older), decay and curves."""
+                     options: ScoringOptions, derived: list[str], decay: bool,
+                     notes: Mapping[str, str] | None = None, no_valid_tau: Iterable[str] = (),
+                     method_status: pd.DataFrame | None = None) -> Benchmark:
+    """Summary, paired differences (recipe minus each baseline, newer minus older), decay and curves.
+
+    ``notes`` mark rows (e.g. a registered method's ``training date undeclared``); the methods in
+    ``no_valid_tau`` get no VALID-threshold numbers; ``method_status`` is the registered methods'
+    eligibility on this window (``core.method_eligibility.method_eligibility``).
+    """
     from tempo_assets.core.benchmark import decay_table, paired_differences
 
     args = (test.eval_ontology, test.targets, test.ground_truth, test.known)
@@ -284,7 +305,9 @@ def benchmark_window(test: TestTargets, methods: Mapping[str, pd.DataFrame], rec
     pairs = [(options.reference, b) for b in methods if b != options.reference and not b.endswith(OLDER)]
     pairs += [(m[: -len(OLDER)], m) for m in methods if m.endswith(OLDER)]
     paired = paired_differences(*args, methods, pairs, options=options, toi=test.toi)
-    return Benchmark(summary=summary, paired=paired, decay=decay_table(summary, paired, OLDER) if decay
+    summary = mark_rows(summary, notes or {}, no_valid_tau)
+    return Benchmark(summary=summary, paired=paired,
+                     methods=pd.DataFrame() if method_status is None else method_status, decay=decay_table(summary, paired, OLDER) if decay
                      else pd.DataFrame(), curves=curves, counts=test.counts, derived_releases=list(derived),
                      lafa=options.lafa, dropped_protein_binding=list(test.dropped))
 

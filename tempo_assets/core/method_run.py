@@ -1,0 +1,112 @@
+"""One registered method at one cutoff: run it in the fence (or read its precomputed file), validate.
+
+The outcome is always a record: ``ok`` with the validated predictions, or ``failed`` with the
+reason (non-zero exit, timeout, output over its size limit, no or empty ``predictions.tsv``, a
+mostly invalid file, precomputed predictions produced after the cutoff or missing for it). A
+failure is stored like a success, so it never silently disappears from a window.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.fence import FenceLimits, run_fenced
+from tempo_assets.core.method_output import PREDICTION_COLUMNS, PredictionCheck, RejectedPredictions, validate_predictions
+from tempo_assets.core.io import sha256_file
+
+PREDICTIONS_FILE = "predictions.tsv"
+
+__all__ = ["MethodOutcome", "folder_digest", "run_method"]
+
+
+@dataclass
+class MethodOutcome:
+    """``status`` (``ok``/``failed``), ``reason``, the validated predictions and what was run."""
+
+    method: str
+    cutoff: str
+    status: str
+    reason: str
+    predictions: pd.DataFrame
+    check: PredictionCheck | None = None
+    seconds: float = 0.0
+    returncode: int | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def value(self) -> dict[str, Any]:
+        """What ``method_predictions`` stores."""
+        return {"method": self.method, "cutoff": self.cutoff, "status": self.status, "reason": self.reason,
+                "predictions": self.predictions, "rows_read": self.check.rows if self.check else 0,
+                "counts": dict(self.check.counts) if self.check else {}, "seconds": self.seconds,
+                "returncode": self.returncode, **self.provenance}
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=float if c == "score" else object) for c in PREDICTION_COLUMNS})
+
+
+def folder_digest(folder: str | Path) -> str:
+    """sha256 over a folder's relative paths and file contents (what a method's code was)."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest.update(str(path.relative_to(folder)).encode("utf-8") + b"\0" + sha256_file(path).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _validated(method: str, cutoff: str, path: Path, targets, ontology, max_invalid_fraction: float,
+               **extra: Any) -> MethodOutcome:
+    try:
+        check = validate_predictions(path, targets, ontology, max_invalid_fraction=max_invalid_fraction)
+    except RejectedPredictions as exc:
+        return MethodOutcome(method, cutoff, "failed", str(exc), _empty(), **extra)
+    return MethodOutcome(method, cutoff, "ok", "", check.predictions, check=check, **extra)
+
+
+def run_method(spec: Any, bundle: str | Path, cutoff_key: str, cutoff: date, targets, ontology,
+               limits: FenceLimits | None = None, on_line: Callable[[str, str], None] | None = None,
+               max_invalid_fraction: float = 0.5, scratch: str | Path | None = None) -> MethodOutcome:
+    """Run ``spec`` (a ``MethodSpec``) at ``cutoff_key`` on ``bundle``; never raises for a method's fault.
+
+    ``limits`` default to the spec's timeout and memory; ``scratch`` is where the empty output
+    folder is made (system temp by default), removed afterwards.
+    """
+    method = spec.key
+    if spec.kind == "precomputed":
+        source = Path(spec.predictions) / f"{cutoff_key}.tsv"
+        provenance = {"predictions_file": str(source), "produced_at": spec.produced_at.isoformat()}
+        if spec.produced_at > cutoff:
+            return MethodOutcome(method, cutoff_key, "failed",
+                                 f"refused: produced at {spec.produced_at.isoformat()}, after the cutoff "
+                                 f"{cutoff.isoformat()} (it could have seen TEST labels)", _empty(),
+                                 provenance=provenance)
+        if not source.is_file():
+            return MethodOutcome(method, cutoff_key, "failed", f"no precomputed file {source}", _empty(),
+                                 provenance=provenance)
+        provenance["predictions_sha256"] = sha256_file(source)
+        return _validated(method, cutoff_key, source, targets, ontology, max_invalid_fraction, provenance=provenance)
+    if spec.kind != "command":
+        raise TempoInputError(f"method {method!r}: unknown kind {spec.kind!r}")
+    limits = limits or FenceLimits()
+    limits = dataclasses.replace(limits, timeout_s=spec.timeout_s, memory_bytes=int(spec.memory_gb * (1 << 30)))
+    provenance = {"method_dir": spec.dir, "command": spec.command, "method_sha256": folder_digest(spec.dir)}
+    output = Path(tempfile.mkdtemp(prefix="tempo_method_out_", dir=scratch))
+    try:
+        result = run_fenced(spec.command, spec.dir, bundle, output, limits,
+                            env={"TEMPO_CUTOFF": cutoff.isoformat(), "TEMPO_METHOD": method}, on_line=on_line)
+        extra = {"seconds": result.seconds, "returncode": result.returncode, "provenance": provenance}
+        if result.failure is not None:
+            return MethodOutcome(method, cutoff_key, "failed", result.failure, _empty(), **extra)
+        return _validated(method, cutoff_key, output / PREDICTIONS_FILE, targets, ontology, max_invalid_fraction,
+                          **extra)
+    finally:
+        shutil.rmtree(output, ignore_errors=True)

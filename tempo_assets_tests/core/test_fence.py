@@ -1,0 +1,256 @@
+"""The fence, exercised for real under bubblewrap: what a method cannot see, reach or exhaust."""
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tempo_assets.core.fence import FenceLimits, MissingBubblewrap, find_bwrap, run_fenced
+from tempo_assets.core.method_bundle import read_bundle_targets, write_cutoff_bundle
+from tempo_assets.core.method_registry import MethodSpec
+from tempo_assets.core.method_run import run_method
+from tempo_assets.core.ontology import parse_obo
+from tempo_assets_tests.core.obo_fixtures import small_terms, write_obo
+
+REPO = Path(__file__).resolve().parents[2]
+LATER_GAF = next((REPO / "data" / "releases" / "2022-09-12").glob("*.gaf.gz"))
+SMALL = FenceLimits(timeout_s=60, memory_bytes=2 << 30, output_bytes=1 << 20, tmp_bytes=1 << 20)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bundle")
+    obo = write_obo(root / "src.obo", small_terms())
+    ann = pd.DataFrame({"protein": ["P1", "P2"], "term": ["GO:0000003", "GO:0000011"], "aspect": ["BP", "MF"],
+                        "evidence": ["IDA", "EXP"]})
+    seqs = {"P1": "MKV", "P2": "MKLL", "P3": "MAAA"}
+    manifest = write_cutoff_bundle(root, date(2016, 1, 15), targets=seqs, sequences=seqs, experimental=ann,
+                                   non_experimental=ann.iloc[:0], obo_path=obo,
+                                   ia=pd.Series({"GO:0000003": 1.0, "GO:0000011": 0.5}))
+    return root / manifest["folder"]
+
+
+def method(tmp_path, script: str) -> Path:
+    folder = tmp_path / "method"
+    folder.mkdir()
+    (folder / "run.py").write_text(script, encoding="utf-8")
+    return folder
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts connections; stops itself after ``seconds``."""
+
+    def __init__(self, seconds: float = 60):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted, self.received = 0, b""
+        self.deadline = time.monotonic() + seconds
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop.is_set() and time.monotonic() < self.deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.accepted += 1
+            conn.settimeout(1)
+            try:
+                self.received += conn.recv(1024)
+            except OSError:
+                pass
+            conn.close()
+        self.sock.close()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+LEAKER = """
+import json, os, socket
+seen = {"gaf_exists": os.path.exists(__GAF__), "archive_exists": os.path.exists(__ARCHIVE__),
+        "home_exists": os.path.exists(__HOME__), "dagster_home_exists": os.path.exists(__DHOME__)}
+try:
+    open(__GAF__, "rb").read(10)
+    seen["gaf_read"] = True
+except OSError as exc:
+    seen["gaf_read"] = type(exc).__name__
+try:
+    s = socket.create_connection(("127.0.0.1", __PORT__), timeout=2)
+    s.sendall(b"leak")
+    seen["tcp"] = "connected"
+except OSError as exc:
+    seen["tcp"] = type(exc).__name__
+seen["env"] = sorted(os.environ)
+seen["passwd"] = open("/etc/passwd").read()
+seen["cwd"] = os.getcwd()
+seen["input"] = sorted(os.listdir(os.environ["TEMPO_INPUT"]))
+try:
+    open("/method/x", "w")
+    seen["method_writable"] = True
+except OSError:
+    seen["method_writable"] = False
+print("REPORT " + json.dumps(seen))
+with open(os.path.join(os.environ["TEMPO_OUTPUT"], "predictions.tsv"), "w") as out:
+    out.write("P1\\tGO:0000003\\t0.9\\nP3\\tGO:0000011\\t0.4\\n")
+"""
+
+
+def test_fenced_method_sees_no_archive_no_network_and_is_scored_normally(tmp_path, bundle, monkeypatch):
+    monkeypatch.setenv("TEMPO_SECRET_TOKEN", "do-not-leak")
+    listener = Listener()
+    try:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=2) as control:
+            control.sendall(b"control")  # the listener is reachable from outside the fence
+        for _ in range(100):
+            if listener.received == b"control":
+                break
+            time.sleep(0.05)
+        assert listener.accepted == 1 and listener.received == b"control"
+        listener.accepted, listener.received = 0, b""
+        dhome = os.environ.get("DAGSTER_HOME", str(REPO / ".dagster_home"))
+        values = {"__GAF__": repr(str(LATER_GAF)), "__ARCHIVE__": repr(str(REPO / "data")),
+                  "__HOME__": repr(str(Path.home())), "__DHOME__": repr(dhome), "__PORT__": str(listener.port)}
+        script = LEAKER
+        for placeholder, value in values.items():
+            script = script.replace(placeholder, value)
+        folder = method(tmp_path, script)
+        spec = MethodSpec(name="leaker", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60)
+        lines = []
+        outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
+                             parse_obo(bundle / "go.obo"), SMALL, on_line=lambda s, l: lines.append((s, l)))
+        time.sleep(0.5)
+    finally:
+        listener.close()
+    assert LATER_GAF.exists()  # on the host
+    reports = [l for s, l in lines if s == "stdout" and l.startswith("REPORT ")]
+    assert reports, (outcome.reason, lines)
+    report = json.loads(reports[0][len("REPORT "):])
+    assert report["gaf_exists"] is False and report["gaf_read"] == "FileNotFoundError"
+    assert not (report["archive_exists"] or report["home_exists"] or report["dagster_home_exists"])
+    assert report["tcp"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
+    assert listener.accepted == 0 and listener.received == b""
+    assert "TEMPO_SECRET_TOKEN" not in report["env"] and "DAGSTER_HOME" not in report["env"]
+    assert "root:" not in report["passwd"] and report["cwd"] == "/method" and report["method_writable"] is False
+    assert report["input"] == sorted(p.name for p in bundle.iterdir())
+    assert outcome.status == "ok", outcome.reason
+    assert sorted(outcome.predictions["protein"]) == ["P1", "P3"]
+    assert outcome.provenance["method_sha256"]
+
+
+def test_timeout_kills_the_whole_sandbox(tmp_path, bundle):
+    folder = method(tmp_path, "")
+    out = tmp_path / "out"
+    out.mkdir()
+    started = time.monotonic()
+    result = run_fenced("sleep 299.173 & sleep 299.173", folder, bundle, out,
+                        FenceLimits(timeout_s=1.5, output_bytes=1 << 20, tmp_bytes=1 << 20))
+    assert result.timed_out and result.failure.startswith("timed out")
+    assert time.monotonic() - started < 15
+    time.sleep(0.5)
+    alive = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if b"299.173" in (proc / "cmdline").read_bytes():
+                    alive.append(proc.name)
+            except OSError:
+                continue
+    assert alive == []
+
+
+@pytest.mark.parametrize("command", [
+    "head -c 50000000 /dev/zero > $TEMPO_OUTPUT/predictions.tsv",  # one huge file: RLIMIT_FSIZE
+    "for i in $(seq 1 40); do head -c 200000 /dev/zero > $TEMPO_OUTPUT/part$i; done; sleep 30",  # many files: watcher
+])
+def test_output_over_its_limit_is_a_failure_and_never_fills_the_disk(tmp_path, bundle, command):
+    folder = method(tmp_path, "")
+    spec = MethodSpec(name="flood", kind="command", dir=str(folder), command=command, timeout_s=60)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    started = time.monotonic()
+    outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
+                         parse_obo(bundle / "go.obo"), SMALL, scratch=scratch)
+    assert outcome.status == "failed" and "output exceeded" in outcome.reason
+    assert time.monotonic() - started < 20 and outcome.predictions.empty
+    assert list(scratch.iterdir()) == []  # the output folder is gone
+
+
+@pytest.mark.parametrize("without_prlimit", [False, True])
+def test_memory_limit_stops_a_greedy_method(tmp_path, bundle, monkeypatch, without_prlimit):
+    if without_prlimit:  # the same limits set in the child before exec
+        real_which = shutil.which
+        monkeypatch.setattr(shutil, "which", lambda name: None if name == "prlimit" else real_which(name))
+    folder = method(tmp_path, "buf = bytearray(1 << 30)\nopen('/output/predictions.tsv', 'w').write('P1 GO:0000003 0.5')\n")
+    spec = MethodSpec(name="greedy", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60,
+                      memory_gb=0.25)
+    outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
+                         parse_obo(bundle / "go.obo"), SMALL)
+    assert outcome.status == "failed" and "MemoryError" in outcome.reason
+    roomy = run_method(spec.model_copy(update={"memory_gb": 3.0}), bundle, "2016-01-15", date(2016, 1, 15),
+                       read_bundle_targets(bundle), parse_obo(bundle / "go.obo"), SMALL)
+    assert roomy.status == "ok", roomy.reason
+
+
+def test_too_many_output_files_is_a_failure(tmp_path, bundle):
+    folder = method(tmp_path, "")
+    out = tmp_path / "out"
+    out.mkdir()
+    limits = FenceLimits(timeout_s=60, output_bytes=1 << 20, tmp_bytes=1 << 20, output_files=50)
+    result = run_fenced("cd $TEMPO_OUTPUT && for i in $(seq 1 500); do : > f$i; done; sleep 30", folder, bundle, out,
+                        limits)
+    assert result.output_exceeded and "file-count" in result.failure and result.seconds < 20
+
+
+def test_tmp_is_private_and_bounded(tmp_path, bundle):
+    folder = method(tmp_path, "")
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = Path("/tmp") / f"tempo_fence_marker_{os.getpid()}"
+    marker.write_text("host")
+    try:
+        result = run_fenced(f"test ! -e {marker} && head -c 5000000 /dev/zero > /tmp/fill", folder, bundle, out, SMALL)
+    finally:
+        marker.unlink()
+    assert result.returncode != 0 and "No space left" in " ".join(result.stderr_tail)
+
+
+def test_non_zero_exit_and_no_output_are_failures_with_reasons(tmp_path, bundle):
+    folder = method(tmp_path, "import sys\nprint('bad model file', file=sys.stderr)\nsys.exit(3)\n")
+    spec = MethodSpec(name="crash", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60)
+    args = (bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle), parse_obo(bundle / "go.obo"), SMALL)
+    crashed = run_method(spec, *args)
+    assert crashed.status == "failed" and "exited with status 3" in crashed.reason and "bad model file" in crashed.reason
+    silent = run_method(spec.model_copy(update={"command": "true"}), *args)
+    assert silent.status == "failed" and "no predictions.tsv" in silent.reason
+
+
+def test_precomputed_produced_after_the_cutoff_is_refused(tmp_path, bundle):
+    (tmp_path / "2016-01-15.tsv").write_text("P1\tGO:0000003\t0.5\n")
+    args = ("2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle), parse_obo(bundle / "go.obo"))
+    late = MethodSpec(name="late", kind="precomputed", predictions=str(tmp_path), produced_at=date(2016, 2, 1))
+    refused = run_method(late, bundle, *args)
+    assert refused.status == "failed" and refused.reason.startswith("refused: produced at 2016-02-01")
+    ok = run_method(late.model_copy(update={"produced_at": date(2016, 1, 10)}), bundle, *args)
+    assert ok.status == "ok" and ok.predictions["term"].tolist() == ["GO:0000003"]
+    missing = run_method(late.model_copy(update={"produced_at": date(2016, 1, 10)}), bundle, "2017-06-15",
+                         *args[1:])
+    assert missing.status == "failed" and "no precomputed file" in missing.reason
+
+
+def test_missing_bubblewrap_names_the_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MissingBubblewrap, match="apt-get install bubblewrap"):
+        find_bwrap()
