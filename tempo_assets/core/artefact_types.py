@@ -130,6 +130,8 @@ class Benchmark(FieldAccess):
     derived_releases: list = field(default_factory=list)
     lafa: bool = False
     dropped_protein_binding: list = field(default_factory=list)
+    # per (method, mode, aspect): the VALID threshold read on TEST and the data it came from
+    valid_taus: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @register_type
