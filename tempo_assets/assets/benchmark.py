@@ -119,7 +119,7 @@ def benchmark(
 ) -> dg.Output:
     """One row per (method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold, after test_score."""
     from tempo_assets.core.report import render_window_report, write_report
-    from tempo_assets.core.workflow import benchmark_targets, benchmark_window, merge_embeddings
+    from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query
 
     window = parse_window_key(context.partition_key)
     recipe, options, (t0, t1) = verify_recipe(frozen_recipe), benchmark_config.options(), window.growth_span("test")
@@ -136,11 +136,8 @@ def benchmark(
     query = (emb_t0.value, dict(zip(seq_t0.value["protein"], seq_t0.value["sequence"])), test.targets)
     methods, read = methods_at(t0, recipe, inputs, *query, grid.ks, benchmark_config)
     # every method at t-1 once, on VALID targets and (decay) TEST targets together
-    older_targets = pd.concat([test.targets, valid.targets] if benchmark_config.decay else [valid.targets])
-    older_targets = older_targets.drop_duplicates(["protein", "aspect"]).reset_index(drop=True)
-    test_proteins = test.targets["protein"] if benchmark_config.decay else []
-    older_query = (merge_embeddings(emb_t0.value, emb_v.value, test_proteins, valid.targets["protein"]),
-                   {**dict(zip(seq_v.value["protein"], seq_v.value["sequence"])), **query[1]}, older_targets)
+    older_query = union_query(test.targets if benchmark_config.decay else None, valid.targets, emb_t0.value,
+                              emb_v.value, seq_t0.value, seq_v.value)
     older, read_older = methods_at(tm1, recipe, inputs, *older_query, grid.ks, benchmark_config)
     read += read_older
     derived = window_derived(archive, window)

@@ -292,6 +292,25 @@ def merge_embeddings(first: Embeddings, second: Embeddings, first_proteins: Iter
                       embedder_id=first["embedder_id"])
 
 
+def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, embedded_t0: Embeddings,
+                embedded_valid: Embeddings, sequences_t0: pd.DataFrame, sequences_valid: pd.DataFrame
+                ) -> tuple[Embeddings, dict[str, str], pd.DataFrame]:
+    """Query embeddings, sequences and targets for one run of every method at ``t-1``.
+
+    VALID targets as of ``t-1`` and, when ``test_targets`` is given (decay), the TEST targets as
+    of ``t0``: the methods run once on the union, then each set is taken back out of it.
+    """
+    frames = [valid_targets] if test_targets is None else [test_targets, valid_targets]
+    targets = pd.concat(frames).drop_duplicates(["protein", "aspect"]).reset_index(drop=True)
+    test_proteins = [] if test_targets is None else test_targets["protein"]
+    def texts(frame: pd.DataFrame) -> dict[str, str]:
+        return dict(zip(frame["protein"], frame["sequence"]))
+
+    sequences = {**texts(sequences_valid), **(texts(sequences_t0) if test_targets is not None else {})}
+    return (merge_embeddings(embedded_t0, embedded_valid, test_proteins, valid_targets["protein"]), sequences,
+            targets)
+
+
 def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -> dict[str, pd.DataFrame]:
     """Every method's predictions for ``proteins`` only."""
     keep = set(proteins)
@@ -358,7 +377,7 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
 __all__ = [
     "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "benchmark_targets", "benchmark_window",
     "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
-    "latest_recipe_key", "merge_embeddings", "method_predictions", "restrict", "valid_taus", "neighbours_of", "release_growth", "reranker_labels",
+    "latest_recipe_key", "merge_embeddings", "method_predictions", "restrict", "union_query", "valid_taus", "neighbours_of", "release_growth", "reranker_labels",
     "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",
     "warehouse_growth", "growth_differences",
 ]
