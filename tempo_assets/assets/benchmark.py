@@ -13,7 +13,6 @@ from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.artefact_types import BenchmarkCatalog
 from tempo_assets.core.artefacts import Artefact, ArtefactSet, ArtefactStore
 from tempo_assets.core.benchmark import results_frame
-from tempo_assets.core.method_eligibility import NO_T_MINUS_1
 from tempo_assets.core.workflow import OLDER
 from tempo_assets.partitions import WINDOWS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, open_archive
@@ -134,6 +133,7 @@ def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
     ins={"test_growth": role_in("test", dg.IdentityPartitionMapping()),
          "test_score": role_in("test", dg.IdentityPartitionMapping()),
          "frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
+         "valid_evaluation_set": role_in("valid", dg.IdentityPartitionMapping()),
          "knn_corpus": role_in("refit"), "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"),
          "embeddings": role_in("refit"), "release_annotations": role_in("refit"), "ontology": role_in("test"),
          "sequences": role_in("refit"),
@@ -144,44 +144,51 @@ def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
 def benchmark(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, benchmark_config: BenchmarkResource, test_growth: Artefact,
-    test_score: Artefact, frozen_recipe: Artefact, knn_corpus: ArtefactSet, reranker_labels: ArtefactSet,
-    ia_weights: ArtefactSet, embeddings: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet,
-    sequences: ArtefactSet, method_predictions: ArtefactSet,
+    test_score: Artefact, frozen_recipe: Artefact, valid_evaluation_set: Artefact, knn_corpus: ArtefactSet,
+    reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
+    release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
+    method_predictions: ArtefactSet,
 ) -> dg.Output:
-    """One row per (method, mode, aspect) on TEST (t0, t1], after test_score: recipe vs baselines, CIs."""
+    """One row per (method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold, after test_score."""
     from tempo_assets.core.report import render_window_report, write_report
-    from tempo_assets.core.workflow import benchmark_targets, benchmark_window
+    from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query
 
     window = parse_window_key(context.partition_key)
     recipe, options, (t0, t1) = verify_recipe(frozen_recipe), benchmark_config.options(), window.growth_span("test")
-    emb_t0, seq_t0, ia_t0, onto_t0, onto_t1 = (embeddings.get(t0), sequences.get(t0), ia_weights.get(t0),
-                                               ontology.get(t0), ontology.get(t1))
+    tm1 = window.t_minus_1
+    (emb_t0, emb_v), (seq_t0, seq_v), (ia_t0, ia_v) = ((s.get(t0), s.get(tm1)) for s in (embeddings, sequences,
+                                                                                            ia_weights))
+    onto_v, onto_t0, onto_t1 = ontology.get(tm1), ontology.get(t0), ontology.get(t1)
     test = benchmark_targets(test_growth.value, onto_t0.value, onto_t1.value,
                              eval_ontology(archive, t1, ia_t0.value, orphans=options.orphans), options.lafa)
-    query = (emb_t0.value, dict(zip(seq_t0.value["protein"], seq_t0.value["sequence"])), test.targets)
+    # VALID (t-1, t0] as valid_selection scored it: ontology of t0, IA and embeddings of t-1
+    valid = benchmark_targets(valid_evaluation_set.value, onto_v.value, onto_t0.value,
+                              eval_ontology(archive, t0, ia_v.value, orphans=options.orphans), options.lafa)
     inputs = (knn_corpus, reranker_labels, release_annotations, ontology, sequences)
+    query = (emb_t0.value, dict(zip(seq_t0.value["protein"], seq_t0.value["sequence"])), test.targets)
     methods, read = methods_at(t0, recipe, inputs, *query, grid.ks, benchmark_config)
     status, registered, records = registered_methods(archive, window, method_predictions)
-    older = {}
-    if benchmark_config.decay:
-        older, read_older = methods_at(window.t_minus_1, recipe, inputs, *query, grid.ks, benchmark_config)
-        read += read_older
-    methods.update(registered.at_t0)
+    # every method at t-1 once, on VALID targets and (decay) TEST targets together
+    older_query = union_query(test.targets if benchmark_config.decay else None, valid.targets, emb_t0.value,
+                              emb_v.value, seq_t0.value, seq_v.value)
+    older, read_older = methods_at(tm1, recipe, inputs, *older_query, grid.ks, benchmark_config)
+    methods.update(registered.at_t0)  # registered methods: their stored predictions at t0 and t-1
     older.update(registered.at_t_minus_1)
-    methods.update({f"{m}{OLDER}": p for m, p in older.items()})
-    read += list(records.values())
+    read += read_older + list(records.values())
     derived = window_derived(archive, window)
-    no_valid_tau = [name for name, note in registered.notes.items() if NO_T_MINUS_1 in note]
-    value = benchmark_window(test, methods, recipe, options, derived, benchmark_config.decay,
-                             notes=registered.notes, no_valid_tau=no_valid_tau, method_status=status)
+    source = f"valid_evaluation_set[{window.key}]: VALID growth ({tm1}, {t0}], every method trained at {tm1}"
+    value = benchmark_window(test, methods, older, valid, recipe, options, derived, benchmark_config.decay, source,
+                             notes=registered.notes, method_status=status)
     folder = artefact_store.store().folder("benchmark", window.key)
     newest = value.curves[~value.curves["method"].str.endswith(OLDER)] if len(value.curves) else value.curves
     images = curve_images(newest, value.summary, folder)  # decay lives in its table
     results = results_frame(value.summary, window.key, bool(derived))
     provenance = {"window": window.key, "derived_releases": derived or "none", "lafa": options.lafa,
-                  "recipe_hash": frozen_recipe.meta["recipe_hash"], "bootstrap_samples": options.n_boot}
+                  "recipe_hash": frozen_recipe.meta["recipe_hash"], "bootstrap_samples": options.n_boot,
+                  "valid_tau_source": source}
     write_report(folder / "report.html", render_window_report(window.key, results, curve_groups(newest), provenance))
-    read += [test_growth, test_score, frozen_recipe, emb_t0, seq_t0, ia_t0, onto_t0, onto_t1]
+    read += [test_growth, test_score, frozen_recipe, valid_evaluation_set, emb_t0, emb_v, seq_t0, seq_v, ia_t0,
+             ia_v, onto_v, onto_t0, onto_t1]
     # the curve images (MBs of PNG) go in an observation of this partition, shown in the UI's event
     # list, so the sidecar that records the time binding stays small
     context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window.key, metadata=images))
@@ -190,6 +197,7 @@ def benchmark(
         recipe_hash=frozen_recipe.meta["recipe_hash"], derived=bool(derived), lafa=options.lafa,
         report=dg.MetadataValue.path(str(folder / "report.html")),
         table=dg.MetadataValue.md(summary_markdown(value.summary)),
+        valid_taus=dg.MetadataValue.md(valid_tau_markdown(value.valid_taus)), valid_tau_source=source,
         curves=f"images in this partition's observation: {', '.join(sorted(images))}"))
 
 
@@ -200,10 +208,22 @@ def method_status_markdown(status: pd.DataFrame) -> str:
 
 
 def summary_markdown(summary: pd.DataFrame) -> str:
+    """The headline (F at each method's VALID threshold) first; the oracle columns labelled as such."""
+    from tempo_assets.core.scoring import ORACLE_LABEL
+
     columns = [c for c in ("method", "mode", "aspect", "n_targets", "valid_tau", "f_at_valid_tau",
-                           "f_at_valid_tau_low", "f_at_valid_tau_high", "fmax_oracle", "tau_oracle", "wfmax",
-                           "smin", "f_micro_w", "coverage", "note") if c in summary.columns]
-    return summary[columns].round(3).to_markdown(index=False)
+                           "f_at_valid_tau_low", "f_at_valid_tau_high", "wf_at_valid_tau", "s_at_valid_tau",
+                           "fmax_oracle", "tau_oracle", "wfmax", "smin", "f_micro_w", "coverage", "note")
+               if c in summary.columns]
+    table = summary[columns].round(3).to_markdown(index=False)
+    return f"{table}\n\n`fmax_oracle`, `tau_oracle`, `wfmax`, `smin`: {ORACLE_LABEL}."
+
+
+def valid_tau_markdown(taus: pd.DataFrame) -> str:
+    """Every method's VALID threshold per (mode, aspect), with the data it came from."""
+    if taus is None or not len(taus):
+        return "no VALID thresholds"
+    return taus.round(4).to_markdown(index=False)
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from tempo_assets.assets.common import (
     binding_metadata, eval_ontology, removal_metadata, role_in, scalar_metadata,
 )
 from tempo_assets.core.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.scoring import ORACLE_LABEL
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
 from tempo_assets.core.workflow import release_growth, score_test, verify_recipe as check_recipe
@@ -148,11 +149,13 @@ def test_score(
     log_evaluation(removals, growth, methods)
     recipe_rows = scores.summary[scores.summary["method"] == "recipe"]
     headline = {f"{column}_{r.mode}_{r.aspect}": float(getattr(r, column)) for r in recipe_rows.itertuples()
-                for column in ("f_at_valid_tau", "fmax_oracle") if column in recipe_rows}
+                for column in ("f_at_valid_tau", "valid_tau", "fmax_oracle") if column in recipe_rows}
     read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0]
     yield dg.Output(scores, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
         test_read_at=test_growth.meta["test_read_at"],
-        summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)),
-        **scalar_metadata(headline), **removal_metadata(context, artefact_store, removals)))
+        summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)
+                                    + f"\n\n`fmax_oracle`, `tau_oracle`: {ORACLE_LABEL}."),
+        headline="f_at_valid_tau: F at the recipe's VALID threshold (valid_tau, per mode and aspect)",
+        fmax_oracle_label=ORACLE_LABEL, **scalar_metadata(headline), **removal_metadata(context, artefact_store, removals)))

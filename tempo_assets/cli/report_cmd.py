@@ -45,9 +45,13 @@ def _window_text(value, window: str, derived: bool, fmt: str) -> str:
         return results_to_tsv(results)
     parts = [f"## Benchmark {window}\n", results_to_markdown(results)]
     if len(value.get("paired", [])):
-        parts += ["\n### Paired bootstrap (Fmax, a - b)\n", value["paired"].round(4).to_markdown(index=False), "\n"]
+        parts += ["\n### Paired bootstrap (F at each method's VALID tau, a - b, same resampled proteins)\n",
+                  value["paired"].round(4).to_markdown(index=False), "\n"]
+    if len(value.get("valid_taus", [])):
+        parts += ["\n### VALID thresholds (chosen on VALID growth, read on TEST)\n",
+                  value["valid_taus"].round(4).to_markdown(index=False), "\n"]
     if len(value.get("decay", [])):
-        parts += ["\n### Decay (trained at t0 vs t-1, same TEST)\n", value["decay"].round(4).to_markdown(index=False),
+        parts += ["\n### Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n", value["decay"].round(4).to_markdown(index=False),
                   "\n"]
     if len(value.get("methods", [])):
         from tempo_assets.assets.benchmark import method_status_markdown
@@ -129,7 +133,7 @@ def _report(args) -> int:
     if len(results):
         parts += ["## Results\n", results_to_markdown(results)]
     if len(built["decay"]):
-        parts += ["\n## Decay (trained at t0 vs t-1, same TEST)\n", built["decay"].round(4).to_markdown(index=False),
+        parts += ["\n## Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n", built["decay"].round(4).to_markdown(index=False),
                   "\n"]
     if len(built["methods"]):
         from tempo_assets.assets.benchmark import method_status_markdown

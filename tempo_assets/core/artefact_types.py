@@ -132,6 +132,8 @@ class Benchmark(FieldAccess):
     dropped_protein_binding: list = field(default_factory=list)
     # registered methods' status on this window (core.method_eligibility.ELIGIBILITY_COLUMNS)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per (method, mode, aspect): the VALID threshold read on TEST and the data it came from
+    valid_taus: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @register_type

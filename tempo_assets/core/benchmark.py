@@ -22,7 +22,7 @@ import pandas as pd
 from tempo_assets.core.annotations import require_columns as _require
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.scoring import (
-    METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,
+    HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,
 )
 
 __all__ = [
@@ -98,8 +98,14 @@ def protein_binding_only_targets(ground_truth: pd.DataFrame, known: pd.DataFrame
 def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
                        known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
                        pairs: Iterable[tuple[str, str]], options: BenchmarkOptions = BenchmarkOptions(),
-                       toi: Iterable[str] | None = None, metric: str = "fmax_oracle") -> pd.DataFrame:
+                       toi: Iterable[str] | None = None, metric: str = "f_at_valid_tau",
+                       taus: Mapping[tuple[str, str, str], float] | None = None) -> pd.DataFrame:
     """Paired bootstrap of ``metric(a) - metric(b)`` per (mode, aspect), same resampled proteins.
+
+    ``metric`` ``f_at_valid_tau`` (the headline) reads each method at its own VALID threshold
+    ``taus[(method, mode, aspect)]`` in every replicate; a pair where either method has no VALID
+    threshold gets no delta and a ``note``. The oracle metrics (``fmax_oracle``, ...) re-pick the
+    best TEST threshold per replicate.
 
     Returns
     -------
@@ -109,8 +115,10 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
     from tempo_assets.core.evaluation import paired_bootstrap
 
     metric = METRIC_ALIASES.get(metric, metric)
-    if metric not in METRICS:
-        raise TempoInputError(f"metric {metric!r} unknown (choose from {sorted(METRICS)})")
+    at_tau = metric == HEADLINE
+    if metric not in METRICS and not at_tau:
+        raise TempoInputError(f"metric {metric!r} unknown (choose from {sorted(METRICS) + [HEADLINE]})")
+    taus = taus or {}
     toi = None if toi is None else sorted(set(toi))
     rows = []
     split = {name: by_aspect(frame) for name, frame in methods.items()}
@@ -121,6 +129,13 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
                 raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
         for (mode, aspect), cell in cells.items():
             truth, kn = cell.truth, cell.known
+            tau_a, tau_b = taus.get((a, mode, aspect)), taus.get((b, mode, aspect))
+            if at_tau and (tau_a is None or tau_b is None):
+                missing = [m for m, t in ((a, tau_a), (b, tau_b)) if t is None]
+                rows.append({"a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
+                             "n_proteins": int(truth["protein"].nunique()),
+                             "note": f"no VALID threshold for {', '.join(missing)}"})
+                continue
             pa, pb = cell_predictions(split[a], cell), cell_predictions(split[b], cell)
             if pa.empty and pb.empty:
                 # neither method predicts anything here: no replicate has a value to compare
@@ -128,8 +143,9 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
                              "delta": 0.0, "n_proteins": int(truth["protein"].nunique())})
                 continue
             try:
-                result = paired_bootstrap(eval_ontology, truth, pa, pb, metric=METRICS[metric][1],
-                                          n_boot=max(options.n_boot, 1), seed=options.seed,
+                at = {"tau_a": tau_a, "tau_b": tau_b} if at_tau else {}
+                result = paired_bootstrap(eval_ontology, truth, pa, pb, metric="f" if at_tau else METRICS[metric][1],
+                                          n_boot=max(options.n_boot, 1), seed=options.seed, **at,
                                           alpha=options.alpha, known=kn, toi=toi, prop=options.prop)
             except IndexError:
                 # core.evaluation.paired_bootstrap has no replicate to summarise when one method
@@ -139,7 +155,7 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
                 continue
             for values in result.values():
                 rows.append({"a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric, **values})
-    columns = ["a", "b", "mode", "aspect", "metric", "delta", "low", "high", "p_value", "n_proteins"]
+    columns = ["a", "b", "mode", "aspect", "metric", "delta", "low", "high", "p_value", "n_proteins", "note"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -237,20 +253,20 @@ def compare_windows(results: pd.DataFrame, window_a: str, window_b: str,
     return out.sort_values(keys, kind="mergesort").reset_index(drop=True)
 
 
-def decay_table(summary: pd.DataFrame, paired: pd.DataFrame, suffix: str = "@t-1") -> pd.DataFrame:
+def decay_table(summary: pd.DataFrame, paired: pd.DataFrame, suffix: str = "@t-1",
+                metric: str = HEADLINE) -> pd.DataFrame:
     """The same method trained at the older cutoff (``<method><suffix>``) vs the newer one.
 
-    Returns one row per (method, mode, aspect) scored both ways: ``fmax_oracle_newer,
-    fmax_oracle_older, delta`` (newer - older) and, where ``paired`` holds the pair (the paired
-    bootstrap of the oracle Fmax), its bootstrap interval.
+    Returns one row per (method, mode, aspect) scored both ways: ``<metric>_newer,
+    <metric>_older, delta`` (newer - older; ``metric`` the headline F at the method's VALID
+    threshold by default) and, where ``paired`` holds the pair, its bootstrap interval.
     """
-    _require(summary, ("method", "mode", "aspect", "fmax_oracle"), "benchmark summary")
+    _require(summary, ("method", "mode", "aspect", metric), "benchmark summary")
     older = summary[summary["method"].str.endswith(suffix)].copy()
     older["method"] = older["method"].str[: -len(suffix)]
     keys = ["method", "mode", "aspect"]
-    out = summary[keys + ["fmax_oracle"]].merge(older[keys + ["fmax_oracle"]], on=keys,
-                                                suffixes=("_newer", "_older"))
-    out["delta"] = out["fmax_oracle_newer"] - out["fmax_oracle_older"]
+    out = summary[keys + [metric]].merge(older[keys + [metric]], on=keys, suffixes=("_newer", "_older"))
+    out["delta"] = out[f"{metric}_newer"] - out[f"{metric}_older"]
     if len(paired):
         p = paired[paired["b"] == paired["a"] + suffix].rename(columns={"a": "method", "low": "delta_low",
                                                                           "high": "delta_high"})

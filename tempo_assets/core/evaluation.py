@@ -1451,14 +1451,19 @@ def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", n_boot=10
 
 
 def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, metric="f",
-                     n_boot=1000, seed=0, alpha=0.05, **opts) -> dict[str, dict[str, float]]:
+                     n_boot=1000, seed=0, alpha=0.05, tau_a=None, tau_b=None,
+                     **opts) -> dict[str, dict[str, float]]:
     """Bootstrap of ``metric(a) - metric(b)`` with the same resampled proteins for both.
+
+    With ``tau_a`` / ``tau_b`` (thresholds fixed beforehand, e.g. each method's VALID threshold)
+    each method is read at its own threshold in every replicate instead of re-picking its best.
 
     ``p_value`` is two-sided: twice the smaller share of replicate differences on either side
     of 0 (capped at 1). Returns ``{ns: {delta, low, high, p_value, n_proteins}}``.
     """
     setup, kind, norm, (per_a, per_b) = _bootstrap_setup(
         eval_ontology, ground_truth, [predictions_a, predictions_b], metric, opts)
+    col_a, col_b = _tau_column(setup.tau, tau_a), _tau_column(setup.tau, tau_b)
     rng = np.random.default_rng(seed)
     out = {}
     for name in setup.truths:
@@ -1470,8 +1475,9 @@ def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, 
         if n_p == 0:
             continue
         ones = np.ones((1, n_p))
-        delta = _replicate_metric(ca, ones, kind, norm)[0] - _replicate_metric(cb, ones, kind, norm)[0]
-        values = np.concatenate([_replicate_metric(ca, counts, kind, norm) - _replicate_metric(cb, counts, kind, norm)
+        delta = _replicate_metric(ca, ones, kind, norm, col_a)[0] - _replicate_metric(cb, ones, kind, norm, col_b)[0]
+        values = np.concatenate([_replicate_metric(ca, counts, kind, norm, col_a)
+                                 - _replicate_metric(cb, counts, kind, norm, col_b)
                                  for counts in _resampled_counts(rng, n_boot, n_p)])
         values = values[~np.isnan(values)]
         p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan

@@ -57,18 +57,26 @@ __all__ = [
     "write_report",
 ]
 
+from tempo_assets.core.scoring import ORACLE_LABEL  # noqa: E402
 from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402
 _SHORT = {v: k for k, v in NAMESPACES.items()}
-RESULT_COLUMNS = ["window", "mode", "aspect", "method", "f_at_valid_tau", "f_at_valid_tau_low",
-                  "f_at_valid_tau_high", "fmax_oracle", "fmax_oracle_low", "fmax_oracle_high", "wfmax",
-                  "smin", "f_micro_w", "coverage", "valid_tau", "n_targets", "derived"]
+RESULT_COLUMNS = ["window", "mode", "aspect", "method", "f_at_valid_tau", "valid_tau", "f_at_valid_tau_low",
+                  "f_at_valid_tau_high", "wf_at_valid_tau", "s_at_valid_tau", "fmax_oracle", "tau_oracle",
+                  "fmax_oracle_low", "fmax_oracle_high", "wfmax", "smin", "f_micro_w", "coverage", "n_targets",
+                  "derived"]
 REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax_oracle", "derived"]
-METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold", "fmax_oracle": "Fmax (oracle)",
-                 "wfmax": "weighted Fmax", "smin": "Smin", "f_micro_w": "weighted micro F", "coverage": "coverage"}
+METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold",
+                 "fmax_oracle": f"Fmax oracle ({ORACLE_LABEL})",
+                 "wfmax": "weighted Fmax (oracle)", "smin": "Smin (oracle)", "f_micro_w": "weighted micro F",
+                 "coverage": "coverage"}
+ORACLE_NOTE = (f"* Fmax oracle, \u03c4 oracle, wFmax, Smin: {ORACLE_LABEL}. The protocol's numbers are "
+               "F, wF and S at each method's VALID threshold.")
 # table columns: (results column, header, digits)
-_TABLE = [("f_at_valid_tau", "F at VALID &tau; [95% CI]", 3), ("fmax_oracle", "Fmax (oracle) [95% CI]", 3),
-          ("wfmax", "wFmax", 3), ("smin", "Smin", 3), ("f_micro_w", "F<sub>micro,w</sub>", 3),
-          ("coverage", "coverage", 3), ("valid_tau", "&tau; (VALID)", 2)]
+_TABLE = [("f_at_valid_tau", "F at VALID &tau; [95% CI]", 3), ("valid_tau", "&tau; (VALID)", 2),
+          ("wf_at_valid_tau", "wF at VALID &tau;", 3), ("s_at_valid_tau", "S at VALID &tau;", 3),
+          ("fmax_oracle", "Fmax oracle* [95% CI]", 3), ("tau_oracle", "&tau; oracle*", 2),
+          ("wfmax", "wFmax*", 3), ("smin", "Smin*", 3), ("f_micro_w", "F<sub>micro,w</sub>", 3),
+          ("coverage", "coverage", 3)]
 DPI = 100
 CURVE_INCHES = (8.0, 5.0)
 LONGITUDINAL_INCHES = (12.0, 8.0)
@@ -270,7 +278,7 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
         for method, rows in series.items():
             fixed = None if taus is None else taus.get(method)
             tau, f, _, _ = _point_at(rows, fixed)
-            kind = "F at VALID" if fixed is not None else "Fmax at"
+            kind = "F at VALID" if fixed is not None else "Fmax oracle at"
             ax.plot(rows["tau"], rows["f"], color=colors[method], lw=1.8,
                     label=f"{method} ({kind} \u03c4={tau:.2f}: {f:.3f})")
             ax.axvline(tau, color=colors[method], ls=":", lw=1)
@@ -279,11 +287,18 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
         ax.set_ylim(0, 1)
         ax.set_xlabel("threshold \u03c4")
         ax.set_ylabel("weighted F" if weighted else "F")
-        ax.set_title(f"{'Weighted F' if weighted else 'F'} over threshold \u2014 {aspect}")
+        ax.set_title(f"{'Weighted F' if weighted else 'F'} over threshold \u2014 {aspect}"
+                     + _oracle_subtitle(series, taus))
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
         figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
         return _emit(_png_bytes(figure), path)
+
+
+def _oracle_subtitle(series: Mapping[str, Any], taus: Mapping[str, float] | None) -> str:
+    """A second title line when a method is marked at its oracle point (no VALID threshold)."""
+    oracle = [m for m in series if taus is None or taus.get(m) is None]
+    return f"\n(oracle points: {ORACLE_LABEL})" if oracle else ""
 
 
 def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
@@ -311,14 +326,15 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
         for method, rows in series.items():
             fixed = None if taus is None else taus.get(method)
             tau, f, pr, rc = _point_at(rows, fixed)
+            kind = "VALID " if fixed is not None else "oracle "
             ax.plot(rows["rc"], rows["pr"], color=colors[method], lw=1.8,
-                    label=f"{method} (\u03c4={tau:.2f}, F={f:.3f})")
+                    label=f"{method} ({kind}\u03c4={tau:.2f}, F={f:.3f})")
             ax.plot([rc], [pr], "o", color=colors[method], ms=7)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("weighted recall" if weighted else "recall")
         ax.set_ylabel("weighted precision" if weighted else "precision")
-        ax.set_title(f"Precision\u2013recall \u2014 {aspect}")
+        ax.set_title(f"Precision\u2013recall \u2014 {aspect}" + _oracle_subtitle(series, taus))
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
         figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
@@ -489,8 +505,10 @@ def _results_table(frame: pd.DataFrame, with_window: bool) -> str:
         rows.append({**{k: row.get(k) for k in ("window", "mode", "aspect", "method")},
                      "derived": bool(row["derived"]), "cells": [_cell_text(row, c, d) for c, _, d in columns],
                      "targets": "–" if n is None or not np.isfinite(float(n)) else int(n)})
-    return _RESULTS_TABLE.render(with_window=with_window, headers=[h for _, h, _ in columns], targets=targets,
-                                 rows=rows, mark=_MARK)
+    table = _RESULTS_TABLE.render(with_window=with_window, headers=[h for _, h, _ in columns], targets=targets,
+                                  rows=rows, mark=_MARK)
+    return table + f'\n<p class="note oracle">{_esc(ORACLE_NOTE)}</p>'
+
 
 
 def _provenance_table(provenance: Mapping[str, Any] | None) -> str:
@@ -677,6 +695,7 @@ def results_to_markdown(results: pd.DataFrame) -> str:
             n = row["n_targets"]
             cells.append("\u2013" if n is None or not np.isfinite(float(n)) else str(int(n)))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", ORACLE_NOTE]
     if frame["derived"].any():
         lines += ["", "(derived): the number rests on a derived release, reconstructed from "
                   "another real source rather than a verbatim upstream file; indicative only."]

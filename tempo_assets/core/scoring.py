@@ -33,6 +33,11 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "fmax_oracle": ("f", "f", True), "wfmax": ("f_w", "f_w", True), "smin": ("s", "s", False),
     "f_micro_w": ("f_micro_w", "f_micro_w", True)}
 METRIC_ALIASES = {"fmax": "fmax_oracle"}
+# the protocol's number: F at the threshold each method fixed on VALID
+HEADLINE = "f_at_valid_tau"
+# how every human-readable output labels the threshold-swept best (fmax_oracle, tau_oracle)
+ORACLE_LABEL = "best threshold on TEST — not a protocol number"
+VALID_TAU_COLUMNS = ("method", "mode", "aspect", "valid_tau", "f_on_valid", "valid_targets", "source", "note")
 COUNT_COLUMNS = ("method", "mode", "aspect", "n_targets", "truth_proteins", "truth_pairs", "truth_sha256",
                  "predicted_pairs")
 AT_TAU_COLUMNS = ("valid_tau", "p_at_valid_tau", "r_at_valid_tau", "f_at_valid_tau", "wf_at_valid_tau",
@@ -283,3 +288,69 @@ def recipe_valid_taus(recipe: Mapping[str, Any], names: Iterable[str] = ("recipe
             if tau is not None:
                 taus.update({(name, mode, aspect): float(tau) for name in names})
     return taus
+
+
+def valid_taus_from_summary(summary: pd.DataFrame) -> dict[tuple[str, str, str], float]:
+    """``(method, mode, aspect) -> valid_tau`` from a VALID summary: THE rule for a VALID threshold.
+
+    The threshold at the first maximum of F over the VALID curve (``tau_oracle`` of a summary
+    scored on VALID growth ``(t-1, t0]`` by the method trained at ``t-1``) — the same rule the
+    VALID selection applies to the recipe (``tau_by_mode``). A cell with no curve has none.
+    """
+    require_columns(summary, ("method", "mode", "aspect"), "VALID summary")
+    if "tau_oracle" not in summary:
+        return {}
+    return {(r.method, r.mode, r.aspect): float(r.tau_oracle) for r in summary.itertuples() if pd.notna(r.tau_oracle)}
+
+
+def valid_tau_table(valid_summary: pd.DataFrame, methods: Iterable[str], recipe: Mapping[str, Any] | None,
+                    source: str, modes: Iterable[str] = MODES, aspects: Iterable[str] = ASPECTS) -> pd.DataFrame:
+    """One row per (method, mode, aspect) of ``methods``: its VALID threshold and where it came from.
+
+    ``valid_summary`` is every method trained at ``t-1`` scored on the VALID targets (see
+    :func:`valid_taus_from_summary`); ``source`` names those data. The recipe (``"recipe"``) takes
+    the threshold its frozen recipe fixed on VALID by the same rule (``tau_by_mode``), so
+    ``test_score`` and ``benchmark`` read it at one threshold. A method with no VALID curve in a
+    cell (no ``t-1`` predictions, nothing predicted) gets ``valid_tau`` missing and a ``note``.
+    """
+    taus = valid_taus_from_summary(valid_summary) if len(valid_summary) else {}
+    scored = set(valid_summary["method"]) if len(valid_summary) else set()
+    frozen = recipe_valid_taus(recipe) if recipe is not None else {}
+    lookup = ({(r.method, r.mode, r.aspect): r for r in valid_summary.itertuples()} if len(valid_summary) else {})
+    rows = []
+    for method in methods:
+        for mode in modes:
+            for aspect in aspects:
+                key = (method, mode, aspect)
+                row = lookup.get(key)
+                targets = int(row.n_targets) if row is not None else 0
+                f_valid = float(row.fmax_oracle) if row is not None and key in taus else float("nan")
+                if method == "recipe" and key in frozen:
+                    tau, where, note = frozen[key], "frozen_recipe tau_by_mode (VALID selection)", ""
+                    f_valid = float(((recipe or {}).get("aspects", {}).get(aspect, {}).get("valid_fmax_by_mode")
+                                     or {}).get(mode, f_valid))
+                elif key in taus:
+                    tau, where, note = taus[key], source, ""
+                else:
+                    tau, where = float("nan"), source
+                    note = ("no predictions at t-1 on VALID" if method not in scored
+                            else "no VALID targets in this cell" if row is None
+                            else "nothing predicted on VALID in this cell")
+                rows.append({"method": method, "mode": mode, "aspect": aspect, "valid_tau": tau,
+                             "f_on_valid": f_valid, "valid_targets": targets, "source": where, "note": note})
+    return pd.DataFrame(rows, columns=list(VALID_TAU_COLUMNS))
+
+
+def taus_of(table: pd.DataFrame, older_suffix: str | None = None) -> dict[tuple[str, str, str], float]:
+    """``(method, mode, aspect) -> valid_tau`` of a :func:`valid_tau_table` (missing ones left out).
+
+    With ``older_suffix`` each method's older-cutoff variant ``<method><suffix>`` reads the same
+    threshold (the one its model trained at ``t-1`` fixed on VALID).
+    """
+    out = {}
+    for r in table.itertuples():
+        if pd.notna(r.valid_tau):
+            out[(r.method, r.mode, r.aspect)] = float(r.valid_tau)
+            if older_suffix:
+                out[(f"{r.method}{older_suffix}", r.mode, r.aspect)] = float(r.valid_tau)
+    return out

@@ -6,9 +6,10 @@ nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/scorin
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from tempo_assets.core.artefact_types import (
@@ -16,7 +17,9 @@ from tempo_assets.core.artefact_types import (
 )
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.growth import Growth
-from tempo_assets.core.scoring import MODES, ScoringOptions, recipe_valid_taus, score_methods
+from tempo_assets.core.scoring import (
+    MODES, ScoringOptions, recipe_valid_taus, score_methods, taus_of, valid_tau_table,
+)
 from tempo_assets.core.selection import CandidateSource
 from tempo_assets.core.windows import Window
 
@@ -232,14 +235,15 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, lab
                ) -> tuple[Scores, dict[str, pd.DataFrame]]:
     """The frozen recipe refit at t0 beside plain KNN and naive, scored once on TEST growth.
 
-    F at the threshold the recipe froze on VALID (the aspect's ``tau``) is the headline; the
-    recipe gets bootstrap CIs of it and of the oracle Fmax.
+    F at the threshold the recipe froze on VALID is the headline: per (mode, aspect) the threshold
+    maximising F on VALID (``tau_by_mode``, the rule ``benchmark`` applies to every method, so
+    both report the same recipe number); the recipe gets bootstrap CIs of it and of the oracle Fmax.
     """
     source = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t0, max(ks))
     methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks))
     options = ScoringOptions(n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
     summary, curves = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,
-                                    options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe, by_mode=False))
+                                    options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe))
     return Scores(summary=summary, curves=curves, counts=growth.counts(),
                   excluded_by_sequence=len(growth.removed)), methods
 
@@ -285,31 +289,99 @@ def mark_rows(summary: pd.DataFrame, notes: Mapping[str, str], no_valid_tau: Ite
     return summary
 
 
-def benchmark_window(test: TestTargets, methods: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any],
-                     options: ScoringOptions, derived: list[str], decay: bool,
-                     notes: Mapping[str, str] | None = None, no_valid_tau: Iterable[str] = (),
-                     method_status: pd.DataFrame | None = None) -> Benchmark:
-    """Summary, paired differences (recipe minus each baseline, newer minus older), decay and curves.
+def merge_embeddings(first: Embeddings, second: Embeddings, first_proteins: Iterable[str],
+                     second_proteins: Iterable[str]) -> Embeddings:
+    """The rows of ``first_proteins`` from ``first`` and the other ``second_proteins`` from ``second``.
 
-    ``notes`` mark rows (e.g. a registered method's ``training date undeclared``); the methods in
-    ``no_valid_tau`` get no VALID-threshold numbers; ``method_status`` is the registered methods'
+    Lets one run of every method at ``t-1`` score TEST targets (embedded at ``t0``) and VALID
+    targets (embedded at ``t-1``) at once; a protein in both keeps ``first``'s row (both growths
+    exclude proteins whose sequence changed, so the rows embed the same sequence).
+    """
+    if first["embedder_id"] != second["embedder_id"]:
+        raise TempoInputError(f"embeddings of two embedders ({first['embedder_id']}, {second['embedder_id']}) "
+                              "cannot be merged")
+    ids_a, rows_a = query_rows(first, first_proteins)
+    ids_b, rows_b = query_rows(second, set(second_proteins) - set(ids_a))
+    return Embeddings(ids=list(ids_a) + list(ids_b), matrix=np.concatenate([rows_a, rows_b]),
+                      embedder_id=first["embedder_id"])
+
+
+def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, embedded_t0: Embeddings,
+                embedded_valid: Embeddings, sequences_t0: pd.DataFrame, sequences_valid: pd.DataFrame
+                ) -> tuple[Embeddings, dict[str, str], pd.DataFrame]:
+    """Query embeddings, sequences and targets for one run of every method at ``t-1``.
+
+    VALID targets as of ``t-1`` and, when ``test_targets`` is given (decay), the TEST targets as
+    of ``t0``: the methods run once on the union, then each set is taken back out of it.
+    """
+    frames = [valid_targets] if test_targets is None else [test_targets, valid_targets]
+    targets = pd.concat(frames).drop_duplicates(["protein", "aspect"]).reset_index(drop=True)
+    test_proteins = [] if test_targets is None else test_targets["protein"]
+    def texts(frame: pd.DataFrame) -> dict[str, str]:
+        return dict(zip(frame["protein"], frame["sequence"]))
+
+    sequences = {**texts(sequences_valid), **(texts(sequences_t0) if test_targets is not None else {})}
+    return (merge_embeddings(embedded_t0, embedded_valid, test_proteins, valid_targets["protein"]), sequences,
+            targets)
+
+
+def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -> dict[str, pd.DataFrame]:
+    """Every method's predictions for ``proteins`` only."""
+    keep = set(proteins)
+    return {m: p[p["protein"].isin(keep)].reset_index(drop=True) for m, p in predictions.items()}
+
+
+def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: Iterable[str],
+               recipe: Mapping[str, Any], options: ScoringOptions, source: str) -> pd.DataFrame:
+    """Every method's VALID threshold per (mode, aspect) (``core.scoring.valid_tau_table``).
+
+    ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
+    each is scored on VALID (no bootstrap) and its threshold maximising F is kept. The recipe keeps
+    the one its frozen recipe fixed on VALID by the same rule; a method missing from ``older``
+    gets none (and a note).
+    """
+    names = list(methods)
+    scored = {m: older[m] for m in names if m in older and not (m == "recipe" and recipe.get("aspects"))}
+    summary = pd.DataFrame()
+    if scored:
+        summary, _ = score_methods(valid.eval_ontology, valid.targets, valid.ground_truth, valid.known,
+                                   restrict(scored, valid.targets["protein"]), replace(options, n_boot=0),
+                                   toi=valid.toi)
+    return valid_tau_table(summary, names, recipe, source)
+
+
+def benchmark_window(test: TestTargets, methods: Mapping[str, pd.DataFrame], older: Mapping[str, pd.DataFrame],
+                     valid: TestTargets, recipe: Mapping[str, Any], options: ScoringOptions, derived: list[str],
+                     decay: bool, valid_source: str, notes: Mapping[str, str] | None = None,
+                     method_status: pd.DataFrame | None = None) -> Benchmark:
+    """Summary at every method's VALID threshold, paired differences of it, decay and curves.
+
+    ``methods`` are trained at ``t0``, ``older`` at ``t-1`` (predicting the VALID targets and, for
+    ``decay``, the TEST targets); ``valid`` the VALID cells (``valid_source`` names them). Every
+    method in ``methods`` gets a VALID threshold from ``older`` (see :func:`valid_taus`) and its
+    older variant ``<method>@t-1`` reads the same one on TEST. ``notes`` mark rows (e.g. a
+    registered method's ``training date undeclared``); ``method_status`` is the registered methods'
     eligibility on this window (``core.method_eligibility.method_eligibility``).
     """
     from tempo_assets.core.benchmark import decay_table, paired_differences
 
+    tau_table = valid_taus(valid, older, methods, recipe, options, valid_source)
+    taus = taus_of(tau_table, OLDER)
+    scored = dict(methods)
+    if decay:
+        scored.update({f"{m}{OLDER}": p for m, p in restrict(older, test.targets["protein"]).items()})
     args = (test.eval_ontology, test.targets, test.ground_truth, test.known)
     # the older-cutoff variants get their interval from the paired bootstrap (newer - older)
-    summary, curves = score_methods(*args, methods, options=options, toi=test.toi,
-                                    ci_methods=[m for m in methods if not m.endswith(OLDER)],
-                                    taus=recipe_valid_taus(recipe, ("recipe", f"recipe{OLDER}")))
-    pairs = [(options.reference, b) for b in methods if b != options.reference and not b.endswith(OLDER)]
-    pairs += [(m[: -len(OLDER)], m) for m in methods if m.endswith(OLDER)]
-    paired = paired_differences(*args, methods, pairs, options=options, toi=test.toi)
-    summary = mark_rows(summary, notes or {}, no_valid_tau)
-    return Benchmark(summary=summary, paired=paired,
-                     methods=pd.DataFrame() if method_status is None else method_status, decay=decay_table(summary, paired, OLDER) if decay
-                     else pd.DataFrame(), curves=curves, counts=test.counts, derived_releases=list(derived),
-                     lafa=options.lafa, dropped_protein_binding=list(test.dropped))
+    summary, curves = score_methods(*args, scored, options=options, toi=test.toi,
+                                    ci_methods=[m for m in scored if not m.endswith(OLDER)], taus=taus)
+    pairs = [(options.reference, b) for b in scored if b != options.reference and not b.endswith(OLDER)]
+    pairs += [(m[: -len(OLDER)], m) for m in scored if m.endswith(OLDER)]
+    paired = paired_differences(*args, scored, pairs, options=options, toi=test.toi, taus=taus)
+    summary = mark_rows(summary, notes or {}, ())
+    return Benchmark(summary=summary, paired=paired, decay=decay_table(summary, paired, OLDER) if decay
+                     else pd.DataFrame(), methods=pd.DataFrame() if method_status is None else method_status,
+                     curves=curves, counts=test.counts, derived_releases=list(derived),
+                     lafa=options.lafa, dropped_protein_binding=list(test.dropped), valid_taus=tau_table)
 
 
 def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str) -> str:
@@ -324,7 +396,7 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
 __all__ = [
     "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "benchmark_targets", "benchmark_window",
     "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
-    "latest_recipe_key", "method_predictions", "neighbours_of", "release_growth", "reranker_labels",
+    "latest_recipe_key", "merge_embeddings", "method_predictions", "restrict", "union_query", "valid_taus", "neighbours_of", "release_growth", "reranker_labels",
     "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",
     "warehouse_growth", "growth_differences",
 ]

@@ -54,8 +54,8 @@ def test_every_method_scored_on_the_same_targets(tiny):
     summary = value["summary"]
     scored = store.open("test_score", window).value.summary
     key = ["method", "mode", "aspect"]
-    mine = summary[summary["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax"]]
-    theirs = scored[scored["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax"]]
+    mine = summary[summary["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax", "valid_tau", "f_at_valid_tau"]]
+    theirs = scored[scored["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax", "valid_tau", "f_at_valid_tau"]]
     pd.testing.assert_frame_equal(mine.sort_index(), theirs.sort_index())
     expected = {"recipe", *BASELINES} | {f"{m}{OLDER}" for m in ("recipe", *BASELINES)}
     assert set(summary["method"]) == expected

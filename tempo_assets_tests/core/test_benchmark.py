@@ -162,7 +162,8 @@ def test_compare_windows_and_decay():
     for window, shift in (("w1", 0.0), ("w2", 0.1)):
         for method in ("recipe", "recipe@t-1", "naive"):
             rows.append({"method": method, "mode": "NK", "aspect": "MF",
-                         "fmax_oracle": 0.3 + shift + 0.01 * len(method), "wfmax": 0.2, "smin": 1.0})
+                         "fmax_oracle": 0.3 + shift + 0.01 * len(method), "wfmax": 0.2, "smin": 1.0,
+                         "f_at_valid_tau": 0.2 + shift + 0.02 * len(method)})
     results = pd.concat([results_frame(pd.DataFrame(rows[i:i + 3]), w, w == "w1")
                          for i, w in ((0, "w1"), (3, "w2"))], ignore_index=True)
     compared = compare_windows(results, "w1", "w2")
@@ -177,5 +178,8 @@ def test_compare_windows_and_decay():
                             "low": -0.1, "high": 0.2, "p_value": 0.5}])
     decay = decay_table(summary, paired)
     assert decay["method"].tolist() == ["recipe"]
-    assert decay["delta"].iloc[0] == pytest.approx(summary["fmax_oracle"].iloc[0] - summary["fmax_oracle"].iloc[1])
+    # the decay is read on the headline (F at the VALID threshold), as the paired bootstrap is
+    assert decay["delta"].iloc[0] == pytest.approx(summary["f_at_valid_tau"].iloc[0]
+                                                   - summary["f_at_valid_tau"].iloc[1])
+    assert "f_at_valid_tau_newer" in decay and "fmax_oracle_newer" not in decay
     assert decay["delta_low"].iloc[0] == -0.1

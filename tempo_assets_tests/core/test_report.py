@@ -82,7 +82,8 @@ def make_results(seed: int = 0, derived_window: str | None = WINDOWS[1]) -> pd.D
                         fmax_oracle_low=f - 0.04, fmax_oracle_high=f + 0.03, wfmax=f - 0.1,
                         smin=float(rng.uniform(3, 20)), f_micro_w=f - 0.05,
                         coverage=float(rng.uniform(0.4, 1)), valid_tau=float(rng.integers(1, 99)) / 100,
-                        n_targets=int(rng.integers(5, 900)), derived=window == derived_window))
+                        wf_at_valid_tau=f - 0.12, s_at_valid_tau=float(rng.uniform(3, 20)),
+                        tau_oracle=float(rng.integers(1, 99)) / 100, n_targets=int(rng.integers(5, 900)), derived=window == derived_window))
     return pd.DataFrame(rows)
 
 
@@ -180,9 +181,20 @@ def test_window_report_one_image_per_plot_and_derived_marker(curves):
     # every metric cell of a derived row carries the marker; the legend says what it means
     rows = [r for r in html_text.split("<tr") if 'class="derived-row"' in r[:30]]
     assert len(rows) == 27
-    assert all(r.count('<sup class="derived"') == 7 for r in rows)  # one per metric column
+    metric_columns = [c for c, _, _ in report._TABLE if c in results.columns]
+    assert len(metric_columns) == 10
+    assert all(r.count('<sup class="derived"') == len(metric_columns) for r in rows)  # one per metric column
     assert 'id="derived-legend"' in html_text and "derived</em> release" in html_text
+    # the oracle numbers are labelled as such under every table
+    assert html_text.count("best threshold on TEST — not a protocol number") >= 3
     assert "2019-01-14" in html_text  # provenance value shown
+
+
+def test_markdown_labels_the_oracle_columns():
+    text = report.results_to_markdown(make_results())
+    header = text.splitlines()[0]
+    assert header.index("F at VALID tau") < header.index("Fmax oracle*")
+    assert "* Fmax oracle, \u03c4 oracle, wFmax, Smin: best threshold on TEST — not a protocol number." in text
 
 
 def test_window_report_without_derived_has_no_marker(curves):
@@ -280,6 +292,9 @@ def test_tsv_round_trip():
     text = results_to_tsv(results)
     back = pd.read_csv(io.StringIO(text), sep="\t")
     assert list(back.columns) == report.RESULT_COLUMNS
+    # the headline leads, at each method's VALID threshold, for every method
+    assert report.RESULT_COLUMNS[4:10] == ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high",
+                                           "wf_at_valid_tau", "s_at_valid_tau"]
     assert len(back) == len(results)
     key = ["window", "mode", "aspect", "method"]
     merged = back.merge(results, on=key, suffixes=("", "_orig"))
