@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "tempo_assets.cli.audit_cmd",
     "tempo_assets.cli.audit_graph_cmd",
     "tempo_assets.cli.report_cmd",
+    "tempo_assets.cli.gate_cmd",
 )
 
 
