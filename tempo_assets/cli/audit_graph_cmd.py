@@ -145,8 +145,8 @@ def run_audit_features(args: argparse.Namespace) -> int:
                  "reranker_labels_sha256": artefact.meta.get("sha256")}
     report = audit_golden_rule(inputs, proteins, extra_features=hook)
     passed = report.passed and not report.not_audited
-    document: dict[str, Any] = {"audit": "audit-features", **report.to_dict(), **where, "sample": args.sample, "seed": args.seed,
-                                "k": args.k, "extra_features": args.extra_features}
+    document: dict[str, Any] = {"audit": "audit-features", **report.to_dict(), **where, "sample": args.sample,
+                                "seed": args.seed, "k": args.k, "extra_features": args.extra_features}
     document["status"] = "pass" if passed else "fail"
     print(f"golden rule: {len(report.proteins)} target(s) audited of {report.labelled_queries} labelled "
           f"({report.queries} queried), {len(report.features)} feature(s)")

@@ -15,6 +15,20 @@ INPUT_ERROR_EXIT_CODE = 3
 DEFAULT_POLICY = "quality.yaml"
 
 
+def resolve_policy(path: str | None):
+    """The policy at ``path``; without one, ``./quality.yaml`` when present, else the built-in
+    defaults (identical to the shipped ``quality.yaml``)."""
+    from pathlib import Path
+
+    from tempo_assets.core.gate import POLICY_SCHEMA_VERSION, Policy, load_policy
+
+    if path is not None:
+        return load_policy(path)
+    if Path(DEFAULT_POLICY).is_file():
+        return load_policy(DEFAULT_POLICY)
+    return Policy(schema_version=POLICY_SCHEMA_VERSION)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "gate",
@@ -27,9 +41,9 @@ def register(subparsers) -> None:
             "input file."),
     )
     parser.add_argument("reports", nargs="*", metavar="REPORT.json", help="audit reports (JSON)")
-    parser.add_argument("--policy", default=DEFAULT_POLICY,
-                        help=f"policy YAML (tempo-quality-policy/v1; default ./{DEFAULT_POLICY}, the "
-                             "repository's shipped policy)")
+    parser.add_argument("--policy", default=None,
+                        help=f"policy YAML (tempo-quality-policy/v1; default ./{DEFAULT_POLICY} when "
+                             "present, else the built-in defaults, which are the shipped quality.yaml)")
     parser.add_argument("--out", metavar="GATE.json", help="also write the verdict as JSON (atomically)")
     parser.set_defaults(func=run_gate)
 
@@ -59,7 +73,7 @@ def run_gate(args: argparse.Namespace) -> int:
     from tempo_assets.core.io import atomic_write
 
     try:
-        result = gate_reports(args.reports, args.policy)
+        result = gate_reports(args.reports, resolve_policy(args.policy))
     except TempoInputError as exc:
         print(f"tempo gate: input error (exit {INPUT_ERROR_EXIT_CODE}): {exc}", file=sys.stderr)
         return INPUT_ERROR_EXIT_CODE
@@ -69,3 +83,68 @@ def run_gate(args: argparse.Namespace) -> int:
             handle.write(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
         print(f"  verdict: {args.out}")
     return result.exit_code
+
+
+# --- the gate in front of `tempo report` ---------------------------------------------------------
+
+
+class ReportGate:
+    """The gate's verdict as ``tempo report --format md|html`` shows it (or refuses on)."""
+
+    def __init__(self, result, allow_failed: bool):
+        self.result = result
+        self.allow_failed = bool(allow_failed)
+
+    @property
+    def refuse(self) -> bool:
+        """Publishing is refused: the gate failed and ``--allow-failed-gate`` was not given."""
+        return self.result.verdict == "fail" and not self.allow_failed
+
+    def headline(self) -> str:
+        verdict = self.result.verdict
+        if verdict == "fail":
+            return ("FAILED QUALITY GATE: published with --allow-failed-gate; these numbers did not "
+                    "pass the audits the policy requires")
+        if verdict == "investigate":
+            return "Quality gate: investigate (the audit evidence is missing or incomplete)"
+        return f"Quality gate: pass ({len(self.result.evidence)} audit report(s))"
+
+    def markdown(self) -> str:
+        lines = [f"> **{self.headline()}**"] + [f"> - {reason}" for reason in self.result.reasons]
+        return "\n".join(lines) + "\n\n"
+
+    def html(self, page: str) -> str:
+        """``page`` with the banner as the first element of its body."""
+        from html import escape
+
+        colour = {"fail": "#b00020", "investigate": "#a34700", "pass": "#1b6e20"}[self.result.verdict]
+        items = "".join(f"<li>{escape(reason)}</li>" for reason in self.result.reasons)
+        banner = (f'<div id="quality-gate" style="border:3px solid {colour};padding:6px 10px;'
+                  f'margin-bottom:1em"><strong style="color:{colour}">{escape(self.headline())}</strong>'
+                  + (f"<ul>{items}</ul>" if items else "") + "</div>")
+        return page.replace("<body>", "<body>\n" + banner, 1)
+
+
+def add_report_gate_arguments(parser) -> None:
+    """``--gate REPORT.json...``, ``--policy`` and ``--allow-failed-gate`` for ``tempo report``."""
+    parser.add_argument("--gate", nargs="+", default=[], metavar="REPORT.json",
+                        help="audit reports (audit-cutoffs/-features/-design --out) the quality gate "
+                             "reads before md/html are published; none: the gate says investigate")
+    parser.add_argument("--policy", default=None, help="quality policy YAML (default as `tempo gate`)")
+    parser.add_argument("--allow-failed-gate", action="store_true",
+                        help="publish even when the gate fails, under a banner saying so")
+
+
+def report_gate(args) -> ReportGate:
+    """Run the gate for ``tempo report`` and print its verdict to stderr."""
+    from tempo_assets.core.gate import gate_reports
+
+    gate = ReportGate(gate_reports(args.gate, resolve_policy(args.policy)), args.allow_failed_gate)
+    if gate.result.verdict != "pass":
+        print(f"tempo report: quality gate {gate.result.verdict}:", file=sys.stderr)
+        for reason in gate.result.reasons:
+            print(f"  - {reason}", file=sys.stderr)
+    if gate.refuse:
+        print("tempo report: not published: the quality gate failed (pass --allow-failed-gate to "
+              "publish under a banner)", file=sys.stderr)
+    return gate
