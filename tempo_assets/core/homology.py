@@ -63,6 +63,7 @@ __all__ = [
     "identity_stratum",
     "max_train_identity",
     "paired_bootstrap_interval",
+    "target_homology",
 ]
 
 MIN_IDENTITY = 30.0  # percent; see the module docstring
@@ -549,3 +550,54 @@ def max_train_identity(
     out["nearest_train"] = merged["nearest_train"].where(merged["nearest_train"].notna(), None).to_numpy()
     out["identity_stratum"] = identity_stratum(out["max_identity"].to_numpy())
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# both at once, as the benchmark calls it
+
+
+def target_homology(
+    targets: pd.DataFrame,
+    target_sequences: Mapping[str, str],
+    corpus_sequences: Mapping[str, str],
+    corpus_annotations: pd.DataFrame,
+    workdir: str | Path,
+    threads: int = 1,
+    sensitivity: str | None = "--sensitive",
+    min_identity: float = MIN_IDENTITY,
+    min_coverage: float = MIN_COVERAGE,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Clusters of a window's TEST targets and each target's identity stratum, in two DIAMOND runs.
+
+    Parameters
+    ----------
+    targets : DataFrame ``protein, aspect[, mode...]``, every scored (target, aspect) of the window.
+    target_sequences : accession -> sequence for (at least) every target protein.
+    corpus_sequences : the corpus the TEST score is refit on (proteins at t0).
+    corpus_annotations : DataFrame ``protein, aspect`` of that corpus (t0 experimental).
+    workdir : scratch folder for DIAMOND (two sub-folders are made).
+
+    Returns
+    -------
+    clusters : DataFrame ``protein, cluster, cluster_size`` over all the window's target
+        proteins together (clusters are computed once per window, then every cell's bootstrap
+        takes ``cluster_codes(cell_proteins, clusters)``: restricting the graph to one cell could
+        split a family through a member scored in another cell only, which would understate the
+        dependence).
+    identity : ``targets`` with ``max_identity``, ``nearest_train``, ``identity_stratum``.
+    """
+    _require(targets, ["protein", "aspect"], "targets")
+    proteins = sorted(set(targets["protein"].astype(str)))
+    missing = [p for p in proteins if p not in target_sequences]
+    if missing:
+        raise TempoInputError(f"{len(missing)} target(s) have no sequence, e.g. {missing[0]!r}",
+                              path="target sequences")
+    query = {p: target_sequences[p] for p in proteins}
+    workdir = Path(workdir)
+    among = diamond_alignments(query, query, workdir / "targets", threads=threads,
+                               sensitivity=sensitivity)
+    to_corpus = diamond_alignments(query, corpus_sequences, workdir / "corpus", threads=threads,
+                                   sensitivity=sensitivity)
+    clusters = homology_clusters(proteins, among, min_identity=min_identity,
+                                 min_coverage=min_coverage)
+    return clusters, max_train_identity(targets, to_corpus, corpus_annotations)

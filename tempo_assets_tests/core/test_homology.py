@@ -22,6 +22,7 @@ from tempo_assets.core.homology import (
     identity_stratum,
     max_train_identity,
     paired_bootstrap_interval,
+    target_homology,
 )
 
 FASTA = (Path(__file__).resolve().parents[2] / "data" / "releases" / "2014-09-29"
@@ -298,3 +299,25 @@ def test_real_sequences_strata_and_clusters(real_sequences, tmp_path):
     assert clusters["cluster"].nunique() == 3 + len(loners)
     codes = cluster_codes(list(test_set), clusters)
     assert bootstrap_interval(np.ones(len(test_set)), codes, n_boot=20)["n_clusters"] == 8
+
+
+@needs_diamond
+def test_target_homology_is_both_runs_at_once(real_sequences, tmp_path):
+    rng = np.random.default_rng(5)
+    base = list(real_sequences)
+    corpus = {p: real_sequences[p] for p in base[:60]}
+    annotations = pd.DataFrame({"protein": base[:60], "aspect": "CC"})
+    sequences = {"A1": _mutate(rng, corpus[base[0]], 0.05), "A2": _mutate(rng, corpus[base[0]], 0.1),
+                 "B1": _mutate(rng, corpus[base[1]], 0.3), base[70]: real_sequences[base[70]]}
+    targets = pd.DataFrame({"protein": ["A1", "A2", "B1", base[70], "A1"],
+                            "aspect": ["CC", "CC", "CC", "CC", "MF"], "mode": ["NK"] * 4 + ["LK"]})
+    clusters, identity = target_homology(targets, sequences, corpus, annotations, tmp_path)
+    by_protein = dict(zip(clusters["protein"], clusters["cluster"]))
+    assert len(clusters) == 4 and by_protein["A1"] == by_protein["A2"] != by_protein["B1"]
+    assert list(identity["identity_stratum"][:2]) == [">=90", ">=90"]
+    assert identity["identity_stratum"].iloc[4] == "<30"  # no corpus protein annotated in MF
+    pd.testing.assert_frame_equal(
+        identity, max_train_identity(targets, diamond_alignments(sequences, corpus, tmp_path / "again"),
+                                     annotations))
+    with pytest.raises(TempoInputError, match="have no sequence"):
+        target_homology(targets, {"A1": sequences["A1"]}, corpus, annotations, tmp_path / "x")
