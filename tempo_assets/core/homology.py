@@ -7,8 +7,8 @@ if they were independent understates the sampling variance of a metric (the same
 resampling patients, not variants). The independent unit here is a *sequence cluster*: the
 connected components of the graph whose edges are all-vs-all DIAMOND hits among the targets at
 or above :data:`MIN_IDENTITY` percent identity over at least :data:`MIN_COVERAGE` percent of the
-query (Field et al. 2007, "Statistical inference for clustered data"; the cluster bootstrap of
-Davison & Hinkley 1997, section 3.8).
+query (the cluster bootstrap: Davison & Hinkley 1997, section 3.8; Field & Welsh 2007,
+"Bootstrapping clustered data", JRSS B 69:369).
 
 Why these thresholds
 --------------------
