@@ -26,7 +26,7 @@ from tempo_assets.core import evaluation as ev  # noqa: E402
 from tempo_assets.core.blast import blast_term_scores, diamond_hits  # noqa: E402
 from tempo_assets.core.growth import align_terms, annotation_growth  # noqa: E402
 from tempo_assets.core.homology import bootstrap_interval, cluster_codes, target_homology  # noqa: E402
-from tempo_assets.resources import open_archive  # noqa: E402
+from tempo_assets.core.releases import open_archive  # noqa: E402
 
 
 def main(argv=None) -> int:

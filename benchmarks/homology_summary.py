@@ -26,7 +26,7 @@ from tempo_assets.core.annotations import clean_annotations, propagate_annotatio
 from tempo_assets.core.growth import align_terms, annotation_growth  # noqa: E402
 from tempo_assets.core.homology import IDENTITY_STRATA, cluster_codes, target_homology  # noqa: E402
 from tempo_assets.core.releases import CutoffReader  # noqa: E402
-from tempo_assets.resources import open_archive  # noqa: E402
+from tempo_assets.core.releases import open_archive  # noqa: E402
 
 
 def release_state(archive, release):

@@ -115,14 +115,9 @@ class ReportGate:
 
     def html(self, page: str) -> str:
         """``page`` with the banner as the first element of its body."""
-        from html import escape
+        from tempo_assets.core.report import with_gate_banner
 
-        colour = {"fail": "#b00020", "investigate": "#a34700", "pass": "#1b6e20"}[self.result.verdict]
-        items = "".join(f"<li>{escape(reason)}</li>" for reason in self.result.reasons)
-        banner = (f'<div id="quality-gate" style="border:3px solid {colour};padding:6px 10px;'
-                  f'margin-bottom:1em"><strong style="color:{colour}">{escape(self.headline())}</strong>'
-                  + (f"<ul>{items}</ul>" if items else "") + "</div>")
-        return page.replace("<body>", "<body>\n" + banner, 1)
+        return with_gate_banner(page, self.result.verdict, self.headline(), self.result.reasons)
 
 
 def add_report_gate_arguments(parser) -> None:
