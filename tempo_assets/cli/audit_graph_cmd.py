@@ -146,8 +146,8 @@ def run_audit_features(args: argparse.Namespace) -> int:
                  "reranker_labels_sha256": artefact.meta.get("sha256")}
     report = audit_golden_rule(inputs, proteins, extra_features=hook)
     passed = report.passed and not report.not_audited
-    document: dict[str, Any] = {**report.to_dict(), **where, "sample": args.sample, "seed": args.seed,
-                                "k": args.k, "extra_features": args.extra_features}
+    document: dict[str, Any] = {"audit": "audit-features", **report.to_dict(), **where, "sample": args.sample,
+                                "seed": args.seed, "k": args.k, "extra_features": args.extra_features}
     document["status"] = "pass" if passed else "fail"
     print(f"golden rule: {len(report.proteins)} target(s) audited of {report.labelled_queries} labelled "
           f"({report.queries} queried), {len(report.features)} feature(s)")
@@ -250,7 +250,7 @@ def run_audit_cutoffs(args: argparse.Namespace) -> int:
     for finding in report.findings:
         print(f"VIOLATION [{finding.rule}] {finding.message}")
     print("PASS" if report.passed else f"FAIL: {len(report.findings)} violation(s)")
-    write_report(args.out, report.to_dict())
+    write_report(args.out, {"audit": "audit-cutoffs", **report.to_dict()})
     return 0 if report.passed else 1
 
 

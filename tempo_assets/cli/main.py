@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "tempo_assets.cli.report_cmd",
     "tempo_assets.cli.test_claim_cmd",
     "tempo_assets.cli.method_cmd",
+    "tempo_assets.cli.gate_cmd",
 )
 
 

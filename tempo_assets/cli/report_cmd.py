@@ -5,6 +5,10 @@ Reads the stored ``benchmark`` artefacts (``$TEMPO_ARTEFACTS``) of the archive's
 Markdown go to stdout (or ``--out``); HTML is written to ``--out`` (default: beside the artefact,
 ``<artefacts>/benchmark/<window>/report.html``, or ``<artefacts>/benchmark_catalog/report.html``
 for the whole archive). Every number on a derived release is marked.
+
+Before md or html is published the quality gate (``tempo gate``) judges the audit reports given
+with ``--gate``: on a failure nothing is written and the command exits 1, unless
+``--allow-failed-gate``, which publishes under a banner saying so; the verdict heads the report.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import sys
 from pathlib import Path
 
 FORMATS = ("tsv", "md", "html")
+GATE_REFUSED_EXIT_CODE = 1
 
 
 def _instance():
@@ -25,7 +30,9 @@ def _instance():
     return dg.DagsterInstance.get()
 
 
-def _emit(text: str, out: str | None) -> None:
+def _emit(text: str, out: str | None, gate=None) -> None:
+    if gate is not None:
+        text = gate.markdown() + text
     if out:
         from tempo_assets.core.io import atomic_write
 
@@ -69,6 +76,14 @@ def _report(args) -> int:
     from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_archive_root, default_artefacts_root
 
+    gate = None
+    if args.format in ("md", "html"):
+        from tempo_assets.cli.gate_cmd import report_gate
+
+        gate = report_gate(args)
+        if gate.refuse:
+            return GATE_REFUSED_EXIT_CODE
+    md_gate = gate if args.format == "md" else None
     store = ArtefactStore(default_artefacts_root())
     built = build_catalog(store, default_archive_root(), _instance())
     catalog, results = built["catalog"], built["results"]
@@ -80,7 +95,7 @@ def _report(args) -> int:
             raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
         text = (table.to_csv(sep="\t", index=False, lineterminator="\n", float_format="%.6g") if args.format == "tsv"
                 else f"## {args.compare[1]} minus {args.compare[0]}\n\n" + table.round(4).to_markdown(index=False) + "\n")
-        _emit(text, args.out)
+        _emit(text, args.out, md_gate)
         return 0
     if args.window:
         if args.window not in set(catalog["window"]):
@@ -101,11 +116,12 @@ def _report(args) -> int:
             newest = curves[~curves["method"].str.endswith(OLDER)] if len(curves) else curves
             provenance = {"window": args.window, "status": row["status"],
                           "derived_releases": value.get("derived_releases") or "none", "lafa": value.get("lafa")}
-            write_report(out, render_window_report(args.window, results_frame(value["summary"], args.window, derived),
-                                                   curve_groups(newest), provenance))
+            write_report(out, gate.html(render_window_report(args.window, results_frame(value["summary"], args.window,
+                                                                                          derived),
+                                                             curve_groups(newest), provenance)))
             print(f"wrote {out}")
             return 0
-        _emit(_window_text(value, args.window, derived, args.format), args.out)
+        _emit(_window_text(value, args.window, derived, args.format), args.out, md_gate)
         return 0
     if args.format == "html":
         if results.empty:
@@ -119,10 +135,9 @@ def _report(args) -> int:
         if report[-1][2] != "ok":
             raise TempoInputError("materialising benchmark_catalog failed (see the run in the Dagster UI)")
         written = store.folder("benchmark_catalog", None) / "report.html"
+        # the gate's verdict heads the published page (the asset's own page carries none until then)
         out = Path(args.out or written)
-        if out != written:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(written.read_bytes())
+        write_report(out, gate.html(written.read_text(encoding="utf-8")))
         print(f"wrote {out}")
         return 0
     if args.format == "tsv":
@@ -139,7 +154,7 @@ def _report(args) -> int:
         from tempo_assets.assets.benchmark import method_status_markdown
 
         parts += ["\n## Registered methods (status per window)\n", method_status_markdown(built["methods"]), "\n"]
-    _emit("\n".join(parts), args.out)
+    _emit("\n".join(parts), args.out, md_gate)
     return 0
 
 
@@ -150,4 +165,7 @@ def register(subparsers) -> None:
                         help="metrics of two windows side by side (B - A) per mode, aspect and method (tsv/md)")
     parser.add_argument("--format", choices=FORMATS, default="md")
     parser.add_argument("--out", metavar="PATH", help="write here instead of stdout / the default HTML path")
+    from tempo_assets.cli.gate_cmd import add_report_gate_arguments
+
+    add_report_gate_arguments(parser)
     parser.set_defaults(func=_report)

@@ -496,6 +496,22 @@ _PAGE = _HTML.from_string("""<!DOCTYPE html>
 """)
 
 
+_GATE_COLOURS = {"fail": "#b00020", "investigate": "#a34700", "pass": "#1b6e20"}
+_GATE_BANNER = _HTML.from_string("""<div id="quality-gate" style="border:3px solid {{ colour }};padding:6px 10px;\
+margin-bottom:1em"><strong style="color:{{ colour }}">{{ headline }}</strong>{% if reasons %}<ul>\
+{% for reason in reasons %}<li>{{ reason }}</li>{% endfor %}</ul>{% endif %}</div>""")
+
+
+def with_gate_banner(page: str, verdict: str, headline: str, reasons: list[str]) -> str:
+    """``page`` (a rendered report) with the quality gate's verdict as the first element of its body."""
+    if verdict not in _GATE_COLOURS:
+        raise ReportInputError(f"gate verdict must be one of {sorted(_GATE_COLOURS)}, got {verdict!r}")
+    if "<body>" not in page:
+        raise ReportInputError("the report has no <body> to put the quality gate's banner in")
+    banner = _GATE_BANNER.render(colour=_GATE_COLOURS[verdict], headline=headline, reasons=list(reasons))
+    return page.replace("<body>", "<body>\n" + banner, 1)
+
+
 def _results_table(frame: pd.DataFrame, with_window: bool) -> str:
     columns = [(c, h, d) for c, h, d in _TABLE if c in frame.columns]
     targets = "n_targets" in frame.columns

@@ -239,6 +239,21 @@ def test_archive_report(curves):
     assert 'class="derived"' not in no_derived
 
 
+def test_gate_banner_heads_the_body_and_escapes_reasons(curves):
+    page = render_archive_report(make_results(), None)
+    bannered = report.with_gate_banner(page, "fail", "FAILED QUALITY GATE", ["feature <own_count> leaks"])
+    assert bannered.index('id="quality-gate"') < bannered.index("<h1")
+    assert bannered.index("<body>") < bannered.index('id="quality-gate"')
+    assert "feature &lt;own_count&gt; leaks" in bannered and "<own_count>" not in bannered
+    assert bannered.replace(bannered[bannered.index("<div id=\"quality-gate\""):bannered.index("</div>") + 6]
+                            + "\n", "", 1) == page  # only the banner was added
+    assert "<ul>" not in report.with_gate_banner(page, "pass", "Quality gate: pass", [])
+    with pytest.raises(ReportInputError, match="verdict"):
+        report.with_gate_banner(page, "maybe", "x", [])
+    with pytest.raises(ReportInputError, match="no <body>"):
+        report.with_gate_banner("<p>no page</p>", "pass", "x", [])
+
+
 def test_bad_results_are_named():
     results = make_results()
     with pytest.raises(ReportInputError, match=r"lacks columns \['derived'\]"):
