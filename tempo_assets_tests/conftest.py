@@ -18,6 +18,8 @@ import pytest
 
 # the SQL warehouse models are not upstream of any score; their own tests cover them
 from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS
+# the production path's servers (PostgreSQL, S3, redis) for the tests marked `production`
+from tempo_assets_tests.services import dev_services  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_ARCHIVE = REPO / "data"
