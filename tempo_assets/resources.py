@@ -28,7 +28,13 @@ def default_dagster_home() -> str:
 
 
 def default_artefacts_root() -> str:
-    return os.environ.get("TEMPO_ARTEFACTS") or str(Path(default_dagster_home()) / "artefacts")
+    root = os.environ.get("TEMPO_ARTEFACTS") or str(Path(default_dagster_home()) / "artefacts")
+    if "://" in root:
+        # not a folder: without this, s3://bucket/prefix would become a local folder "s3:"
+        raise TempoInputError("the artefact store takes a local folder for now (object-store "
+                              "artefacts are still to come); set TEMPO_ARTEFACTS to a folder",
+                              f"TEMPO_ARTEFACTS={root}")
+    return root
 
 
 def default_cache_root() -> str:

@@ -5,7 +5,6 @@ A run's events become rows of Postgres tables; the queued run coordinator and th
 endpoint that is down or refuses the credentials fails ``tempo`` at start with a message naming
 the endpoint, never the password. The servers are the session's (``dev_services``).
 """
-from __future__ import annotations
 
 import os
 import shutil
@@ -14,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
+
+from tempo_assets.definitions import build_resources
+from tempo_assets.resources import WarehouseResource
 
 pytestmark = pytest.mark.production
 
@@ -39,13 +42,12 @@ def _free_port() -> int:
 
 @pytest.fixture
 def pg_env(dev_services, monkeypatch):
-    for name in PG_VARIABLES:
+    for name in (*PG_VARIABLES, "TEMPO_WAREHOUSE_URL"):
         monkeypatch.setenv(name, dev_services[name])
     return {name: dev_services[name] for name in PG_VARIABLES}
 
 
 def test_run_events_are_rows_in_postgres(tmp_path, pg_env, dev_services):
-    import dagster as dg
     from dagster._core.instance.ref import InstanceRef
     from dagster_postgres import (
         PostgresEventLogStorage,
@@ -56,7 +58,10 @@ def test_run_events_are_rows_in_postgres(tmp_path, pg_env, dev_services):
     from sqlalchemy.engine import make_url
 
     @dg.asset(pool="tempo_test_score")
-    def tiny_score() -> int:
+    def tiny_score(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> int:
+        with warehouse.warehouse() as opened:
+            context.add_output_metadata({"warehouse": opened.safe_url,
+                                         "relations": len(opened.models())})
         return 7
 
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(_home(tmp_path))))
@@ -69,7 +74,8 @@ def test_run_events_are_rows_in_postgres(tmp_path, pg_env, dev_services):
         assert concurrency.run_queue_config.max_concurrent_runs == 2
         # the pool limit dev_services.sh set lives in the instance's Postgres storage
         assert instance.event_log_storage.get_concurrency_info("tempo_test_score").slot_count == 1
-        result = dg.materialize([tiny_score], instance=instance)
+        result = dg.materialize([tiny_score], instance=instance,
+                                resources={"warehouse": build_resources()["warehouse"]})
         assert result.success
         run_id = result.run_id
     finally:
@@ -93,6 +99,40 @@ def test_run_events_are_rows_in_postgres(tmp_path, pg_env, dev_services):
     assert {"PIPELINE_START", "STEP_START", "STEP_SUCCESS", "ASSET_MATERIALIZATION",
             "PIPELINE_SUCCESS"} <= kinds, kinds
     assert stored >= 1
+    # the warehouse came from $TEMPO_WAREHOUSE_URL in the step: its password is in no stored
+    # row (run config, job snapshot, event metadata), only the masked URL
+    password = pg_env["TEMPO_PG_PASSWORD"]
+    try:
+        assert _stored_text_containing(engine, password) == []
+        assert _stored_text_containing(engine, "tempo:***@127.0.0.1")
+    finally:
+        engine.dispose()
+
+
+def _stored_text_containing(engine, needle: str) -> list[str]:
+    """``table`` for every row of Dagster's storage whose text or zlib body contains ``needle``."""
+    import zlib
+
+    from sqlalchemy import text
+
+    found = []
+    with engine.connect() as conn:
+        tables = conn.execute(text("select tablename from pg_tables "
+                                   "where schemaname = 'public'")).scalars().all()
+        for table in tables:
+            for row in conn.execute(text(f'select * from "{table}"')):
+                for value in row:
+                    if isinstance(value, (bytes, memoryview)):
+                        value = bytes(value)
+                        try:
+                            value = zlib.decompress(value)
+                        except zlib.error:
+                            pass
+                        value = value.decode("utf-8", "replace")
+                    if needle in str(value):
+                        found.append(table)
+                        break
+    return found
 
 
 @pytest.mark.parametrize("fault", ["down", "wrong_password"])
