@@ -125,15 +125,15 @@ as_pg() {  # run a server command as the unprivileged postgres user when we are 
   fi
 }
 
-pg_root() {  # where the cluster lives (created on first use)
-  if [ -f "$STATE/postgres.root" ]; then cat "$STATE/postgres.root"; return; fi
+pg_root() {  # where the cluster lives (created on first use, and again if it was deleted)
   local root=$STATE/postgres
+  [ ! -f "$STATE/postgres.root" ] || root=$(cat "$STATE/postgres.root")
   mkdir -p "$root"
   if [ "$(id -u)" -eq 0 ]; then
     id postgres >/dev/null 2>&1 || die "user postgres is missing: it comes with Debian's postgresql package (bash scripts/setup_system.sh)"
     chown postgres: "$root"
     chmod 700 "$root"
-    if ! runuser -u postgres -- test -w "$root"; then
+    if [ "$root" = "$STATE/postgres" ] && ! runuser -u postgres -- test -w "$root"; then
       rmdir "$root"
       root=/var/tmp/tempo-services-$(printf '%s' "$STATE" | sha256sum | cut -c1-16)/postgres
       log "postgres: user postgres cannot reach $STATE; its cluster goes to $root"
