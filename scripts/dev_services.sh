@@ -244,12 +244,12 @@ write_dagster_home() {
   cp "$DAGSTER_YAML" "$STATE/dagster_home/dagster.yaml"
 }
 
-set_pool_limits() {  # the test_score pool: one TEST score at a time on the instance
+set_pool_limits() {  # the test_score asset's pool: one TEST score at a time on the instance
   local dagster
   dagster=$(dirname "$PY")/dagster
-  (eval "$(print_env)"; "$dagster" instance concurrency set tempo_test_score 1 >/dev/null) \
-    || die "could not set the tempo_test_score pool limit on the instance"
-  log "dagster: pool tempo_test_score limited to 1 slot"
+  (eval "$(print_env)"; "$dagster" instance concurrency set test_score 1 >/dev/null) \
+    || die "could not set the test_score pool limit on the instance"
+  log "dagster: pool test_score limited to 1 slot"
 }
 
 print_env() {

@@ -40,7 +40,7 @@ def test_instance_files_pass_dagsters_instance_schema(tmp_path, monkeypatch, nam
     assert set(config["storage"]) == {"postgres"}
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert config["concurrency"]["runs"]["max_concurrent_runs"] >= 1
-    assert config["concurrency"]["pools"]["granularity"] == "op"
+    assert config["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
     assert config["telemetry"] == {"enabled": False}
 
 

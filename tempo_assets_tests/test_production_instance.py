@@ -1,7 +1,7 @@
 """The production instance: docs/deploy/dagster.yaml on a real PostgreSQL server.
 
 A run's events become rows of Postgres tables; the queued run coordinator and the
-``tempo_test_score`` pool come from the file and from ``scripts/dev_services.sh``; a storage
+``test_score`` pool come from the file and from ``scripts/dev_services.sh``; a storage
 endpoint that is down or refuses the credentials fails ``tempo`` at start with a message naming
 the endpoint, never the password. The servers are the session's (``dev_services``).
 """
@@ -57,7 +57,7 @@ def test_run_events_are_rows_in_postgres(tmp_path, pg_env, dev_services):
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    @dg.asset(pool="tempo_test_score")
+    @dg.asset(pool="test_score")
     def tiny_score(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> int:
         with warehouse.warehouse() as opened:
             context.add_output_metadata({"warehouse": opened.safe_url,
@@ -72,8 +72,9 @@ def test_run_events_are_rows_in_postgres(tmp_path, pg_env, dev_services):
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         concurrency = instance.get_concurrency_config()
         assert concurrency.run_queue_config.max_concurrent_runs == 2
+        assert concurrency.pool_config.default_pool_limit == 1
         # the pool limit dev_services.sh set lives in the instance's Postgres storage
-        assert instance.event_log_storage.get_concurrency_info("tempo_test_score").slot_count == 1
+        assert instance.event_log_storage.get_concurrency_info("test_score").slot_count == 1
         result = dg.materialize([tiny_score], instance=instance,
                                 resources={"warehouse": build_resources()["warehouse"]})
         assert result.success

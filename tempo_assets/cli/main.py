@@ -67,10 +67,12 @@ def unreachable_storage(exc: BaseException) -> str | None:
         seen.append(exc)
         exc = exc.__cause__ or exc.__context__
     for error in seen:
-        if type(error).__name__ == "OperationalError":
-            reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        if type(error).__name__ != "OperationalError":
+            continue
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        if "connection to server" in reason:
             home = os.environ.get("DAGSTER_HOME", "")
-            return (f"cannot reach Dagster's instance storage ({home}/dagster.yaml): {reason}")
+            return f"cannot reach Dagster's instance storage ({home}/dagster.yaml): {reason}"
     return None
 
 
