@@ -21,7 +21,9 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("recipe", "knn", "naive")
-COLUMNS = ["window", "split", "aspect", "method", "targets", "truth_pairs", "fmax", "tau", "coverage", "wfmax", "smin"]
+COLUMNS = ["window", "split", "aspect", "method", "n_targets", "truth_pairs", "f_at_valid_tau", "valid_tau",
+           "fmax_oracle", "tau_oracle", "coverage", "wfmax", "smin"]
+NUMBERS = ("f_at_valid_tau", "valid_tau", "fmax_oracle", "tau_oracle", "coverage", "wfmax", "smin")
 
 
 def split_summaries(store, window: str) -> dict[str, pd.DataFrame]:
@@ -52,7 +54,7 @@ def to_markdown(table: pd.DataFrame, recipes: dict[str, dict], note: str) -> str
              "here is a number on derived data. VALID numbers are the recipe as selected on VALID "
              "(optimistic by construction); TEST is scored once with the frozen recipe refit at t0. "
              "`knn` is plain KNN at the smallest K of the grid; `naive` scores every target with its "
-             "aspect's corpus term frequencies. Fmax/wFmax/Smin as cafaeval computes them "
+             "aspect's corpus term frequencies. F at the VALID threshold (`f_at_valid_tau`, the recipe's only) is the headline; `fmax_oracle` is the best F over TEST thresholds, shown beside it. Fmax/wFmax/Smin as cafaeval computes them "
              "(wFmax/Smin weighted by the window's IA).", "", note, ""]
     for window, group in table.groupby("window", sort=False):
         lines += [f"## Window `{window}`", ""]
@@ -60,20 +62,20 @@ def to_markdown(table: pd.DataFrame, recipes: dict[str, dict], note: str) -> str
         choice = "; ".join(f"{a}: {c.get('variant')} k={c.get('k')}" for a, c in sorted(recipe.get("aspects", {}).items()))
         lines += [f"Frozen recipe: {choice or 'n/a'}", ""]
         shown = group.drop(columns=["window"]).copy()
-        for column in ("fmax", "tau", "coverage", "wfmax", "smin"):
+        for column in NUMBERS:
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
         lines += [shown.to_markdown(index=False), ""]
     return "\n".join(lines) + "\n"
 
 
 def materialise_demo(root: Path):
-    """``data/`` copied under ``root`` and materialised (warehouse models left out); returns the store."""
+    """``data/`` copied under ``root`` and materialised; returns the store."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
-    from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS, plan_steps, run_steps
+    from tempo_assets.cli.graph_cmd import plan_steps, run_steps
     from tempo_assets.definitions import build_resources
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.partitions import plan_partitions, register_partitions
     from tempo_assets.resources import open_archive
 
@@ -87,8 +89,7 @@ def materialise_demo(root: Path):
     register_partitions(instance, plan)
     resources = build_resources(str(archive), str(root / "artefacts"), "sqlite:///" + str(root / "wh.sqlite"),
                                 str(root / "cache"))
-    report = run_steps(plan_steps(plan, "all"), instance, resources, echo=print,
-                       exclude=WAREHOUSE_ASSETS)
+    report = run_steps(plan_steps(plan, "all"), instance, resources, echo=print)
     if any(status == "FAILED" for _, _, status, _ in report):
         raise SystemExit("materialisation failed")
     return ArtefactStore(root / "artefacts"), plan.windows
@@ -99,7 +100,7 @@ def main() -> None:
     parser.add_argument("--artefacts", type=Path, help="an existing artefact store (default: materialise data/)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "demo_results.md")
     args = parser.parse_args()
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import open_archive
 

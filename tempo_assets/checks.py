@@ -18,7 +18,7 @@ from tempo_assets.assets.scoring import test_score
 from tempo_assets.assets.selection import valid_selection
 from tempo_assets.assets.submission import submission
 from tempo_assets.core.dates import parse_date
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
@@ -59,14 +59,14 @@ def release_annotations__gaf_rows_within_file_date(context, artefact_store: Arte
         "gaf_rows_after_file_date": late, "rows_after_cutoff_dropped": int(meta.get("rows_after_cutoff_dropped", 0))})
 
 
-def window_lineage(meta: dict, archive: ArchiveResource, window_key: str, last_role: str) -> list[str]:
-    """Sources of a window artefact read after the release ``last_role`` allows (empty = pass)."""
+def window_lineage(meta: dict, archive: ArchiveResource, window_key: str, role: str) -> list[str]:
+    """Sources of a window artefact read after the release ``role`` allows (empty = pass)."""
     window = parse_window_key(window_key)
-    limit = archive.cutoff_of(window.release_for(last_role))
+    limit = archive.cutoff_of(window.bound_of(role))
     bad = [s.get("path") or s.get("artefact") for s in meta.get("sources", [])
            if "date" in s and parse_date(s["date"]) > limit]
     ids = archive.release_ids()
-    bound = ids.index(window.release_for(last_role))
+    bound = ids.index(window.bound_of(role))
     for source in meta.get("sources", []):
         ref = source.get("artefact", "")
         if "[" in ref:
@@ -82,7 +82,7 @@ def window_lineage(meta: dict, archive: ArchiveResource, window_key: str, last_r
                 description="valid_selection read nothing after t0 (no TEST growth) and is tagged valid")
 def valid_selection__no_test_lineage(context, archive: ArchiveResource, artefact_store: ArtefactStoreResource):
     meta = artefact_store.store().read_meta("valid_selection", context.partition_key)
-    bad = window_lineage(meta, archive, context.partition_key, "t0")
+    bad = window_lineage(meta, archive, context.partition_key, "valid")
     return dg.AssetCheckResult(passed=not bad and meta.get("window_role") == "valid",
                                metadata={"violations": dg.MetadataValue.json(bad), "window_role": str(meta.get("window_role"))})
 
@@ -121,7 +121,7 @@ def test_score__scored_once(context):
                 description="test_score read nothing after t1")
 def test_score__no_lineage_past_t1(context, archive: ArchiveResource, artefact_store: ArtefactStoreResource):
     meta = artefact_store.store().read_meta("test_score", context.partition_key)
-    bad = window_lineage(meta, archive, context.partition_key, "t1")
+    bad = window_lineage(meta, archive, context.partition_key, "test")
     return dg.AssetCheckResult(passed=not bad, metadata={"violations": dg.MetadataValue.json(bad)})
 
 

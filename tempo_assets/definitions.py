@@ -10,12 +10,15 @@ from tempo_assets.assets.ia import ia_weights
 from tempo_assets.assets.labels import reranker_labels
 from tempo_assets.assets.recipe import frozen_recipe
 from tempo_assets.assets.releases import ontology, release_annotations, sequences
-from tempo_assets.assets.scoring import test_score
+from tempo_assets.assets.scoring import test_growth, test_score
 from tempo_assets.assets.selection import valid_selection
 from tempo_assets.assets.submission import submission
-from tempo_assets.assets.warehouse import annotation_growth, evaluation_sets, experimental_annotations, stg_annotations
+from tempo_assets.assets.warehouse import (
+    annotation_growth, experimental_annotations, stg_annotations, valid_evaluation_set,
+)
 from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
+from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 from tempo_assets.io_managers import ArtefactIOManager
 from tempo_assets.resources import (
     ArchiveResource, ArtefactStoreResource, EmbedderResource, GridResource, WarehouseResource,
@@ -25,9 +28,9 @@ from tempo_assets.sensors import JOBS, archive_sensor, weekly_archive_check
 
 ASSETS = [
     ontology, release_annotations, sequences, embeddings,
-    stg_annotations, experimental_annotations, annotation_growth, evaluation_sets,
+    stg_annotations, experimental_annotations, annotation_growth, valid_evaluation_set,
     knn_corpus, ia_weights, reranker_labels,
-    valid_selection, frozen_recipe, test_score, submission,
+    valid_selection, frozen_recipe, test_growth, test_score, submission,
     benchmark, benchmark_catalog,
 ]
 
@@ -38,10 +41,11 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
     """Resources bound to an archive and an artefact folder (defaults from the environment)."""
     archive_root = archive_root or default_archive_root()
     artefacts_root = artefacts_root or default_artefacts_root()
+    archive, store = ArchiveResource(root=archive_root), ArtefactStoreResource(root=artefacts_root)
     return {
-        "io_manager": ArtefactIOManager(root=artefacts_root, archive_root=archive_root),
-        "archive": ArchiveResource(root=archive_root),
-        "artefact_store": ArtefactStoreResource(root=artefacts_root),
+        "io_manager": ArtefactIOManager(artefact_store=store, archive=archive),
+        "archive": archive,
+        "artefact_store": store,
         "embedder": EmbedderResource(cache_root=cache_root or default_cache_root()),
         "grid": grid or GridResource(),
         # empty: resolved from $TEMPO_WAREHOUSE_URL in the step, so a password in it never
@@ -53,7 +57,7 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=CHECKS + AUDIT_CHECKS,
+    asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS,
     jobs=JOBS,
     sensors=[archive_sensor],
     schedules=[weekly_archive_check],

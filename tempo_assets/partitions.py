@@ -13,133 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import dagster as dg
-import yaml
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
+# window arithmetic lives in core/windows.py; re-exported here for the wiring layer
+from tempo_assets.core.windows import (  # noqa: F401
+    WINDOW_SEPARATOR, Window, archive_windows, cutoff_keys, declared_windows, is_window_key, parse_window_key,
+    previous_release, rolling_windows, unique,
+)
 
 RELEASES = dg.DynamicPartitionsDefinition(name="releases")
 CUTOFFS = dg.DynamicPartitionsDefinition(name="cutoffs")
 WINDOWS = dg.DynamicPartitionsDefinition(name="windows")
-
-WINDOW_SEPARATOR = "__"
-ROLES = ("t-2", "t-1", "t0", "t1")
-
-
-@dataclass(frozen=True)
-class Window:
-    """Four releases ``t-2 < t-1 < t0 < t1``: TRAIN <= t-1, VALID (t-1, t0], TEST (t0, t1]."""
-
-    t_minus_2: str
-    t_minus_1: str
-    t0: str
-    t1: str
-
-    @property
-    def key(self) -> str:
-        return WINDOW_SEPARATOR.join(self.releases)
-
-    @property
-    def releases(self) -> tuple[str, str, str, str]:
-        return (self.t_minus_2, self.t_minus_1, self.t0, self.t1)
-
-    def release_for(self, role: str) -> str:
-        """The release id playing ``role`` (one of ``t-2``, ``t-1``, ``t0``, ``t1``)."""
-        try:
-            return dict(zip(ROLES, self.releases))[role]
-        except KeyError:
-            raise TempoInputError(f"unknown window role {role!r} (expected one of {ROLES})") from None
-
-
-def parse_window_key(key: str) -> Window:
-    """``'a__b__c__d' -> Window('a', 'b', 'c', 'd')``; raises on any other shape."""
-    parts = str(key).split(WINDOW_SEPARATOR)
-    if len(parts) != 4 or not all(parts):
-        raise TempoInputError(
-            f"window key {key!r} is not four release ids joined by {WINDOW_SEPARATOR!r}"
-        )
-    if list(parts) != sorted(parts) or len(set(parts)) != 4:
-        raise TempoInputError(f"window key {key!r}: releases must be strictly increasing")
-    return Window(*parts)
-
-
-def is_window_key(key: str) -> bool:
-    return WINDOW_SEPARATOR in str(key)
-
-
-def cutoff_keys(release_ids: Sequence[str]) -> list[str]:
-    """Releases at which TRAIN artefacts can be built: every release that has a previous one."""
-    return list(release_ids[1:])
-
-
-def previous_release(release_ids: Sequence[str], release_id: str) -> str:
-    """The release just before ``release_id`` in archive order."""
-    ids = list(release_ids)
-    if release_id not in ids:
-        raise TempoInputError(f"release {release_id!r} is not in the archive ({ids})")
-    index = ids.index(release_id)
-    if index == 0:
-        raise TempoInputError(f"release {release_id!r} is the oldest; it has no previous release")
-    return ids[index - 1]
-
-
-def rolling_windows(release_ids: Sequence[str]) -> list[Window]:
-    """Every run of four consecutive releases (rolling origin), oldest first."""
-    ids = list(release_ids)
-    return [Window(*ids[i : i + 4]) for i in range(len(ids) - 3)]
-
-
-def declared_windows(path: str | Path, release_ids: Sequence[str]) -> list[Window]:
-    """Windows declared in ``windows.yaml``: ``windows:`` a list of keys or of role mappings.
-
-    A mapping may omit ``t-2``; it then defaults to the release before ``t-1``.
-    """
-    path = Path(path)
-    if not path.exists():
-        return []
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise TempoInputError(f"not valid YAML: {exc}", path=path) from exc
-    entries = document.get("windows", []) if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise TempoInputError("expected a top-level 'windows:' list", path=path)
-    known = list(release_ids)
-    windows = []
-    for number, entry in enumerate(entries, start=1):
-        where = f"windows[{number}]"
-        if isinstance(entry, str):
-            window = parse_window_key(entry)
-        elif isinstance(entry, dict):
-            roles = {str(k): str(v) for k, v in entry.items()}
-            if "t-2" not in roles and roles.get("t-1") in known:
-                roles["t-2"] = previous_release(known, roles["t-1"])
-            missing = [role for role in ROLES if role not in roles]
-            if missing:
-                raise TempoInputError(f"{where} lacks role(s) {missing}", path=path)
-            window = parse_window_key(WINDOW_SEPARATOR.join(roles[r] for r in ROLES))
-        else:
-            raise TempoInputError(f"{where} must be a key string or a role mapping", path=path)
-        unknown = [rid for rid in window.releases if rid not in known]
-        if unknown:
-            raise TempoInputError(f"{where} names release(s) not in the archive: {unknown}", path=path)
-        windows.append(window)
-    return windows
-
-
-def archive_windows(release_ids: Sequence[str], windows_yaml: str | Path | None = None) -> list[Window]:
-    """Rolling windows plus declared ones, deduplicated, ordered by (t0, t1, t-1, t-2)."""
-    windows = {w.key: w for w in rolling_windows(release_ids)}
-    if windows_yaml is not None:
-        windows.update({w.key: w for w in declared_windows(windows_yaml, release_ids)})
-    order = {rid: i for i, rid in enumerate(release_ids)}
-    return sorted(
-        windows.values(),
-        key=lambda w: (order[w.t0], order[w.t1], order[w.t_minus_1], order[w.t_minus_2]),
-    )
 
 
 @dataclass(frozen=True)
@@ -195,10 +82,3 @@ def register_partitions(instance: dg.DagsterInstance, plan: PartitionPlan) -> di
             instance.add_dynamic_partitions(definition.name, new)
         added[definition.name] = new
     return added
-
-
-def unique(items: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        seen.setdefault(item, None)
-    return list(seen)

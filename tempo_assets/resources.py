@@ -5,7 +5,6 @@ defaults (``$TEMPO_ARCHIVE``, ``$TEMPO_ARTEFACTS``, ``$DAGSTER_HOME``, ``$TEMPO_
 """
 from __future__ import annotations
 
-import functools
 import os
 from datetime import date
 from pathlib import Path
@@ -13,8 +12,9 @@ from typing import Any
 
 import dagster as dg
 
-from tempo_assets.core.dates import parse_date
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.releases import archive_release_dates, open_archive  # noqa: F401 (re-exported)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,40 +45,6 @@ def default_warehouse_url() -> str:
     from tempo_assets.core.warehouse import default_warehouse_url as warehouse_url
 
     return warehouse_url(default_dagster_home())
-
-
-def _manifest_stamp(root: str) -> tuple:
-    folder = Path(root) / "releases"
-    if not folder.is_dir():
-        return ()
-    stamps = []
-    for manifest in sorted(folder.glob("*/release.json")):
-        stamps.append((str(manifest), manifest.stat().st_mtime_ns))
-    windows = Path(root) / "windows.yaml"
-    if windows.exists():
-        stamps.append((str(windows), windows.stat().st_mtime_ns))
-    return tuple(stamps)
-
-
-@functools.lru_cache(maxsize=16)
-def _open_archive(root: str, stamp: tuple):
-    from tempo_assets.core.releases import Archive
-
-    return Archive(root)
-
-
-def open_archive(root: str | Path):
-    """The ``core.releases.Archive`` at ``root`` (cached until a manifest changes)."""
-    root = str(root)
-    if not (Path(root) / "releases").is_dir():
-        raise TempoInputError("not a release archive (no releases/ folder)", path=root)
-    return _open_archive(root, _manifest_stamp(root))
-
-
-def archive_release_dates(root: str | Path) -> tuple[list[str], dict[str, date]]:
-    """Release ids oldest first and each release's as-of date (its cutoff)."""
-    manifests = open_archive(root).releases()
-    return [m.id for m in manifests], {m.id: parse_date(m.as_of) for m in manifests}
 
 
 class ArchiveResource(dg.ConfigurableResource):
@@ -113,9 +79,7 @@ class ArtefactStoreResource(dg.ConfigurableResource):
 
     root: str
 
-    def store(self):
-        from tempo_assets.io_managers import ArtefactStore
-
+    def store(self) -> ArtefactStore:
         return ArtefactStore(self.root)
 
 

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import (
     PartitionPlan, parse_window_key, plan_partitions, previous_release, register_partitions,
 )
@@ -11,7 +11,7 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_
 RELEASE_ASSETS = ["ontology", "release_annotations", "sequences", "embeddings",
                   "stg_annotations", "experimental_annotations"]
 CUTOFF_ASSETS = ["knn_corpus", "ia_weights", "reranker_labels", "annotation_growth"]
-WINDOW_ASSETS = ["valid_selection", "frozen_recipe", "evaluation_sets", "test_score", "benchmark"]
+WINDOW_ASSETS = ["valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark"]
 
 release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS)
 cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS)
@@ -75,23 +75,34 @@ def _requested(cursor: str | None) -> set[str]:
     return set(json.loads(cursor)) if cursor else set()
 
 
+def next_cursor(requested: set[str], ready: list[dg.RunRequest]) -> tuple[list[dg.RunRequest], str]:
+    """The runs to request now and the cursor to keep.
+
+    The cursor holds only the keys of runs still pending (requested, outputs not yet stored): once
+    a run's artefacts exist ``ready_requests`` no longer yields it, so its key is dropped and the
+    cursor stays bounded by the archive's pending work, not by every key ever requested.
+    """
+    import json
+
+    pending = {r.run_key for r in ready}
+    runs = [r for r in ready if r.run_key not in requested]
+    return runs, json.dumps(sorted(pending))
+
+
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED, jobs=JOBS,
            description="Registers partitions of new releases in the archive and requests the runs they make possible")
 def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource,
                    artefact_store: ArtefactStoreResource) -> dg.SensorResult:
     """Each evaluation adds the archive's new partition keys and requests each ready run once.
 
-    The cursor holds the run keys already requested, so an unchanged archive requests nothing.
+    The cursor holds the keys of requested runs still pending (see ``next_cursor``), so an
+    unchanged archive requests nothing and the cursor does not grow with history.
     """
-    import json
-
     added, partition_requests = plan_new_partitions(context.instance, archive.root)
-    requested = _requested(context.cursor)
-    runs = [r for r in ready_requests(plan_partitions(open_archive(archive.root)), artefact_store.store())
-            if r.run_key not in requested]
+    ready = ready_requests(plan_partitions(open_archive(archive.root)), artefact_store.store())
+    runs, cursor = next_cursor(_requested(context.cursor), ready)
     if not partition_requests and not runs:
-        return dg.SensorResult(skip_reason="archive unchanged and nothing new ready to run")
-    cursor = json.dumps(sorted(requested | {r.run_key for r in runs}))
+        return dg.SensorResult(skip_reason="archive unchanged and nothing new ready to run", cursor=cursor)
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
 
 

@@ -5,6 +5,7 @@ of its ``DAGSTER_HOME`` so the plants do not leak into one another.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -128,7 +129,7 @@ def test_stored_labels_pass_the_golden_rule_with_loo_ia(tiny_graph):
     cutoff = tiny_graph.plan.cutoffs[-1]
     artefact = store.open("reranker_labels", cutoff)
     ontology = store.open("ontology", artefact.meta["candidate_release"]).value
-    value = dict(artefact.value)
+    value = {f.name: getattr(artefact.value, f.name) for f in dataclasses.fields(artefact.value)}
     value["ia"] = ia_counts(value["corpus_annotations"], ontology)
     inputs = feature_inputs_from_labels(value, ontology)
     proteins = sample_proteins(inputs, 20, seed=0)

@@ -60,3 +60,13 @@ def test_nothing_upstream_of_valid_selection_reads_test_data():
     # window inputs of valid_selection are TRAIN (<= t-1) or VALID (<= t0), never t1
     roles = {e["role"] for e in edges if e["downstream"] == "valid_selection"}
     assert roles <= {"train", "valid"}
+
+
+def test_submission_reads_frozen_recipe_through_the_graph():
+    graph = defs.resolve_asset_graph()
+    parents = {k.to_user_string() for k in graph.get(dg.AssetKey("submission")).parent_keys}
+    assert "frozen_recipe" in parents
+    # TEST growth is one asset both TEST readers depend on
+    for reader in ("test_score", "benchmark"):
+        assert "test_growth" in {k.to_user_string() for k in graph.get(dg.AssetKey(reader)).parent_keys}
+    assert "valid_evaluation_set" in {k.to_user_string() for k in graph.get(dg.AssetKey("valid_selection")).parent_keys}

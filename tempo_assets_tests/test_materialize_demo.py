@@ -18,11 +18,12 @@ from tempo_assets.checks import CHECKS
 from tempo_assets.core.io import sha256_file
 from tempo_assets.definitions import ASSETS
 from tempo_assets.partitions import parse_window_key
-from tempo_assets_tests.conftest import REPO, WAREHOUSE_ASSETS, subprocess_env
+from tempo_assets_tests.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow
 
-WINDOW_ROLES = {"valid_selection": "valid", "frozen_recipe": "valid", "test_score": "test", "benchmark": "test"}
+WINDOW_ROLES = {"valid_evaluation_set": "valid", "valid_selection": "valid", "frozen_recipe": "valid",
+                "test_growth": "test", "test_score": "test", "benchmark": "test"}
 EXPECTED_CHECKS = {  # check -> partition kind it runs on
     "release_annotations__within_cutoff": "releases", "release_annotations__gaf_rows_within_file_date": "releases",
     "embeddings__within_cutoff": "releases", "knn_corpus__within_cutoff": "cutoffs",
@@ -30,6 +31,9 @@ EXPECTED_CHECKS = {  # check -> partition kind it runs on
     "valid_selection__no_test_lineage": "windows", "frozen_recipe__hash_matches": "windows",
     "test_score__recipe_frozen_before_test": "windows", "test_score__scored_once": "windows",
     "test_score__no_lineage_past_t1": "windows", "submission__within_cutoff": "submission",
+    # the SQL checks, as asset checks of the warehouse assets
+    "stg_annotations__no_not_qualifier": "releases", "stg_term_closure__reflexive": "releases",
+    "annotation_growth__targets_have_sequence": "cutoffs", "evaluation_sets__valid_precedes_test": "windows",
 }
 
 
@@ -59,9 +63,10 @@ def error_text(event) -> str:
     return "\n".join(parts)
 
 
-def materialisations(instance, asset: str, partition: str) -> list:
+def materialisations(instance, asset: str, partition: str | None) -> list:
+    partitions = None if partition in (None, "__unpartitioned__") else [partition]
     return instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=100).records
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=partitions), limit=100).records
 
 
 def test_every_step_ran_and_every_blocking_check_passed(demo_graph):
@@ -83,7 +88,6 @@ def test_every_artefact_records_its_time_binding(demo_graph):
     assert len(sidecars) >= 5 * 4 + 4 * 3 + 2 * 3 + 1
     for sidecar in sidecars:
         asset, partition = sidecar.parent.parent.name, sidecar.parent.name
-        assert asset not in WAREHOUSE_ASSETS
         meta = store.read_meta(asset, partition)
         assert meta["max_source_date"] <= meta["cutoff"], (asset, partition)
         assert meta["sources"] and all("sha256" in s for s in meta["sources"]), (asset, partition)
@@ -97,6 +101,10 @@ def test_every_artefact_records_its_time_binding(demo_graph):
             assert recorded["window"].value == partition and recorded["window_role"].value == WINDOW_ROLES[asset]
             limit = window.t0 if WINDOW_ROLES[asset] == "valid" else window.t1
             assert meta["cutoff"] == demo_graph.plan.as_of[limit].isoformat()
+        elif partition == "__unpartitioned__":  # the catalog: bound to the latest t1 it read
+            assert asset == "benchmark_catalog"
+            assert meta["cutoff"] == max(demo_graph.plan.as_of[parse_window_key(w).t1]
+                                         for w in demo_graph.plan.windows).isoformat()
         else:  # release/cutoff artefacts are bound to their own partition's cutoff
             assert meta["cutoff"] == demo_graph.plan.as_of[partition].isoformat()
 
@@ -106,12 +114,13 @@ def test_valid_and_test_numbers_are_real_scores_on_shared_targets(demo_graph, tm
     bench = load_benchmark("demo_results")
     table = bench.demo_results_table(store, demo_graph.plan.windows)  # raises if targets differ
     assert set(table["split"]) == {"VALID", "TEST"} and set(table["method"]) == {"recipe", "knn", "naive"}
-    assert table["fmax"].between(0, 1).all() and (table["targets"] > 0).all() and (table["truth_pairs"] > 0).all()
+    assert table["fmax_oracle"].between(0, 1).all() and (table["n_targets"] > 0).all()
+    assert (table["truth_pairs"] > 0).all()
     for window in demo_graph.plan.windows:
         valid = store.open("valid_selection", window).value["valid_summary"]
         test = store.open("test_score", window).value["summary"]
         for summary in (valid, test):
-            assert summary[["fmax", "coverage"]].dropna().stack().between(0, 1).all()
+            assert summary[["fmax_oracle", "coverage"]].dropna().stack().between(0, 1).all()
             # per (mode, aspect), the three methods share targets and ground truth
             per_cell = summary.groupby(["mode", "aspect"])
             assert (per_cell["truth_sha256"].nunique() == 1).all() and (per_cell["method"].nunique() == 3).all()
@@ -126,8 +135,8 @@ def test_valid_and_test_numbers_are_real_scores_on_shared_targets(demo_graph, tm
     valid2 = store.open("valid_selection", second).value["valid_summary"].set_index(key).sort_index()
     for method in ("knn", "naive"):
         a, b = test1.xs(method, level="method"), valid2.xs(method, level="method")
-        assert a[["targets", "truth_sha256"]].equals(b[["targets", "truth_sha256"]])
-        assert (a["fmax"] - b["fmax"]).abs().max() < 1e-12
+        assert a[["n_targets", "truth_sha256"]].equals(b[["n_targets", "truth_sha256"]])
+        assert (a["fmax_oracle"] - b["fmax_oracle"]).abs().max() < 1e-12
     out = tmp_path / "demo_results.md"
     recipes = {w: store.open("frozen_recipe", w).value["recipe"] for w in demo_graph.plan.windows}
     out.write_text(bench.to_markdown(table, recipes, "test run"), encoding="utf-8")

@@ -20,7 +20,7 @@ from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
 from tempo_assets.sensors import archive_sensor
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import WAREHOUSE_ASSETS, make_home
+from tempo_assets_tests.conftest import make_home
 
 
 def rewrite_manifest(release_dir, edit) -> None:
@@ -81,8 +81,7 @@ def test_gaf_rows_dated_after_the_cutoff_fail_the_check_and_block_downstream(tmp
         assert not materialised(instance, downstream, RELEASES[1])
 
     # a later run that reads the flagged release anyway is refused by the IO manager
-    report = run_steps([("cutoff_job", RELEASES[1])], instance, resources, echo=lambda *_: None,
-                       exclude=WAREHOUSE_ASSETS)
+    report = run_steps([("cutoff_job", RELEASES[1])], instance, resources, echo=lambda *_: None)
     assert report[0][2] == "FAILED"
     for downstream in ("knn_corpus", "ia_weights", "reranker_labels"):
         assert not materialised(instance, downstream, RELEASES[1])

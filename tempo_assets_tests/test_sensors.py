@@ -6,7 +6,7 @@ import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
 from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, archive_sensor, weekly_archive_check
@@ -82,6 +82,14 @@ def test_sensor_registers_partitions_and_requests_each_ready_run_once(world):
     runs, _, cursor = evaluate(instance, resources, cursor)
     assert runs == [("submission_job", RELEASES[4])]  # recipe of the first window (t0 <= cutoff) is frozen
     assert evaluate(instance, resources, cursor)[:2] == ([], {})
+    # the cursor keeps the pending runs only, not every key ever requested
+    import json
+
+    assert set(json.loads(cursor)) == {f"windows:{new_window}", f"submission:{RELEASES[4]}"}
+    mark_done(store, ["frozen_recipe"], new_window)
+    mark_done(store, ["submission"], RELEASES[4])
+    runs, _, cursor = evaluate(instance, resources, cursor)
+    assert runs == [] and json.loads(cursor) == []
 
 def test_schedule_registers_partitions_and_requests_ready_windows(world):
     archive, spare, instance, store, resources = world

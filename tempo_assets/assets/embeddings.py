@@ -3,9 +3,10 @@
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
+from tempo_assets.core.artefact_types import Embeddings
 from tempo_assets.core.embeddings import embed_proteins
 from tempo_assets.core.removals import REASON_NOT_IN_FILE, RemovalLog, log_proteins
-from tempo_assets.io_managers import Artefact
+from tempo_assets.core.artefacts import Artefact
 from tempo_assets.partitions import RELEASES
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, EmbedderResource
 
@@ -24,7 +25,7 @@ def embeddings(
     frame = sequences.value
     result = embed_proteins(model, dict(zip(frame["protein"], frame["sequence"])), cache=embedder.cache())
     stats = dict(result.stats)
-    value = {"ids": list(result.ids), "matrix": result.matrix, "embedder_id": stats["embedder_id"]}
+    value = Embeddings(ids=list(result.ids), matrix=result.matrix, embedder_id=stats["embedder_id"])
     removals = RemovalLog()
     log_proteins(removals, stats.get("missing") or [], REASON_NOT_IN_FILE)
     return dg.Output(value, metadata=binding_metadata(

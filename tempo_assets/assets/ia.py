@@ -4,8 +4,8 @@ import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import binding_metadata
-from tempo_assets.core.ia import information_accretion
-from tempo_assets.io_managers import Artefact
+from tempo_assets.core.ia import ia_series, information_accretion  # noqa: F401 (ia_series moved to core)
+from tempo_assets.core.artefacts import Artefact
 from tempo_assets.partitions import CUTOFFS
 from tempo_assets.resources import ArchiveResource
 
@@ -22,8 +22,3 @@ def ia_weights(
     return dg.Output(frame, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=[release_annotations, ontology],
         terms=len(frame), informative_terms=int((frame["ia"] > 0).sum())))
-
-
-def ia_series(frame: pd.DataFrame) -> pd.Series:
-    """The stored frame back as a ``term -> bits`` series."""
-    return pd.Series(frame["ia"].to_numpy(), index=frame["term"].to_numpy(), name="ia")

@@ -1,11 +1,10 @@
 """Per-cutoff reranker training labels: candidates from the previous release's corpus."""
 import dagster as dg
 
-from tempo_assets.assets.common import (
-    all_in, binding_metadata, build_corpus, candidate_source, growth_between, removal_metadata, sequence_map,
-)
+from tempo_assets.assets.common import all_in, binding_metadata, removal_metadata
+from tempo_assets.core.workflow import build_corpus, release_growth, reranker_labels as labelled_candidates
 from tempo_assets.core.removals import RemovalLog, log_growth
-from tempo_assets.io_managers import ArtefactSet
+from tempo_assets.core.artefacts import ArtefactSet
 from tempo_assets.partitions import CUTOFFS, previous_release
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
@@ -25,15 +24,12 @@ def reranker_labels(
     onto_prev, onto_now = ontology.get(prev), ontology.get(cutoff)
     corpus = build_corpus(emb_prev.value, ann_prev.value)
     seq_prev, seq_now = sequences.get(prev), sequences.get(cutoff)
-    growth = growth_between(ann_prev.value, ann_now.value, onto_now.value,
-                            sequence_map(seq_prev.value, emb_prev.value["ids"]), sequence_map(seq_now.value))
-    # IA and depth bound to the candidate release (prev), never to the label release
-    source = candidate_source(corpus, emb_prev.value, growth.targets["protein"].unique(), onto_prev.value,
-                              max(grid.ks), growth=growth)
+    growth = release_growth(ann_prev.value, ann_now.value, onto_now.value, seq_prev.value, seq_now.value,
+                            emb_prev.value["ids"])
+    source = labelled_candidates(corpus, emb_prev.value, growth, onto_prev.value, max(grid.ks))
     removals = RemovalLog()
     log_growth(removals, growth)
-    value = {f: getattr(source, f) for f in ("neighbours", "corpus_annotations", "ground_truth", "known", "ia", "term_depth")}
-    return dg.Output(value, metadata=binding_metadata(
+    return dg.Output(source, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=[emb_prev, ann_prev, ann_now, onto_prev, onto_now, seq_prev, seq_now],
         candidate_release=prev, targets=len(growth.targets), neighbour_rows=len(source.neighbours),
         **removal_metadata(context, artefact_store, removals)))

@@ -3,7 +3,8 @@
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, role_in
-from tempo_assets.io_managers import Artefact
+from tempo_assets.core.artefact_types import FrozenRecipe
+from tempo_assets.core.artefacts import Artefact
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource
 
@@ -21,6 +22,6 @@ def frozen_recipe(
     window = parse_window_key(context.partition_key)
     recipe = valid_selection.value["recipe"]
     digest = recipe_hash(recipe)
-    return dg.Output({"recipe": recipe, "recipe_hash": digest, "window": window.key}, metadata=binding_metadata(
+    return dg.Output(FrozenRecipe(recipe=recipe, recipe_hash=digest, window=window.key), metadata=binding_metadata(
         archive.cutoff_of(window.t0), artefacts=[valid_selection], window=window.key, window_role="valid",
         recipe_hash=digest))

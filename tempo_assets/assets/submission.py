@@ -5,48 +5,35 @@ from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.assets.common import binding_metadata, candidate_source, removal_metadata
+from tempo_assets.assets.common import binding_metadata, removal_metadata
 from tempo_assets.assets.scoring import verify_recipe
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.artefacts import Artefact, WindowArtefactSet
 from tempo_assets.core.removals import RemovalLog, log_submission
-from tempo_assets.io_managers import Artefact
-from tempo_assets.core.errors import CutoffViolation
-from tempo_assets.partitions import CUTOFFS, WINDOWS, parse_window_key
+from tempo_assets.core.workflow import candidate_source, latest_recipe_key
+from tempo_assets.partitions import CUTOFFS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
 
-def latest_recipe_key(store, release_ids: list[str], windows: list[str], cutoff: str) -> str:
-    """The latest window (by t0, then t1) whose t0 <= cutoff and whose recipe is frozen."""
-    order = {r: i for i, r in enumerate(release_ids)}
-    usable = [parse_window_key(w) for w in windows]
-    usable = [w for w in usable if order.get(w.t0, 1 << 30) <= order[cutoff] and store.exists("frozen_recipe", w.key)]
-    if not usable:
-        raise TempoInputError(f"no frozen recipe on a window with t0 <= {cutoff}: materialise frozen_recipe first")
-    return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key
-
-
-@dg.asset(partitions_def=CUTOFFS, group_name="submission")
+@dg.asset(partitions_def=CUTOFFS, group_name="submission",
+          ins={"frozen_recipe": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())})
 def submission(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
-    artefact_store: ArtefactStoreResource, knn_corpus: Artefact, reranker_labels: Artefact,
-    embeddings: Artefact, ontology: Artefact,
+    artefact_store: ArtefactStoreResource, frozen_recipe: WindowArtefactSet, knn_corpus: Artefact,
+    reranker_labels: Artefact, embeddings: Artefact, ontology: Artefact,
 ) -> dg.Output:
     """One CAFA row per (protein, term) predicted at the cutoff from inputs dated <= cutoff."""
-    from tempo_assets.core.selection import CandidateSource, apply_recipe
+    from tempo_assets.core.selection import apply_recipe
     from tempo_assets.core.submission import write_cafa_submission
 
     cutoff = context.partition_key
-    store = artefact_store.store()
-    key = latest_recipe_key(store, archive.release_ids(), context.instance.get_dynamic_partitions(WINDOWS.name), cutoff)
-    frozen = store.open("frozen_recipe", key)
+    key = latest_recipe_key(map(parse_window_key, frozen_recipe.available()), archive.release_ids(), cutoff)
+    frozen = frozen_recipe.get(key)  # refuses a recipe read past the cutoff
     recipe = verify_recipe(frozen)
-    if frozen.max_source_date > archive.cutoff_of(cutoff):
-        raise CutoffViolation(f"frozen_recipe[{key}]", frozen.max_source_date, archive.cutoff_of(cutoff), what="recipe")
     source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ontology.value,
                               max(grid.ks))
     # the same leave-one-out IA counts the recipe's rerankers were trained on
-    predictions = apply_recipe(recipe, source.neighbours, source.corpus_annotations,
-                               CandidateSource(**reranker_labels.value), ia=source.ia, term_depth=source.term_depth)
+    predictions = apply_recipe(recipe, source.neighbours, source.corpus_annotations, reranker_labels.value,
+                               ia=source.ia, term_depth=source.term_depth)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "submission.tsv"
         stats = write_cafa_submission(predictions, path, author="Tempo", model=1, keywords=["k-nearest neighbors"])

@@ -1,10 +1,17 @@
-"""SQL warehouse models, one asset per model (the data lives in the warehouse; the artefact is a summary)."""
+"""SQL warehouse models, one asset per model; the evaluation sets VALID selection and TEST read come from here.
+
+The data lives in the warehouse (``dbt_like_sql/``); an artefact is a summary, except the window
+evaluation sets, whose rows (``evaluation_sets`` tagged ``window_role``) are read back and stored
+as the ``EvaluationSet`` that scoring reads.
+"""
 
 import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import all_in, binding_metadata, role_in
-from tempo_assets.io_managers import Artefact, ArtefactSet
+from tempo_assets.core.artefact_types import EvaluationSet
+from tempo_assets.core.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.workflow import evaluation_set, release_growth
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key, previous_release
 from tempo_assets.resources import ArchiveResource, WarehouseResource
 
@@ -12,19 +19,21 @@ from tempo_assets.resources import ArchiveResource, WarehouseResource
 @dg.asset(partitions_def=RELEASES, group_name="warehouse")
 def stg_annotations(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
-    release_annotations: Artefact, ontology: Artefact, sequences: Artefact,
+    release_annotations: Artefact, ontology: Artefact, sequences: Artefact, embeddings: Artefact,
 ) -> dg.Output:
-    """One row per cleaned GAF annotation at the release's cutoff, plus its term closure and sequence hashes."""
+    """One row per cleaned GAF annotation at the release's cutoff, plus its term closure and the embedded sequences."""
     release = context.partition_key
     value = release_annotations.value
     frame = pd.concat([value["experimental_cleaned"].assign(is_experimental=True),
                        value["non_experimental_cleaned"].assign(is_experimental=False)], ignore_index=True)
+    # growth targets need a sequence the embedder could embed (as the Python growth restricts them)
+    embedded = sequences.value[sequences.value["protein"].isin(set(embeddings.value["ids"]))]
     wh = warehouse.warehouse()
     counts = {"stg_annotations": wh.load_annotations(release, frame),
               "stg_term_closure": wh.load_ontology(release, ontology.value),
-              "stg_sequences": wh.load_sequences(release, sequences.value[["protein", "sequence_sha256"]])}
+              "stg_sequences": wh.load_sequences(release, embedded[["protein", "sequence_sha256"]])}
     return dg.Output(counts, metadata=binding_metadata(
-        archive.cutoff_of(release), artefacts=[release_annotations, ontology, sequences], **counts))
+        archive.cutoff_of(release), artefacts=[release_annotations, ontology, sequences, embeddings], **counts))
 
 
 @dg.asset(partitions_def=RELEASES, group_name="warehouse")
@@ -55,24 +64,42 @@ def annotation_growth(
         archive.cutoff_of(cutoff), artefacts=read, rows=run.rows, old_release=prev))
 
 
+def warehouse_evaluation_set(warehouse: WarehouseResource, window, role: str, python_growth) -> tuple[EvaluationSet, int]:
+    """Run the growth and ``evaluation_sets`` models for ``role``'s span and read the set back.
+
+    The set is what scoring reads; it must equal the Python growth (``core.workflow.evaluation_set``).
+    """
+    old, new = window.growth_span(role)
+    wh = warehouse.warehouse()
+    wh.run_model("aligned_annotations", old_release=old, new_release=new)
+    wh.run_model("annotation_growth", old_release=old, new_release=new)
+    rows = wh.run_model("evaluation_sets", window_key=window.key, window_role=role, old_release=old,
+                        new_release=new).rows
+    frames = wh.read_evaluation_set(window.key, role)
+    growth = evaluation_set(frames, python_growth, f"evaluation_sets[{window.key}, {role}]")
+    return EvaluationSet(growth=growth, counts=growth.counts(), window_role=role), rows
+
+
 @dg.asset(
     partitions_def=WINDOWS, group_name="warehouse",
-    ins={"experimental_annotations": role_in("test"), "frozen_recipe": role_in("valid", dg.IdentityPartitionMapping())},
+    ins={"experimental_annotations": role_in("valid"), "release_annotations": role_in("valid"),
+         "ontology": role_in("valid"), "sequences": role_in("valid"), "embeddings": role_in("train")},
 )
-def evaluation_sets(
+def valid_evaluation_set(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
-    experimental_annotations: ArtefactSet, frozen_recipe: Artefact,
+    experimental_annotations: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet,
+    sequences: ArtefactSet, embeddings: ArtefactSet,
 ) -> dg.Output:
-    """One row per (window, role, protein, term): VALID (t-1, t0] and TEST (t0, t1] sets; built after the recipe froze."""
+    """One row per VALID target (protein, aspect, mode) of growth (t-1, t0]: evaluation_sets, window_role 'valid'."""
     window = parse_window_key(context.partition_key)
-    wh = warehouse.warehouse()
-    read, rows = [frozen_recipe], {}
-    for role, old, new in (("valid", window.t_minus_1, window.t0), ("test", window.t0, window.t1)):
-        read += [experimental_annotations.get(old), experimental_annotations.get(new)]
-        wh.run_model("aligned_annotations", old_release=old, new_release=new)
-        wh.run_model("annotation_growth", old_release=old, new_release=new)
-        rows[role] = wh.run_model("evaluation_sets", window_key=window.key, window_role=role,
-                                  old_release=old, new_release=new).rows
-    return dg.Output(rows, metadata=binding_metadata(
-        archive.cutoff_of(window.t1), artefacts=read, window=window.key, window_role="test",
-        valid_rows=rows["valid"], test_rows=rows["test"]))
+    old, new = window.growth_span("valid")
+    (ann_old, ann_new), (seq_old, seq_new) = ((s.get(old), s.get(new)) for s in (release_annotations, sequences))
+    onto_new, emb_old = ontology.get(new), embeddings.get(old)
+    python = release_growth(ann_old.value, ann_new.value, onto_new.value, seq_old.value, seq_new.value,
+                            emb_old.value["ids"])
+    value, rows = warehouse_evaluation_set(warehouse, window, "valid", python)
+    read = [experimental_annotations.get(old), experimental_annotations.get(new), ann_old, ann_new, onto_new,
+            seq_old, seq_new, emb_old]
+    return dg.Output(value, metadata=binding_metadata(
+        archive.cutoff_of(new), artefacts=read, window=window.key, window_role="valid", warehouse_rows=rows,
+        targets=len(value.growth.targets), excluded_by_sequence=len(value.growth.removed)))

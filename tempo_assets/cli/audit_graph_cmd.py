@@ -122,7 +122,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
 def run_audit_features(args: argparse.Namespace) -> int:
     from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
     from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
 
     hook = load_hook(args.extra_features)

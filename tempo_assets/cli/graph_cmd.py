@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
-WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "evaluation_sets")
+# the SQL warehouse models; the window evaluation sets that scoring reads come from them
+WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "valid_evaluation_set")
 
 
 def ensure_dagster_home() -> Path:
@@ -52,6 +53,8 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
     steps += [("window_job", w) for w in windows]
     if target in ("cutoff", "all"):
         steps += [("submission_job", c) for c in submit]
+    if target == "all":
+        steps.append(("catalog_job", None))  # the cross-window catalog and report, rebuilt every time
     return steps
 
 
@@ -68,28 +71,29 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     import dagster as dg
 
     from tempo_assets.definitions import ASSETS, build_resources
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
     from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
+    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
     resources = resources or build_resources()
     store = ArtefactStore(resources["artefact_store"].root if "artefact_store" in resources else default_artefacts_root())
     selections = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
-                  "submission_job": ["submission"]}
+                  "submission_job": ["submission"], "catalog_job": ["benchmark_catalog"]}
     report = []
     for number, (job, key) in enumerate(steps, start=1):
         names = [n for n in selections[job] if n not in set(exclude)]
         # only what is missing: e.g. a window scored before `benchmark` existed gets just its benchmark
         # (test_score refuses a second score)
-        missing = [n for n in names if not store.exists(n, key)]
+        missing = names if job == "catalog_job" else [n for n in names if not store.exists(n, key)]
         if not missing:
             echo(f"[{number}/{len(steps)}] {job} {key}: already materialised, skipped")
             report.append((job, key, "skipped", 0.0))
             continue
         started = time.perf_counter()
-        result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS, selection=missing, partition_key=key,
+        result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS, selection=missing, partition_key=key,
                                 instance=instance, resources=resources, raise_on_error=False,
                                 run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         seconds = time.perf_counter() - started
@@ -139,8 +143,7 @@ def _materialize(args) -> int:
         print(f"tempo: error: unknown cutoff {args.cutoff!r} (see `tempo cutoffs`)", file=sys.stderr)
         return 2
     target = "all" if args.all else ("window" if args.window else "cutoff")
-    exclude = WAREHOUSE_ASSETS if args.without_warehouse else ()
-    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, exclude=exclude)
+    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance)
     failed = any(status == "FAILED" for _, _, status, _ in report)
     if not failed:
         print_outputs(report)
@@ -149,16 +152,21 @@ def _materialize(args) -> int:
 
 def print_outputs(report) -> None:
     """Where the results a user came for lie: CAFA submissions and TEST scores."""
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_artefacts_root
 
     root = Path(default_artefacts_root())
+    store = ArtefactStore(root)
     for job, key, _, _ in report:
         if job == "submission_job":
-            print(f"CAFA submission for cutoff {key}: {root / 'submission' / key / 'value.txt'} "
-                  f"(manifest: artefact.json beside it)")
+            value = store.folder("submission", key) / store.read_meta("submission", key)["file"]
+            print(f"CAFA submission for cutoff {key}: {value} "
+                  f"(manifest: {store.sidecar_path('submission', key)})")
         elif job == "window_job":
             print(f"TEST score of window {key}: {root / 'test_score' / key} "
                   f"(tempo report --window {key})")
+        elif job == "catalog_job":
+            print(f"Catalog of every window: {root / 'benchmark_catalog' / '__unpartitioned__' / 'report.html'}")
 
 
 def register(subparsers) -> None:
@@ -173,6 +181,4 @@ def register(subparsers) -> None:
     group.add_argument("--all", action="store_true", help="every window through test_score and the latest submission")
     group.add_argument("--window", metavar="KEY", help="one window through test_score")
     group.add_argument("--cutoff", metavar="KEY", help="one cutoff's submission")
-    parser.add_argument("--without-warehouse", action="store_true",
-                        help="leave out the SQL warehouse models (no score depends on them)")
     parser.set_defaults(func=_materialize)

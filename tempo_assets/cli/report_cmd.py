@@ -56,9 +56,9 @@ def _report(args) -> int:
     from tempo_assets.assets.benchmark import OLDER, build_catalog, curve_groups
     from tempo_assets.core.errors import TempoInputError
     from tempo_assets.core.report import (
-        render_archive_report, render_window_report, results_to_markdown, results_to_tsv, write_report,
+        render_window_report, results_to_markdown, results_to_tsv, write_report,
     )
-    from tempo_assets.io_managers import ArtefactStore
+    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.resources import default_archive_root, default_artefacts_root
 
     store = ArtefactStore(default_artefacts_root())
@@ -102,9 +102,19 @@ def _report(args) -> int:
     if args.format == "html":
         if results.empty:
             raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
-        out = Path(args.out or store.folder("benchmark_catalog", None) / "report.html")
-        main = results[~results["method"].str.endswith(OLDER)]
-        write_report(out, render_archive_report(main, {"catalog": catalog.to_dict("records")}))
+        # the archive report is the benchmark_catalog asset's: materialise it, so the UI has it too
+        from tempo_assets.cli.graph_cmd import run_steps
+
+        import dagster as dg
+
+        report = run_steps([("catalog_job", None)], _instance() or dg.DagsterInstance.ephemeral(), echo=lambda *_: None)
+        if report[-1][2] != "ok":
+            raise TempoInputError("materialising benchmark_catalog failed (see the run in the Dagster UI)")
+        written = store.folder("benchmark_catalog", None) / "report.html"
+        out = Path(args.out or written)
+        if out != written:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(written.read_bytes())
         print(f"wrote {out}")
         return 0
     if args.format == "tsv":

@@ -16,7 +16,7 @@ from tempo_assets.core.errors import TempoInputError
 EXPERIMENTAL_CODES: frozenset[str] = frozenset(
     {"EXP", "IDA", "IPI", "IMP", "IGI", "IEP", "TAS", "IC", "HTP", "HDA", "HMP", "HGI", "HEP"}
 )
-ASPECTS: tuple[str, ...] = ("BP", "MF", "CC")
+from tempo_assets.core.vocabulary import ASPECTS  # noqa: E402
 
 # Reasons recorded in the removal manifest of ``clean_annotations``.
 REASON_OBSOLETE = "obsolete"
@@ -24,15 +24,16 @@ REASON_UNKNOWN = "unknown"
 REASON_NO_NAMESPACE = "no_namespace"
 
 
-def require_columns(frame: pd.DataFrame, columns: tuple[str, ...] | list[str], what: str) -> None:
-    """Raise ``TempoInputError`` naming the first missing column (the key at fault)."""
+def require_columns(frame: pd.DataFrame, columns, what: str, error: type[TempoInputError] = TempoInputError) -> None:
+    """Raise ``error`` (a ``TempoInputError``) naming the missing columns of ``what`` (the key at fault).
+
+    The one column check of core: every module that validates an input frame calls it.
+    """
     if not isinstance(frame, pd.DataFrame):
-        raise TempoInputError(f"{what}: expected a pandas DataFrame, got {type(frame).__name__}")
+        raise error(f"{what}: expected a pandas DataFrame, got {type(frame).__name__}", path=what)
     missing = [column for column in columns if column not in frame.columns]
     if missing:
-        raise TempoInputError(
-            f"{what}: missing column(s) {missing}; has {list(frame.columns)}", path=None
-        )
+        raise error(f"{what}: missing column(s) {missing}; has {list(frame.columns)}", path=what)
 
 
 def not_qualified_mask(qualifier: pd.Series) -> pd.Series:
@@ -80,11 +81,6 @@ def split_by_evidence(gaf_frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
     experimental.attrs["evidence_split"] = dict(counts)
     non_experimental.attrs["evidence_split"] = dict(counts)
     return experimental, non_experimental
-
-
-def is_obsolete_term(ontology: Any, term: str) -> bool:
-    record = ontology.terms.get(term)
-    return record is not None and bool(getattr(record, "is_obsolete", False))
 
 
 def classify_terms(terms: list[str], ontology: Any) -> tuple[dict[str, str], dict[str, str]]:

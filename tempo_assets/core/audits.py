@@ -26,6 +26,7 @@ from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import KEY_COLUMNS, candidate_features, compare_protein_features
 from tempo_assets.core.ia import IaCounts
+from tempo_assets.core.windows import ASSET_ROLE, POSITIONS, ROLE_BOUND, try_parse_window_key
 
 # ---------------------------------------------------------------------------------------------
 # The golden feature rule
@@ -192,12 +193,9 @@ def audit_golden_rule(
 # The cutoff guard
 # ---------------------------------------------------------------------------------------------
 
-WINDOW_SEPARATOR = "__"
-WINDOW_ROLES = ("t-2", "t-1", "t0", "t1")
-# window_role -> the window release whose as-of date bounds everything the artefact read
-ROLE_LIMIT = {"train": "t-1", "valid": "t0", "test": "t1"}
-# window assets and the role they must record
-EXPECTED_ROLE = {"valid_selection": "valid", "frozen_recipe": "valid", "test_score": "test"}
+# the role table (window_role -> the release bounding what it read) is core/windows.py's
+ROLE_LIMIT = ROLE_BOUND
+EXPECTED_ROLE = ASSET_ROLE
 
 
 @dataclass(frozen=True)
@@ -232,10 +230,8 @@ class Finding:
 
 
 def _window_releases(key: str) -> dict[str, str] | None:
-    parts = str(key).split(WINDOW_SEPARATOR)
-    if len(parts) != 4 or not all(parts):
-        return None
-    return dict(zip(WINDOW_ROLES, parts))
+    window = try_parse_window_key(key)
+    return None if window is None else dict(zip(POSITIONS, window.releases))
 
 
 def _date_or_none(value: Any) -> date | None:
@@ -412,15 +408,19 @@ def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mappin
 
 def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
                                k: int | None = None) -> FeatureInputs:
-    """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource`` dict).
+    """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource``, or its fields as a dict).
 
     When the stored ``ia`` is a fixed term -> bits series, its provenance is reconstructed:
     if ``ia.ia_counts(corpus_annotations, ontology)`` gives back exactly that series, those
     counts become ``ia_source`` (so the audit re-estimates the series without each protein);
     otherwise ``ia`` stays unaudited and the report says so.
     """
+    import dataclasses
+
     from tempo_assets.core.ia import ia_counts
 
+    if dataclasses.is_dataclass(value):  # the stored CandidateSource itself
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     missing = [key for key in ("neighbours", "corpus_annotations") if key not in value]
     if missing:
         raise TempoInputError(f"reranker_labels value lacks {missing}", path="reranker_labels")

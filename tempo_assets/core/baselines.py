@@ -4,16 +4,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.annotations import require_columns
 from tempo_assets.core.errors import TempoInputError
 
-ASPECTS = ("BP", "MF", "CC")
+from tempo_assets.core.vocabulary import ASPECTS  # noqa: E402
 SCORE_COLUMNS = ["protein", "term", "aspect", "score"]
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise TempoInputError(f"{what} lacks columns {missing} (has {list(frame.columns)})")
+    require_columns(frame, columns, what)
     bad = set(frame["aspect"].unique().tolist()) - set(ASPECTS) if "aspect" in columns else set()
     if bad:
         raise TempoInputError(f"{what} has unknown aspects {sorted(map(str, bad))}; expected BP, MF, CC")

@@ -28,9 +28,3 @@ def parse_date(value: str | date) -> date:
 def date_to_int(value: date) -> int:
     """``date(2019, 1, 14) -> 20190114``: the GAF column-14 representation."""
     return value.year * 10000 + value.month * 100 + value.day
-
-
-def int_to_date(value: int) -> date:
-    """``20190114 -> date(2019, 1, 14)``."""
-    value = int(value)
-    return date(value // 10000, (value // 100) % 100, value % 100)

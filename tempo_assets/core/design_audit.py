@@ -14,15 +14,17 @@ import math
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
+import pydantic
 import yaml
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import atomic_write, sha256_file
+from tempo_assets.core.io import atomic_write, digest_json, sha256_file
+from tempo_assets.core.windows import split_window_key
 
 SCHEMA_VERSION = "tempo-evaluation-design/v1"
 REPORT_SCHEMA_VERSION = "tempo-design-audit-report/v1"
@@ -50,6 +52,68 @@ _LIST_SUFFIXES = {".txt", ".list", ".ids"}
 
 class DesignError(TempoInputError):
     """A design file, evaluation table or reference file that cannot be audited as declared."""
+
+
+class _ChronologyKeys(pydantic.BaseModel):
+    """The keys of ``chronology`` and their simple types (values are parsed in ``_parse_chronology``)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    column: Any = None
+    cutoff: Any = None
+    test_cutoff: Any = None
+    timezone: Any = "UTC"
+    strictly_before: pydantic.StrictBool = True
+    validation_precedes_test: pydantic.StrictBool = False
+
+
+class _DesignKeys(pydantic.BaseModel):
+    """The declaration's keys, required ones, closed choices and number ranges (pydantic).
+
+    Structured values (partitions, pairs, column lists, instants) keep their own parsers below,
+    whose messages name the offending entry.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    schema_version: Literal["tempo-evaluation-design/v1"]
+    table: Any
+    split_column: Any
+    entity_columns: Any
+    partitions: Any = None
+    forbidden_pairs: Any = None
+    group_columns: Any = None
+    label_column: Any = None
+    label_tolerance: Annotated[float, pydantic.Field(ge=0, allow_inf_nan=False, strict=False)] = 0.0
+    conflicting_labels: Literal["fail", "warn"] = "fail"
+    repeated_entities: Literal["allow", "fail"] = "allow"
+    chronology: _ChronologyKeys | None = None
+    description: Any = None
+
+    @pydantic.field_validator("label_tolerance", mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"must be a finite number >= 0, got {value!r}")
+        return value
+
+
+def _first_error(exc: pydantic.ValidationError) -> tuple[str, str]:
+    """``(dotted key, message)`` of the error to report: unknown keys first, then missing ones."""
+    rank = {"extra_forbidden": 0, "missing": 1}
+    error = min(exc.errors(), key=lambda e: rank.get(e["type"], 2))
+    key = ".".join(str(part) for part in error["loc"])
+    allowed = _CHRONOLOGY_KEYS if key.startswith("chronology.") else _DESIGN_KEYS
+    messages = {"extra_forbidden": f"unknown key (allowed: {', '.join(sorted(allowed))})",
+                "missing": "required key is missing",
+                "bool_type": f"must be true or false, got {error.get('input')!r}",
+                "model_type": "must be a mapping with at least 'column'"}
+    if error["type"] == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return key, f"expected {expected}, got {error.get('input')!r}"
+    if error["type"] in messages:
+        return key, messages[error["type"]]
+    value = error.get("input")
+    return key, str(error["msg"]).removeprefix("Value error, ") if error["type"] == "value_error" \
+        else f"must be a finite number >= 0, got {value!r}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,8 +197,7 @@ class EvaluationDesign:
         return hashlib.sha256(canonical_json(self.rules()).encode("utf-8")).hexdigest()
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+canonical_json = digest_json  # the one compact canonical JSON (core/io.py)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -192,14 +255,13 @@ def parse_design(mapping: Any, path: str | Path | None = None) -> EvaluationDesi
 
     if not isinstance(mapping, Mapping):
         raise DesignError("a design must be a YAML mapping of keys to values", path=path)
-    unknown = sorted(str(key) for key in mapping if key not in _DESIGN_KEYS)
-    if unknown:
-        raise fail(unknown[0], f"unknown key (allowed: {', '.join(sorted(_DESIGN_KEYS))})")
-    for key in ("schema_version", "table", "split_column", "entity_columns"):
-        if key not in mapping:
-            raise fail(key, "required key is missing")
-    if mapping["schema_version"] != SCHEMA_VERSION:
-        raise fail("schema_version", f"expected {SCHEMA_VERSION!r}, got {mapping['schema_version']!r}")
+    try:
+        keys = _DesignKeys.model_validate(dict(mapping))
+    except pydantic.ValidationError as exc:
+        key, message = _first_error(exc)
+        raise fail(key, message) from None
+    mapping = {**mapping, "label_tolerance": keys.label_tolerance, "conflicting_labels": keys.conflicting_labels,
+               "repeated_entities": keys.repeated_entities}
 
     table = mapping["table"]
     if table is not None and (not isinstance(table, str) or not table.strip()):
@@ -221,16 +283,8 @@ def parse_design(mapping: Any, path: str | Path | None = None) -> EvaluationDesi
     label_column = mapping.get("label_column")
     if label_column is not None and not _is_name(label_column):
         raise fail("label_column", "must be a column name")
-    tolerance = mapping.get("label_tolerance", 0.0)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) \
-            or not math.isfinite(tolerance) or tolerance < 0:
-        raise fail("label_tolerance", f"must be a finite number >= 0, got {tolerance!r}")
-    conflicting = mapping.get("conflicting_labels", "fail")
-    if conflicting not in ("fail", "warn"):
-        raise fail("conflicting_labels", f"must be 'fail' or 'warn', got {conflicting!r}")
-    repeated = mapping.get("repeated_entities", "allow")
-    if repeated not in ("allow", "fail"):
-        raise fail("repeated_entities", f"must be 'allow' or 'fail', got {repeated!r}")
+    tolerance, conflicting, repeated = (mapping["label_tolerance"], mapping["conflicting_labels"],
+                                        mapping["repeated_entities"])
 
     chronology = _parse_chronology(mapping.get("chronology"), fail)
 
@@ -322,20 +376,13 @@ def _parse_columns(value: Any, key: str, fail, allow_empty: bool) -> tuple[str, 
 def _parse_chronology(value: Any, fail) -> Chronology | None:
     if value is None:
         return None
-    if not isinstance(value, Mapping):
-        raise fail("chronology", "must be a mapping with at least 'column'")
-    unknown = sorted(str(key) for key in value if key not in _CHRONOLOGY_KEYS)
-    if unknown:
-        raise fail(f"chronology.{unknown[0]}", f"unknown key (allowed: {', '.join(sorted(_CHRONOLOGY_KEYS))})")
+    # shape, keys and booleans were validated by _DesignKeys (pydantic)
     if not _is_name(value.get("column")):
         raise fail("chronology.column", "required: the column holding ISO dates or timestamps")
     tz_name = value.get("timezone", "UTC")
     zone = _zone(tz_name)
     if zone is None:
         raise fail("chronology.timezone", f"unknown time zone {tz_name!r}")
-    for key in ("strictly_before", "validation_precedes_test"):
-        if key in value and not isinstance(value[key], bool):
-            raise fail(f"chronology.{key}", f"must be true or false, got {value[key]!r}")
     cutoffs = {}
     for key in ("cutoff", "test_cutoff"):
         raw = value.get(key)
@@ -1030,8 +1077,8 @@ def export_window_design(
         With a ``date`` column, chronology requires train dated on or before t-1, validation in
         (t-1, t0] and test after t0 (cutoffs are the days after t-1 and t0).
     """
-    parts = window_key.split("__")
-    if len(parts) != 4:
+    parts = split_window_key(window_key)
+    if parts is None:
         raise DesignError(f"window key {window_key!r} is not t-2__t-1__t0__t1")
     try:
         t_2, t_1, t0, t1 = (date.fromisoformat(p) for p in parts)

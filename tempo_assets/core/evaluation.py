@@ -1338,8 +1338,13 @@ _METRICS = {"f": (False, "f", "max"), "f_w": (True, "f", "max"), "s": (False, "s
             "f_micro_w": (True, "f_micro", "max")}
 
 
-def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str) -> np.ndarray:
-    """Best metric per replicate. ``counts`` (n_rep, n_proteins) multiplicities."""
+def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
+                      column: int | None = None) -> np.ndarray:
+    """Best metric per replicate (or, with ``column``, the metric at that threshold index).
+
+    ``counts`` (n_rep, n_proteins) multiplicities. At a fixed threshold no protein may be covered
+    in a replicate: F is then 0 (nothing predicted), S undefined (NaN).
+    """
     valid = c.n_pred > 0  # (n_tau, n_p)
     pr_i = np.divide(c.tp, c.n_pred, out=np.zeros(c.tp.shape), where=valid)
     rc_i = np.divide(c.tp, c.n_gt[None, :], out=np.zeros(c.tp.shape),
@@ -1366,6 +1371,10 @@ def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str) -> 
         tp, fp, fn = norm_sums["tp"], norm_sums["fp"], norm_sums["fn"]
         values = _f(div(tp, tp + fp), div(tp, tp + fn))
     covered = n > 0
+    if column is not None:
+        if column < 0:  # the threshold is off the grid: nothing is predicted there
+            return np.full(counts.shape[0], np.nan if kind == "s" else 0.0)
+        return np.where(covered[:, column], values[:, column], np.nan if kind == "s" else 0.0)
     fill = -np.inf if kind != "s" else np.inf
     values = np.where(covered, values, fill)
     best = values.max(axis=1) if kind != "s" else values.min(axis=1)
@@ -1394,30 +1403,46 @@ def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts
     return setup, kind, norm, per_method
 
 
+def _resampled_counts(rng: np.random.Generator, n_boot: int, n_p: int, chunk: int = 100):
+    """Protein multiplicities of ``n_boot`` resamples with replacement, ``chunk`` replicates at a time.
+
+    Yields arrays of shape (size, n_p); the draws are identical for every caller with one seed.
+    """
+    for start in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - start)
+        draws = rng.integers(0, n_p, size=(size, n_p))
+        counts = np.zeros((size, n_p))
+        np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
+        yield counts
+
+
+def _tau_column(tau_grid: np.ndarray, tau: float | None) -> int | None:
+    if tau is None:
+        return None
+    hit = np.flatnonzero(np.isclose(tau_grid, float(tau), rtol=0, atol=1e-9))
+    return int(hit[0]) if hit.size else -1
+
+
 def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", n_boot=1000, seed=0,
-                 alpha=0.05, **opts) -> dict[str, dict[str, float]]:
+                 alpha=0.05, tau=None, **opts) -> dict[str, dict[str, float]]:
     """Percentile bootstrap CI of the best-threshold metric, resampling proteins.
 
     Each replicate draws the namespace's evaluated proteins with replacement and re-picks the
-    best threshold. Returns ``{ns: {estimate, low, high, n_proteins}}``.
+    best threshold; with ``tau`` (a threshold fixed beforehand, e.g. on VALID) every replicate is
+    read at that threshold instead. Returns ``{ns: {estimate, low, high, n_proteins}}``.
     """
     setup, kind, norm, (per_ns,) = _bootstrap_setup(eval_ontology, ground_truth, [predictions],
                                                     metric, opts)
+    column = _tau_column(setup.tau, tau)
     rng = np.random.default_rng(seed)
     out = {}
     for name, (contrib, rows) in per_ns.items():
         n_p = rows.size
         if n_p == 0:
             continue
-        estimate = _replicate_metric(contrib, np.ones((1, n_p)), kind, norm)[0]
-        reps = []
-        for start in range(0, n_boot, 100):
-            size = min(100, n_boot - start)
-            draws = rng.integers(0, n_p, size=(size, n_p))
-            counts = np.zeros((size, n_p))
-            np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
-            reps.append(_replicate_metric(contrib, counts, kind, norm))
-        values = np.concatenate(reps)
+        estimate = _replicate_metric(contrib, np.ones((1, n_p)), kind, norm, column)[0]
+        values = np.concatenate([_replicate_metric(contrib, counts, kind, norm, column)
+                                 for counts in _resampled_counts(rng, n_boot, n_p)])
         out[name] = {"estimate": float(estimate),
                      "low": float(np.nanquantile(values, alpha / 2)),
                      "high": float(np.nanquantile(values, 1 - alpha / 2)),
@@ -1446,15 +1471,8 @@ def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, 
             continue
         ones = np.ones((1, n_p))
         delta = _replicate_metric(ca, ones, kind, norm)[0] - _replicate_metric(cb, ones, kind, norm)[0]
-        reps = []
-        for start in range(0, n_boot, 100):
-            size = min(100, n_boot - start)
-            draws = rng.integers(0, n_p, size=(size, n_p))
-            counts = np.zeros((size, n_p))
-            np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
-            reps.append(_replicate_metric(ca, counts, kind, norm)
-                        - _replicate_metric(cb, counts, kind, norm))
-        values = np.concatenate(reps)
+        values = np.concatenate([_replicate_metric(ca, counts, kind, norm) - _replicate_metric(cb, counts, kind, norm)
+                                 for counts in _resampled_counts(rng, n_boot, n_p)])
         values = values[~np.isnan(values)]
         p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
         out[name] = {"delta": float(delta), "low": float(np.quantile(values, alpha / 2)),

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.annotations import require_columns
 from tempo_assets.core.arrays import concat_ranges as _ranges
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.ia import IaCounts
@@ -57,9 +58,7 @@ class FeatureInputError(TempoInputError):
 
 
 def _require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise FeatureInputError(f"missing column(s) {missing}; has {list(frame.columns)}", path=what)
+    require_columns(frame, columns, what, error=FeatureInputError)
 
 
 def _as_str(series: pd.Series) -> pd.Series:
@@ -162,16 +161,6 @@ def prepare_neighbours(neighbours: pd.DataFrame, k: int | None = None) -> pd.Dat
     q, n, sim, rank = _rank_neighbours(codes[:n_rows], codes[n_rows:], sim, k, len(uniques))
     return pd.DataFrame({"query": uniques[q], "neighbour": uniques[n], "similarity": sim,
                          "rank": rank})
-
-
-def prepare_annotations(corpus_annotations: pd.DataFrame) -> pd.DataFrame:
-    """Deduplicated ``protein, term, aspect`` rows with the aspect validated."""
-    _require_columns(corpus_annotations, KEY_COLUMNS, "corpus_annotations")
-    frame = pd.DataFrame(
-        {c: _as_str(corpus_annotations[c]).to_numpy(dtype=object) for c in KEY_COLUMNS}
-    ).drop_duplicates()
-    _aspect_codes(frame["aspect"])
-    return frame.reset_index(drop=True)
 
 
 def _check_present(codes: np.ndarray, what: str, n_rows: int) -> None:

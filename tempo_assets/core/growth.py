@@ -31,7 +31,7 @@ from tempo_assets.core.annotations import (
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write
 
-MODES: tuple[str, ...] = ("NK", "LK", "PK")
+from tempo_assets.core.vocabulary import MODES  # noqa: E402
 REASON_NO_SEQUENCE = "no_sequence_at_a"
 REASON_SEQUENCE_CHANGED = "sequence_changed"
 

@@ -318,3 +318,8 @@ def read_ia_file(path: str | Path) -> pd.Series:
             values.append(value)
     return pd.Series(np.asarray(values, dtype=np.float64), index=pd.Index(terms, name="term"),
                      name="ia")
+
+
+def ia_series(frame: pd.DataFrame) -> pd.Series:
+    """A stored ``term, ia`` frame (the ``ia_weights`` artefact) back as a ``term -> bits`` series."""
+    return pd.Series(frame["ia"].to_numpy(), index=frame["term"].to_numpy(), name="ia")

@@ -63,3 +63,10 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if is_gzip(path):
         return gzip.open(path, "rb")
     return open(path, "rb")
+
+
+def digest_json(value) -> str:
+    """The compact canonical JSON a content hash is taken of (sorted keys, no spaces, ASCII, no NaN)."""
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)

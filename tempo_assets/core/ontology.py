@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -36,13 +36,7 @@ __all__ = [
     "parse_obo",
 ]
 
-ASPECTS = ("BP", "MF", "CC")
-NAMESPACE_TO_ASPECT = {
-    "biological_process": "BP",
-    "molecular_function": "MF",
-    "cellular_component": "CC",
-}
-ASPECT_TO_NAMESPACE = {aspect: ns for ns, aspect in NAMESPACE_TO_ASPECT.items()}
+from tempo_assets.core.vocabulary import ASPECT_TO_NAMESPACE, ASPECTS, NAMESPACE_TO_ASPECT  # noqa: E402,F401
 logger = logging.getLogger(__name__)
 
 # tags whose value is a reference: keep the first token (drop trailing "{...}" and "! comment")
@@ -521,10 +515,3 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(values[1:], values[:-1], out=keep[1:])
     return values[keep]
-
-
-def iter_term_ids(ontology: Ontology, include_obsolete: bool = False) -> Iterable[str]:
-    """Term ids in file order."""
-    for term in ontology.terms.values():
-        if include_obsolete or not term.is_obsolete:
-            yield term.id

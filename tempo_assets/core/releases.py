@@ -10,6 +10,7 @@ and records what it read so assets can publish ``sources`` and ``max_source_date
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -715,3 +716,37 @@ class CutoffReader:
     def has(self, release_id: str, kind: str) -> bool:
         """Whether the release has a file of ``kind`` (reads nothing)."""
         return bool(self.archive.release(release_id).files_of(kind))
+
+
+# --------------------------------------------------------------------------------------------
+# one cached Archive per root
+
+
+def _manifest_stamp(root: str) -> tuple:
+    folder = Path(root) / "releases"
+    if not folder.is_dir():
+        return ()
+    stamps = [(str(m), m.stat().st_mtime_ns) for m in sorted(folder.glob("*/release.json"))]
+    windows = Path(root) / "windows.yaml"
+    if windows.exists():
+        stamps.append((str(windows), windows.stat().st_mtime_ns))
+    return tuple(stamps)
+
+
+@functools.lru_cache(maxsize=16)
+def _open_archive(root: str, stamp: tuple) -> Archive:
+    return Archive(root)
+
+
+def open_archive(root: str | Path) -> Archive:
+    """The :class:`Archive` at ``root`` (cached until a manifest or ``windows.yaml`` changes)."""
+    root = str(root)
+    if not (Path(root) / "releases").is_dir():
+        raise TempoInputError("not a release archive (no releases/ folder)", path=root)
+    return _open_archive(root, _manifest_stamp(root))
+
+
+def archive_release_dates(root: str | Path) -> tuple[list[str], dict[str, date]]:
+    """Release ids oldest first and each release's as-of date (its cutoff)."""
+    manifests = open_archive(root).releases()
+    return [m.id for m in manifests], {m.id: parse_date(m.as_of) for m in manifests}

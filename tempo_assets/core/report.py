@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+import jinja2
 import matplotlib
 import matplotlib.style
 import numpy as np
@@ -37,6 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.windows import try_parse_window_key
 from tempo_assets.core.io import atomic_write
 
 __all__ = [
@@ -55,19 +57,18 @@ __all__ = [
     "write_report",
 ]
 
-MODES = ("NK", "LK", "PK")
-ASPECTS = ("BP", "MF", "CC")
-NAMESPACES = {"BP": "biological_process", "MF": "molecular_function", "CC": "cellular_component"}
+from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402
 _SHORT = {v: k for k, v in NAMESPACES.items()}
-RESULT_COLUMNS = ["window", "mode", "aspect", "method", "fmax", "fmax_low", "fmax_high", "wfmax",
-                  "smin", "f_micro_w", "coverage", "tau", "n_targets", "derived"]
-REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax", "derived"]
-METRIC_LABELS = {"fmax": "Fmax", "wfmax": "weighted Fmax", "smin": "Smin",
-                 "f_micro_w": "weighted micro F", "coverage": "coverage"}
+RESULT_COLUMNS = ["window", "mode", "aspect", "method", "f_at_valid_tau", "f_at_valid_tau_low",
+                  "f_at_valid_tau_high", "fmax_oracle", "fmax_oracle_low", "fmax_oracle_high", "wfmax",
+                  "smin", "f_micro_w", "coverage", "valid_tau", "n_targets", "derived"]
+REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax_oracle", "derived"]
+METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold", "fmax_oracle": "Fmax (oracle)",
+                 "wfmax": "weighted Fmax", "smin": "Smin", "f_micro_w": "weighted micro F", "coverage": "coverage"}
 # table columns: (results column, header, digits)
-_TABLE = [("fmax", "Fmax [95% CI]", 3), ("wfmax", "wFmax", 3), ("smin", "Smin", 3),
-          ("f_micro_w", "F<sub>micro,w</sub>", 3), ("coverage", "coverage", 3),
-          ("tau", "&tau; (VALID)", 2)]
+_TABLE = [("f_at_valid_tau", "F at VALID &tau; [95% CI]", 3), ("fmax_oracle", "Fmax (oracle) [95% CI]", 3),
+          ("wfmax", "wFmax", 3), ("smin", "Smin", 3), ("f_micro_w", "F<sub>micro,w</sub>", 3),
+          ("coverage", "coverage", 3), ("valid_tau", "&tau; (VALID)", 2)]
 DPI = 100
 CURVE_INCHES = (8.0, 5.0)
 LONGITUDINAL_INCHES = (12.0, 8.0)
@@ -325,11 +326,11 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
 
 
 def _window_label(key: str) -> str:
-    parts = key.split("__")
-    return f"{parts[2]}\n\u2192 {parts[3]}" if len(parts) == 4 else key
+    window = try_parse_window_key(key)
+    return f"{window.t0}\n\u2192 {window.t1}" if window else key
 
 
-def plot_longitudinal(results: pd.DataFrame, metric: str = "fmax",
+def plot_longitudinal(results: pd.DataFrame, metric: str = "f_at_valid_tau",
                       path: str | Path | None = None) -> bytes:
     """One metric across windows: x = window (TEST span t0 -> t1), one line per method.
 
@@ -434,70 +435,80 @@ def _cell_text(row: Mapping[str, Any], column: str, digits: int) -> str | None:
 
 _MARK = '<sup class="derived" title="rests on a derived release">derived</sup>'
 
+# the HTML is rendered by jinja2 templates with autoescaping: values are escaped where they are
+# written; ``|safe`` marks the fragments that are HTML already (formatted cells, figures, sections)
+_HTML = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                           undefined=jinja2.StrictUndefined)
+_RESULTS_TABLE = _HTML.from_string("""<table>
+<thead><tr>{% if with_window %}<th class="text">window</th>{% endif %}<th class="text">mode</th>\
+<th class="text">aspect</th><th class="text">method</th>{% for header in headers %}<th>{{ header|safe }}</th>\
+{% endfor %}{% if targets %}<th>targets</th>{% endif %}</tr></thead>
+<tbody>
+{% for row in rows %}
+<tr{% if row.derived %} class="derived-row"{% endif %}>{% if with_window %}<td class="text">{{ row.window }}</td>\
+{% endif %}<td class="text">{{ row.mode }}</td><td class="text">{{ row.aspect }}</td>\
+<td class="text">{{ row.method }}</td>{% for text in row.cells %}{% if text is none %}<td>–</td>\
+{% else %}<td>{{ text|safe }}{% if row.derived %}{{ mark|safe }}{% endif %}</td>{% endif %}{% endfor %}\
+{% if targets %}<td>{{ row.targets }}</td>{% endif %}</tr>
+{% endfor %}
+</tbody>
+</table>""")
+_PROVENANCE = _HTML.from_string("""{% if not rows %}<p class="note">No provenance recorded.</p>{% else %}<table>
+{% for key, value, nested in rows %}
+<tr><th class="text">{{ key }}</th><td class="text">{% if nested %}<pre>{{ value }}</pre>{% else %}{{ value }}\
+{% endif %}</td></tr>
+{% endfor %}
+</table>{% endif %}""")
+_FIGURE = _HTML.from_string("""<figure><img src="data:image/png;base64,{{ data }}" alt="{{ alt }}" \
+width="{{ width }}" height="{{ height }}"><figcaption>{{ caption|safe }}</figcaption></figure>""")
+_PAGE = _HTML.from_string("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ csp|safe }}">
+<title>{{ title }}</title>
+<style>
+{{ css|safe }}
+</style>
+</head>
+<body>
+{% for part in body %}
+{{ part|safe }}
+{% endfor %}
+</body>
+</html>
+""")
+
 
 def _results_table(frame: pd.DataFrame, with_window: bool) -> str:
     columns = [(c, h, d) for c, h, d in _TABLE if c in frame.columns]
-    head = ['<th class="text">window</th>'] if with_window else []
-    head += ['<th class="text">mode</th>', '<th class="text">aspect</th>',
-             '<th class="text">method</th>']
-    head += [f"<th>{h}</th>" for _, h, _ in columns]
-    if "n_targets" in frame.columns:
-        head.append("<th>targets</th>")
-    lines = ["<table>", "<thead><tr>" + "".join(head) + "</tr></thead>", "<tbody>"]
+    targets = "n_targets" in frame.columns
+    rows = []
     for row in frame.to_dict("records"):
-        mark = _MARK if row["derived"] else ""
-        cells = [f'<td class="text">{_esc(row["window"])}</td>'] if with_window else []
-        cells += [f'<td class="text">{_esc(row[k])}</td>' for k in ("mode", "aspect", "method")]
-        for column, _, digits in columns:
-            text = _cell_text(row, column, digits)
-            cells.append("<td>\u2013</td>" if text is None else f"<td>{text}{mark}</td>")
-        if "n_targets" in frame.columns:
-            n = row["n_targets"]
-            cells.append("<td>\u2013</td>" if n is None or not np.isfinite(float(n))
-                         else f"<td>{int(n)}</td>")
-        css = ' class="derived-row"' if row["derived"] else ""
-        lines.append(f"<tr{css}>" + "".join(cells) + "</tr>")
-    lines += ["</tbody>", "</table>"]
-    return "\n".join(lines)
+        n = row.get("n_targets")
+        rows.append({**{k: row.get(k) for k in ("window", "mode", "aspect", "method")},
+                     "derived": bool(row["derived"]), "cells": [_cell_text(row, c, d) for c, _, d in columns],
+                     "targets": "–" if n is None or not np.isfinite(float(n)) else int(n)})
+    return _RESULTS_TABLE.render(with_window=with_window, headers=[h for _, h, _ in columns], targets=targets,
+                                 rows=rows, mark=_MARK)
 
 
 def _provenance_table(provenance: Mapping[str, Any] | None) -> str:
-    if not provenance:
-        return '<p class="note">No provenance recorded.</p>'
-    if not isinstance(provenance, Mapping):
+    if provenance and not isinstance(provenance, Mapping):
         raise ReportInputError(f"provenance must be a mapping, got {type(provenance).__name__}")
-    rows = []
-    for key, value in provenance.items():
-        if isinstance(value, (Mapping, list, tuple)):
-            body = "<pre>" + _esc(json.dumps(value, indent=1, sort_keys=True, default=str)) + "</pre>"
-        else:
-            body = _esc(value)
-        rows.append(f'<tr><th class="text">{_esc(key)}</th><td class="text">{body}</td></tr>')
-    return "<table>\n" + "\n".join(rows) + "\n</table>"
+    rows = [(key, json.dumps(value, indent=1, sort_keys=True, default=str), True)
+            if isinstance(value, (Mapping, list, tuple)) else (key, value, False)
+            for key, value in (provenance or {}).items()]
+    return _PROVENANCE.render(rows=rows)
 
 
 def _figure(png: bytes, alt: str, caption: str, pixels: tuple[int, int]) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{_esc(alt)}" '
-            f'width="{pixels[0]}" height="{pixels[1]}"><figcaption>{caption}</figcaption></figure>')
+    return _FIGURE.render(data=base64.b64encode(png).decode("ascii"), alt=alt, caption=caption,
+                          width=pixels[0], height=pixels[1])
 
 
 def _page(title: str, body: list[str]) -> str:
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        f"<title>{_esc(title)}</title>",
-        f"<style>\n{_CSS}\n</style>",
-        "</head>",
-        "<body>",
-        *body,
-        "</body>",
-        "</html>",
-        "",
-    ])
+    return _PAGE.render(csp=_CSP, title=title, css=_CSS, body=body)
 
 
 def _legend(frame: pd.DataFrame) -> list[str]:
@@ -505,10 +516,10 @@ def _legend(frame: pd.DataFrame) -> list[str]:
 
 
 def _window_roles(window_key: str) -> str:
-    parts = window_key.split("__")
-    if len(parts) != 4:
+    window = try_parse_window_key(window_key)
+    if window is None:
         return ""
-    t2, t1m, t0, t1 = (_esc(p) for p in parts)
+    t2, t1m, t0, t1 = (_esc(p) for p in window.releases)
     return (f'<p class="note">TRAIN: data &le; {t1m} (reranker labels from {t2}); VALID: growth '
             f"({t1m}, {t0}], where every choice and &tau; were fixed; TEST: growth ({t0}, {t1}], "
             "scored once with the frozen recipe. Numbers below are TEST numbers.</p>")
@@ -542,14 +553,14 @@ def _namespaces(group: Mapping[str, pd.DataFrame]) -> list[str]:
 
 
 def _valid_taus(frame: pd.DataFrame, mode: str | None, aspect: str) -> dict[str, float] | None:
-    if "tau" not in frame.columns:
+    if "valid_tau" not in frame.columns:
         return None
     rows = frame[frame["aspect"] == aspect]
     if mode is not None:
         rows = rows[rows["mode"] == mode]
     elif rows["mode"].nunique() != 1:
         return None
-    taus = {m: float(t) for m, t in zip(rows["method"], rows["tau"]) if np.isfinite(t)}
+    taus = {m: float(t) for m, t in zip(rows["method"], rows["valid_tau"]) if np.isfinite(t)}
     return taus or None
 
 
@@ -602,7 +613,7 @@ def render_window_report(window_key: str, results: pd.DataFrame,
 def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] | None) -> str:
     """Self-contained HTML page across all windows: longitudinal plots and every result row.
 
-    One longitudinal plot per metric among ``fmax, wfmax, smin`` that ``results`` holds (with
+    One longitudinal plot per metric among ``f_at_valid_tau, fmax_oracle, wfmax, smin`` that ``results`` holds (with
     any finite value), then one table per window.
     """
     frame = _check_results(results)
@@ -615,7 +626,7 @@ def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] |
             f'{frame["method"].nunique()} method(s); TEST numbers, NK/LK/PK never pooled.</p>',
             "<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Across windows</h2>"]
     body += _legend(frame)
-    for metric in ("fmax", "wfmax", "smin"):
+    for metric in ("f_at_valid_tau", "fmax_oracle", "wfmax", "smin"):
         if metric in frame.columns and np.isfinite(frame[metric].to_numpy(float)).any():
             name = METRIC_LABELS[metric]
             body.append(_figure(plot_longitudinal(frame, metric),

@@ -33,6 +33,8 @@ import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import candidate_features, prepare_neighbours
+from tempo_assets.core.io import digest_json
+from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells
 from tempo_assets.core.reranker import (
     RerankerInputError,
     _jsonable,
@@ -40,13 +42,6 @@ from tempo_assets.core.reranker import (
     train_reranker,
 )
 
-ASPECTS: tuple[str, ...] = ("BP", "MF", "CC")
-MODES: tuple[str, ...] = ("NK", "LK", "PK")
-NAMESPACES: dict[str, str] = {
-    "BP": "biological_process",
-    "MF": "molecular_function",
-    "CC": "cellular_component",
-}
 RECIPE_FORMAT = "tempo-recipe-1"
 OBJECTIVE = "mean over modes with VALID targets of per-mode Fmax, per aspect"
 
@@ -133,26 +128,19 @@ class SelectionGrid:
 
 
 def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer:
-    """A scorer over the cafaeval-exact evaluator (``evaluation.evaluate_frames``).
+    """A scorer over the cafaeval-exact evaluator (``core.scoring.cell_curve``).
 
     Returns a callable giving the threshold curve ``tau, f, cov`` of one aspect's namespace,
-    where ``f`` is the cafaeval column ``metric`` (``"f"`` or ``"f_w"``).
+    where ``f`` is the cafaeval column ``metric`` (``"f"`` or ``"f_w"``); ``options`` are
+    ``cell_curve``'s ``toi`` and ``prop``.
     """
-    from tempo_assets.core.evaluation import evaluate_frames  # lazy: a sibling module
-
     def score(predictions: pd.DataFrame, ground_truth: pd.DataFrame,
               known: pd.DataFrame | None, aspect: str) -> pd.DataFrame:
-        df_all = evaluate_frames(
-            eval_ontology,
-            ground_truth[["protein", "term"]],
-            predictions[["protein", "term", "score"]],
-            known=None if known is None else known[["protein", "term"]],
-            **options,
-        )
-        ns = NAMESPACES[aspect]
-        if df_all is None or len(df_all) == 0 or ns not in df_all.index.get_level_values("ns"):
+        curve = cell_curve(eval_ontology, aspect, ground_truth[["protein", "term"]],
+                           predictions[["protein", "term", "score"]],
+                           known=None if known is None else known[["protein", "term"]], **options)
+        if curve.empty:
             return pd.DataFrame({"tau": [], "f": [], "cov": []})
-        curve = df_all.xs(ns, level="ns").reset_index()
         return pd.DataFrame({"tau": curve["tau"].to_numpy(dtype=np.float64),
                              "f": curve[metric].to_numpy(dtype=np.float64),
                              "cov": curve["cov"].to_numpy(dtype=np.float64)})
@@ -175,11 +163,7 @@ def _mode_targets(ground_truth: pd.DataFrame, what: str) -> pd.DataFrame:
 
 def _curve_best(curve: pd.DataFrame) -> tuple[float, float | None, float]:
     """(fmax, tau, coverage at tau) of a curve; an empty curve scores zero."""
-    if curve is None or len(curve) == 0:
-        return 0.0, None, 0.0
-    f = np.nan_to_num(curve["f"].to_numpy(dtype=np.float64), nan=0.0)
-    best = int(np.argmax(f))  # the first (lowest) tau reaching the maximum
-    return float(f[best]), float(curve["tau"].iloc[best]), float(curve["cov"].iloc[best])
+    return curve_best(curve)
 
 
 def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
@@ -203,44 +187,35 @@ def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
 
 
 class _CellScorer:
-    """Scores one prediction frame per mode for one aspect and keeps the curves."""
+    """VALID cells of one candidate source (``core.scoring.evaluation_cells``), scored per mode for one aspect."""
 
     def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
                  modes: Sequence[str]):
         self.scorer = scorer
         self.modes = tuple(modes)
         targets = _mode_targets(valid.ground_truth, "valid_sets[...].ground_truth")
-        gt = valid.ground_truth
-        known = valid.known
-        self.slices: dict[tuple[str, str], tuple[set, pd.DataFrame, pd.DataFrame | None]] = {}
-        for aspect in aspects:
-            for mode in self.modes:
-                proteins = set(targets.loc[(targets["aspect"] == aspect)
-                                           & (targets["mode"] == mode), "protein"])
-                truth = gt[(gt["aspect"] == aspect) & (gt["mode"] == mode)][["protein", "term"]]
-                kn = None
-                if mode == "PK" and known is not None and len(known) > 0:
-                    kn = known[(known["aspect"] == aspect) & known["protein"].isin(proteins)]
-                    kn = kn[["protein", "term"]]
-                self.slices[(aspect, mode)] = (proteins, truth.reset_index(drop=True), kn)
+        known = valid.known if valid.known is not None and len(valid.known) > 0 else None
+        self.cells = evaluation_cells(targets, valid.ground_truth, known, modes=self.modes, aspects=aspects,
+                                      keep_empty=True)
         self.curves: dict[tuple, pd.DataFrame] = {}
 
     def n_targets(self, aspect: str, mode: str) -> int:
-        return len(self.slices[(aspect, mode)][0])
+        return len(self.cells[(mode, aspect)].targets)
 
     def score(self, cell: tuple, aspect: str, predictions: pd.DataFrame) -> list[dict[str, Any]]:
         rows = []
         for mode in self.modes:
-            proteins, truth, kn = self.slices[(aspect, mode)]
-            if not proteins:
+            target = self.cells[(mode, aspect)]
+            if target.targets.empty:
                 rows.append({"mode": mode, "n_targets": 0, "fmax": np.nan, "tau": np.nan,
                              "coverage": np.nan, "status": "no_targets"})
                 continue
-            preds = predictions[predictions["protein"].isin(proteins)][["protein", "term", "score"]]
-            curve = self.scorer(preds.reset_index(drop=True), truth, kn, aspect)
+            preds = predictions[predictions["protein"].isin(target.proteins)][["protein", "term", "score"]]
+            curve = self.scorer(preds.reset_index(drop=True), target.truth.reset_index(drop=True), target.known,
+                                aspect)
             self.curves[cell + (aspect, mode)] = curve
             fmax, tau, cov = _curve_best(curve)
-            rows.append({"mode": mode, "n_targets": len(proteins), "fmax": fmax,
+            rows.append({"mode": mode, "n_targets": len(target.targets), "fmax": fmax,
                          "tau": np.nan if tau is None else tau, "coverage": cov, "status": "ok"})
         return rows
 
@@ -475,8 +450,7 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
 def recipe_hash(recipe: Mapping[str, Any]) -> str:
     """sha256 hex of the recipe's canonical JSON (sorted keys, no spaces, no NaN)."""
     try:
-        text = json.dumps(_jsonable(recipe), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=True, allow_nan=False)
+        text = digest_json(_jsonable(recipe))
     except (TypeError, ValueError) as exc:
         raise SelectionInputError(f"recipe is not canonical JSON: {exc}", path="recipe")
     return hashlib.sha256(text.encode("ascii")).hexdigest()

@@ -63,8 +63,7 @@ __all__ = [
     "ontology_frames",
 ]
 
-ASPECTS = ("BP", "MF", "CC")
-MODES = ("NK", "LK", "PK")
+from tempo_assets.core.vocabulary import ASPECTS, MODES  # noqa: E402
 WINDOW_ROLES = ("valid", "test")
 _LOAD_CHUNK = 50_000
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")

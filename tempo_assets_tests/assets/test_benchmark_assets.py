@@ -9,9 +9,9 @@ import pytest
 
 from tempo_assets.assets.benchmark import BASELINES, OLDER, BenchmarkResource, build_catalog
 from tempo_assets.cli import report_cmd
-from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS, plan_steps, run_steps
+from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.definitions import ASSETS, build_resources, defs
-from tempo_assets.io_managers import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
@@ -29,8 +29,7 @@ def tiny(tmp_path_factory):
                                 str(root / "cache"), grid=GridResource(bootstrap_samples=20),
                                 benchmark_config=BenchmarkResource(bootstrap_samples=40))
     window = plan.windows[0]
-    report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None,
-                       exclude=WAREHOUSE_ASSETS)
+    report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None)
     assert [r[2] for r in report] == ["ok"] * len(report), report
     return {"root": root, "archive": archive, "instance": instance, "plan": plan, "resources": resources,
             "window": window, "store": ArtefactStore(root / "art")}
@@ -49,16 +48,23 @@ def test_every_method_scored_on_the_same_targets(tiny):
     meta = store.read_meta("benchmark", window)
     assert meta["window_role"] == "test" and meta["max_source_date"] <= meta["cutoff"]
     assert meta["cutoff"] == tiny["plan"].as_of[parse_window_key(window).t1].isoformat()
-    assert meta["recipe_matches_test_score"] is True
+    # TEST growth is read once (test_growth) and shared: benchmark and test_score score the same cells
+    assert f"test_growth[{window}]" in {s.get("artefact") for s in meta["sources"]}
     value = store.open("benchmark", window).value
     summary = value["summary"]
+    scored = store.open("test_score", window).value.summary
+    key = ["method", "mode", "aspect"]
+    mine = summary[summary["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax"]]
+    theirs = scored[scored["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax"]]
+    pd.testing.assert_frame_equal(mine.sort_index(), theirs.sort_index())
     expected = {"recipe", *BASELINES} | {f"{m}{OLDER}" for m in ("recipe", *BASELINES)}
     assert set(summary["method"]) == expected
     per_cell = summary.groupby(["mode", "aspect"])[["n_targets", "truth_pairs"]].nunique()
     assert (per_cell == 1).all().all(), "methods scored on different targets"
-    assert set(summary["mode"]) <= {"NK", "LK", "PK"} and summary["fmax_low"].notna().any()
+    assert set(summary["mode"]) <= {"NK", "LK", "PK"} and summary["fmax_oracle_low"].notna().any()
     # BLAST ran (diamond, no mock) and found the family members the tiny archive plants
-    assert summary[summary["method"] == "blast"]["fmax"].max() > 0
+    assert summary[summary["method"] == "blast"]["fmax_oracle"].max() > 0
+    assert summary[summary["method"] == "recipe"]["f_at_valid_tau"].notna().all()
     paired = value["paired"]
     assert {("recipe", b) for b in BASELINES} <= set(zip(paired["a"], paired["b"]))
     assert set(value["decay"]["method"]) == {"recipe", *BASELINES}
@@ -129,7 +135,7 @@ def test_tempo_report_formats(tiny, monkeypatch, capsys, tmp_path):
     assert page.read_text(encoding="utf-8").count("<img") >= 2 and OLDER not in capsys.readouterr().out
     assert run_report(monkeypatch, tiny, "--compare", window, window, "--format", "tsv") == 0
     compared = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out), sep="\t")
-    assert len(compared) == len(summary) and (compared["fmax_delta"] == 0).all()
+    assert len(compared) == len(summary) and (compared["fmax_oracle_delta"] == 0).all()
     with pytest.raises(Exception, match="unknown window"):
         run_report(monkeypatch, tiny, "--window", "nope__a__b__c")
 
@@ -159,7 +165,6 @@ def test_lafa_conventions_option(tiny):
     assert result.success
     value = tiny["store"].open("benchmark", tiny["window"]).value
     assert value["lafa"] is True and set(value["summary"]["method"]) == {"recipe", *BASELINES}
-    assert tiny["store"].read_meta("benchmark", tiny["window"])["recipe_matches_test_score"] == "n/a (lafa)"
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium")

@@ -15,11 +15,11 @@ from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.io import sha256_file
 from tempo_assets.core.removals import MANIFEST_NAME, audit_removal_manifests, read_removal_manifest
 from tempo_assets.definitions import build_resources
-from tempo_assets.io_managers import ArtefactStore, unwrap_metadata
+from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.io_managers import unwrap_metadata
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import WAREHOUSE_ASSETS
 
 REMOVAL_ASSETS = ("release_annotations", "embeddings", "knn_corpus", "reranker_labels", "valid_selection",
                   "test_score", "submission")
@@ -114,7 +114,7 @@ def planted_graph(tmp_path_factory):
     register_partitions(instance, plan)
     resources = build_resources(str(archive), str(root / "art"), "sqlite:///" + str(root / "wh.sqlite"),
                                 str(root / "cache"))
-    report = run_steps(plan_steps(plan, "all"), instance, resources, echo=lambda *_: None, exclude=WAREHOUSE_ASSETS)
+    report = run_steps(plan_steps(plan, "all"), instance, resources, echo=lambda *_: None)
     yield ArtefactStore(root / "art"), instance, plan, report
     instance.dispose()
 
@@ -181,7 +181,7 @@ def test_a_gaf_row_after_the_cutoff_is_in_the_manifest(tmp_path):
     register_partitions(instance, plan)
     resources = build_resources(str(archive), str(tmp_path / "art"), "sqlite:///" + str(tmp_path / "wh.sqlite"),
                                 str(tmp_path / "cache"))
-    run_steps([("release_job", RELEASES[0])], instance, resources, echo=lambda *_: None, exclude=WAREHOUSE_ASSETS)
+    run_steps([("release_job", RELEASES[0])], instance, resources, echo=lambda *_: None)
     store = ArtefactStore(tmp_path / "art")
     rows = manifest_rows(store, "release_annotations", RELEASES[0])
     assert rows == {("P00005|GO:0000003|IDA|20150301", "gaf_row", "after_cutoff"): 1}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.benchmark import (
-    PROTEIN_BINDING, BenchmarkOptions, attach_valid_tau, catalog_frame, compare_windows, decay_table,
+    PROTEIN_BINDING, BenchmarkOptions, catalog_frame, compare_windows, decay_table,
     lafa_terms_of_interest, protein_binding_only_targets, results_frame, score_benchmark, stale_inputs,
 )
 from tempo_assets.core.errors import TempoInputError
@@ -88,7 +88,7 @@ def test_score_benchmark_equals_a_per_cell_loop(toy):
         kn = known[known["protein"].isin(cell) & (known["aspect"] == row.aspect)][["protein", "term"]] \
             if row.mode == "PK" else None
         expected, tau = fmax_score(evaluate_frames(eo, gt, pr, known=kn), row.aspect)
-        assert row.fmax == pytest.approx(expected) and row.tau_test == pytest.approx(tau)
+        assert row.fmax_oracle == pytest.approx(expected) and row.tau_oracle == pytest.approx(tau)
         assert row.n_targets == len(cell)
     assert set(curves["method"]) == {"m", "half"} and set(summary["mode"]) == {"NK", "LK", "PK"}
 
@@ -100,27 +100,35 @@ def test_unpredicted_target_lowers_fmax_and_order_is_irrelevant(toy):
     again, _ = score_benchmark(eo, targets.sample(frac=1, random_state=4), truth, known, {"m": shuffled},
                                BenchmarkOptions(n_boot=0))
     key = ["mode", "aspect"]
-    pd.testing.assert_series_equal(base.sort_values(key)["fmax"].reset_index(drop=True),
-                                   again.sort_values(key)["fmax"].reset_index(drop=True))
+    pd.testing.assert_series_equal(base.sort_values(key)["fmax_oracle"].reset_index(drop=True),
+                                   again.sort_values(key)["fmax_oracle"].reset_index(drop=True))
     dropped = preds[preds["protein"] != "P01"]  # P01 is a BP LK target
     less, _ = score_benchmark(eo, targets, truth, known, {"m": dropped}, BenchmarkOptions(n_boot=0))
     cell = lambda f: f[(f["mode"] == "LK") & (f["aspect"] == "BP")].iloc[0]  # noqa: E731
-    assert cell(less)["n_targets"] == cell(base)["n_targets"] and cell(less)["fmax"] < cell(base)["fmax"]
+    assert cell(less)["n_targets"] == cell(base)["n_targets"] and cell(less)["fmax_oracle"] < cell(base)["fmax_oracle"]
 
 
 def test_cis_bracket_the_estimate_and_valid_tau_is_looked_up(toy):
     eo, targets, truth, known, preds = toy
-    summary, curves = score_benchmark(eo, targets, truth, known, {"recipe": preds},
-                                      BenchmarkOptions(n_boot=50, seed=1, ci_metrics=("fmax", "smin")))
-    ok = summary.dropna(subset=["fmax_low"])
-    assert len(ok) and (ok["fmax_low"] <= ok["fmax"] + 1e-12).all() and (ok["fmax"] <= ok["fmax_high"] + 1e-12).all()
+    options = BenchmarkOptions(n_boot=50, seed=1, ci_metrics=("fmax", "smin"))
+    plain, _ = score_benchmark(eo, targets, truth, known, {"recipe": preds}, options)
+    row = plain.iloc[0]
+    summary, curves = score_benchmark(eo, targets, truth, known, {"recipe": preds}, options,
+                                      taus={("recipe", row["mode"], row["aspect"]): 0.5})
+    ok = summary.dropna(subset=["fmax_oracle_low"])
+    assert len(ok) and (ok["fmax_oracle_low"] <= ok["fmax_oracle"] + 1e-12).all()
+    assert (ok["fmax_oracle"] <= ok["fmax_oracle_high"] + 1e-12).all()
     assert "wfmax_low" not in summary
-    row = summary.iloc[0]
-    tagged = attach_valid_tau(summary, curves, {("recipe", row["mode"], row["aspect"]): 0.5})
     cell = curves[(curves["mode"] == row["mode"]) & (curves["aspect"] == row["aspect"])]
     at = cell[np.isclose(cell["tau"], 0.5)]
-    assert tagged.iloc[0]["f_at_tau"] == pytest.approx(float(at["f"].iloc[0]) if len(at) else 0.0)
-    assert tagged["tau"].iloc[1:].isna().all()
+    first = summary.iloc[0]
+    assert first["f_at_valid_tau"] == pytest.approx(float(at["f"].iloc[0]) if len(at) else 0.0)
+    # F at a fixed threshold is never above the best over thresholds, in every replicate's interval too
+    assert first["f_at_valid_tau"] <= first["fmax_oracle"] + 1e-12
+    assert first["f_at_valid_tau_low"] <= first["f_at_valid_tau"] + 1e-12 <= first["f_at_valid_tau_high"] + 2e-12
+    assert summary["valid_tau"].iloc[1:].isna().all() and summary["f_at_valid_tau"].iloc[1:].isna().all()
+    # the tau-less columns are those of the run without taus: one scorer, same numbers
+    pd.testing.assert_series_equal(summary["fmax_oracle"], plain["fmax_oracle"])
 
 
 def test_options_validate():
@@ -153,15 +161,15 @@ def test_compare_windows_and_decay():
     rows = []
     for window, shift in (("w1", 0.0), ("w2", 0.1)):
         for method in ("recipe", "recipe@t-1", "naive"):
-            rows.append({"method": method, "mode": "NK", "aspect": "MF", "fmax": 0.3 + shift + 0.01 * len(method),
-                         "wfmax": 0.2, "smin": 1.0})
+            rows.append({"method": method, "mode": "NK", "aspect": "MF",
+                         "fmax_oracle": 0.3 + shift + 0.01 * len(method), "wfmax": 0.2, "smin": 1.0})
     results = pd.concat([results_frame(pd.DataFrame(rows[i:i + 3]), w, w == "w1")
                          for i, w in ((0, "w1"), (3, "w2"))], ignore_index=True)
     compared = compare_windows(results, "w1", "w2")
     for row in compared.itertuples():
-        a = results[(results["window"] == "w1") & (results["method"] == row.method)]["fmax"].iloc[0]
-        b = results[(results["window"] == "w2") & (results["method"] == row.method)]["fmax"].iloc[0]
-        assert row.fmax_delta == pytest.approx(b - a)
+        a = results[(results["window"] == "w1") & (results["method"] == row.method)]["fmax_oracle"].iloc[0]
+        b = results[(results["window"] == "w2") & (results["method"] == row.method)]["fmax_oracle"].iloc[0]
+        assert row.fmax_oracle_delta == pytest.approx(b - a)
     with pytest.raises(TempoInputError):
         compare_windows(results, "w1", "w9")
     summary = pd.DataFrame(rows[:3])
@@ -169,5 +177,5 @@ def test_compare_windows_and_decay():
                             "low": -0.1, "high": 0.2, "p_value": 0.5}])
     decay = decay_table(summary, paired)
     assert decay["method"].tolist() == ["recipe"]
-    assert decay["delta"].iloc[0] == pytest.approx(summary["fmax"].iloc[0] - summary["fmax"].iloc[1])
+    assert decay["delta"].iloc[0] == pytest.approx(summary["fmax_oracle"].iloc[0] - summary["fmax_oracle"].iloc[1])
     assert decay["delta_low"].iloc[0] == -0.1

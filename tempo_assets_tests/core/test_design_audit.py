@@ -426,3 +426,19 @@ def test_validation_precedes_test_without_cutoffs(tmp_path):
     assert check["status"] == "fail" and check["counts"]["test_not_after_validation"] == 2
     relaxed = {"column": "when", "validation_precedes_test": False}
     assert _check(_audit(tmp_path, late_valid, _with(chronology=relaxed)), "chronology")["status"] == "pass"
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"bogus": 1}, "key 'bogus': unknown key"),
+    ({"label_tolerance": True}, "key 'label_tolerance': must be a finite number >= 0, got True"),
+    ({"label_tolerance": float("inf")}, "key 'label_tolerance': must be a finite number"),
+    ({"conflicting_labels": "maybe"}, "key 'conflicting_labels': expected 'fail' or 'warn', got 'maybe'"),
+    ({"chronology": {"column": "d", "strictly_before": "yes"}}, "key 'chronology.strictly_before': must be true"),
+    ({"chronology": {"column": "d", "x": 1}}, "key 'chronology.x': unknown key"),
+    ({"schema_version": "v0"}, "key 'schema_version': expected 'tempo-evaluation-design/v1'"),
+])
+def test_declaration_shape_errors_name_the_key(change, needle):
+    """The key-level shape (pydantic) reports the offending key, as the structured parsers do."""
+    with pytest.raises(TempoInputError) as raised:
+        da.parse_design({**BASE_DESIGN, **change})
+    assert needle in str(raised.value)

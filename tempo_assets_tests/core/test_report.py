@@ -77,10 +77,11 @@ def make_results(seed: int = 0, derived_window: str | None = WINDOWS[1]) -> pd.D
                 for method in METHODS:
                     f = float(rng.uniform(0.2, 0.7))
                     rows.append(dict(
-                        window=window, mode=mode, aspect=aspect, method=method, fmax=f,
-                        fmax_low=f - 0.04, fmax_high=f + 0.03, wfmax=f - 0.1,
+                        window=window, mode=mode, aspect=aspect, method=method, f_at_valid_tau=f - 0.02,
+                        f_at_valid_tau_low=f - 0.07, f_at_valid_tau_high=f + 0.01, fmax_oracle=f,
+                        fmax_oracle_low=f - 0.04, fmax_oracle_high=f + 0.03, wfmax=f - 0.1,
                         smin=float(rng.uniform(3, 20)), f_micro_w=f - 0.05,
-                        coverage=float(rng.uniform(0.4, 1)), tau=float(rng.integers(1, 99)) / 100,
+                        coverage=float(rng.uniform(0.4, 1)), valid_tau=float(rng.integers(1, 99)) / 100,
                         n_targets=int(rng.integers(5, 900)), derived=window == derived_window))
     return pd.DataFrame(rows)
 
@@ -124,10 +125,10 @@ def test_curve_plot_accepts_column_frames_and_rejects_bad(curves):
 
 def test_longitudinal_plot_png(tmp_path):
     results = make_results()
-    data = plot_longitudinal(results, "fmax", tmp_path / "long.png")
+    data = plot_longitudinal(results, "fmax_oracle", tmp_path / "long.png")
     assert png_size(data) == LONGITUDINAL_PIXELS
     assert (tmp_path / "long.png").read_bytes() == data
-    assert plot_longitudinal(results.sample(frac=1, random_state=1), "fmax") == data
+    assert plot_longitudinal(results.sample(frac=1, random_state=1), "fmax_oracle") == data
     assert plot_longitudinal(results, "smin") != data
     with pytest.raises(ReportInputError, match="no column"):
         plot_longitudinal(results, "auc")
@@ -179,7 +180,7 @@ def test_window_report_one_image_per_plot_and_derived_marker(curves):
     # every metric cell of a derived row carries the marker; the legend says what it means
     rows = [r for r in html_text.split("<tr") if 'class="derived-row"' in r[:30]]
     assert len(rows) == 27
-    assert all(r.count('<sup class="derived"') == 6 for r in rows)
+    assert all(r.count('<sup class="derived"') == 7 for r in rows)  # one per metric column
     assert 'id="derived-legend"' in html_text and "derived</em> release" in html_text
     assert "2019-01-14" in html_text  # provenance value shown
 
@@ -197,7 +198,7 @@ def test_window_report_per_mode_curves_use_valid_tau(curves):
     assert len(_images(html_text)) == 2 * 3 * 2
     assert "VALID-fixed" in html_text and "own maximum" not in html_text
     tau = results.query("window == @WINDOWS[0] and mode == 'PK' and aspect == 'BP' "
-                        "and method == 'knn'")["tau"].item()
+                        "and method == 'knn'")["valid_tau"].item()
     expected = plot_fmax_curve({"knn": curves["knn"]}, "BP", taus={"knn": tau})
     assert expected in _images(html_text)
 
@@ -214,15 +215,15 @@ def test_archive_report(curves):
     html_text = render_archive_report(results, {"archive": "data/"})
     _assert_self_contained(html_text)
     images = _images(html_text)
-    assert len(images) == html_text.count("<img") == 3  # fmax, wfmax, smin
+    assert len(images) == html_text.count("<img") == 4  # F at the VALID tau, oracle Fmax, wfmax, smin
     assert all(png_size(png) == LONGITUDINAL_PIXELS for png in images)
-    assert images[0] == plot_longitudinal(results, "fmax")
+    assert images[0] == plot_longitudinal(results, "f_at_valid_tau")
     assert 'class="derived"' in html_text and 'id="derived-legend"' in html_text
     for window in WINDOWS:
         assert f"<h3>{window}</h3>" in html_text
     no_derived = render_archive_report(
         make_results(derived_window=None).drop(columns=["wfmax", "smin"]), None)
-    assert no_derived.count("<img") == 1
+    assert no_derived.count("<img") == 2
     assert 'class="derived"' not in no_derived
 
 
@@ -266,7 +267,9 @@ def test_markdown_table():
     assert all(line.startswith(f"| {WINDOWS[1]}") for line in derived_lines)
     assert "(derived): the number rests on a derived release" in text
     first = results.iloc[0]
-    assert f"{first['fmax']:.3f} [{first['fmax_low']:.3f}, {first['fmax_high']:.3f}]" in text
+    assert f"{first['fmax_oracle']:.3f} [{first['fmax_oracle_low']:.3f}, {first['fmax_oracle_high']:.3f}]" in text
+    assert (f"{first['f_at_valid_tau']:.3f} [{first['f_at_valid_tau_low']:.3f}, "
+            f"{first['f_at_valid_tau_high']:.3f}]") in text
     # NK before LK before PK, BP before MF before CC
     order = [tuple(line.split(" | ")[1:3]) for line in body[:9]]
     assert order[0] == ("NK", "BP") and order[3] == ("NK", "MF") and order[-1] == ("NK", "CC")
@@ -281,7 +284,7 @@ def test_tsv_round_trip():
     key = ["window", "mode", "aspect", "method"]
     merged = back.merge(results, on=key, suffixes=("", "_orig"))
     assert len(merged) == len(results)
-    for column in ("fmax", "fmax_low", "smin", "tau", "coverage"):
+    for column in ("f_at_valid_tau", "fmax_oracle", "fmax_oracle_low", "smin", "valid_tau", "coverage"):
         np.testing.assert_allclose(merged[column], merged[column + "_orig"], rtol=1e-5)
     assert (merged["n_targets"] == merged["n_targets_orig"]).all()
     assert (merged["derived"] == merged["derived_orig"]).all()

@@ -1,8 +1,8 @@
-"""Asset helpers on small frames: growth honours the sequence restriction (PROTOCOL.md, Growth)."""
+"""core/workflow and core/scoring on small frames: growth honours the sequence restriction (PROTOCOL.md)."""
 import numpy as np
 import pandas as pd
 
-from tempo_assets.assets.common import growth_between, sequence_map
+from tempo_assets.core.workflow import growth_between, sequence_map
 from tempo_assets.core.ontology import parse_obo
 from tempo_assets_tests.assets.tiny_archive import write_obo
 
@@ -41,7 +41,7 @@ def test_sequence_map_restricts_to_embedded_proteins():
 def test_scores_at_tau_reads_the_frozen_threshold_row_not_the_best():
     import pandas as pd
 
-    from tempo_assets.assets.common import recipe_taus, scores_at_tau
+    from tempo_assets.core.scoring import recipe_valid_taus, scores_at_tau
 
     tau_grid = np.arange(0.01, 1, 0.01)
     curve = pd.DataFrame({"tau": tau_grid, "pr": np.linspace(0.2, 0.9, 99),
@@ -49,8 +49,11 @@ def test_scores_at_tau_reads_the_frozen_threshold_row_not_the_best():
     curve["f"] = 2 * curve["pr"] * curve["rc"] / (curve["pr"] + curve["rc"])
     frozen = tau_grid[56]  # the grid value printed as 0.57, with its float error
     got = scores_at_tau(curve, float(frozen))
-    assert got["f_at_tau"] == curve["f"].iloc[56]
-    assert got["f_at_tau"] < curve["f"].max()
+    assert got["f_at_valid_tau"] == curve["f"].iloc[56] and got["valid_tau"] == float(frozen)
+    assert got["f_at_valid_tau"] < curve["f"].max()
     # a threshold past the last covered row scores zero rather than vanishing
-    assert scores_at_tau(curve[curve["tau"] < 0.5], float(frozen))["f_at_tau"] == 0.0
-    assert recipe_taus({"aspects": {"BP": {"tau": 0.3}, "MF": {"tau": None}}}) == {"BP": 0.3, "MF": None}
+    assert scores_at_tau(curve[curve["tau"] < 0.5], float(frozen))["f_at_valid_tau"] == 0.0
+    recipe = {"aspects": {"BP": {"tau": 0.3, "tau_by_mode": {"NK": 0.4}}, "MF": {"tau": None}}}
+    assert recipe_valid_taus(recipe, by_mode=False) == {("recipe", m, "BP"): 0.3 for m in ("NK", "LK", "PK")}
+    assert recipe_valid_taus(recipe)[("recipe", "NK", "BP")] == 0.4
+    assert recipe_valid_taus(recipe)[("recipe", "LK", "BP")] == 0.3

@@ -1,0 +1,465 @@
+"""The artefact store: typed values in open formats, a JSON sidecar, committed by one pointer switch.
+
+Layout under a :class:`Location` (a local folder today; an object store can implement the same
+five methods)::
+
+    <asset>/<partition>/artefact.json                  the sidecar: binding, sha256, file; the pointer
+    <asset>/<partition>/versions/<version>/value.<ext> the value (parquet, txt, json, or a typed
+                                                       manifest value.json naming its parts:
+                                                       parquet, npy, sparse npz)
+
+A write puts the value in a new version folder (named by its content hash), then replaces the
+sidecar atomically as its last step: a run killed between the two leaves the previous sidecar,
+which still names the previous (intact) version. Nothing is pickled and nothing loaded can execute
+code: a typed value is rebuilt only as one of the registered frozen dataclasses
+(:func:`register_type`), from parquet, ``.npy`` (``allow_pickle=False``) and JSON parts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.dates import parse_date
+from tempo_assets.core.errors import CutoffViolation, TempoInputError
+from tempo_assets.core.io import atomic_write
+
+BINDING_KEYS = ("cutoff", "max_source_date", "sources")
+SIDECAR = "artefact.json"
+VERSIONS = "versions"
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, date):
+        return obj.isoformat()
+    if hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted-key, indented JSON (dates as ISO strings, numpy scalars as Python numbers)."""
+    return json.dumps(obj, sort_keys=True, indent=1, default=_json_default) + "\n"
+
+
+def _is_json(obj: Any) -> bool:
+    try:
+        json.dumps(obj, default=_json_default, allow_nan=True)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# where bytes live
+
+
+class Location(Protocol):
+    """The narrow storage interface the store is written against (keys are '/'-joined paths)."""
+
+    def read_bytes(self, key: str) -> bytes: ...
+    def write_bytes(self, key: str, data: bytes) -> None: ...  # atomic: all or nothing
+    def exists(self, key: str) -> bool: ...
+    def list(self, prefix: str) -> list[str]: ...  # immediate children names
+    def delete_tree(self, prefix: str) -> None: ...
+
+
+class LocalLocation:
+    """A local folder; ``write_bytes`` is a temp file in the same folder plus ``os.replace``."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / key
+
+    def read_bytes(self, key: str) -> bytes:
+        return self.path(key).read_bytes()
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        with atomic_write(self.path(key), "wb") as handle:
+            handle.write(data)
+
+    def exists(self, key: str) -> bool:
+        return self.path(key).exists()
+
+    def list(self, prefix: str) -> list[str]:
+        folder = self.path(prefix)
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+    def delete_tree(self, prefix: str) -> None:
+        shutil.rmtree(self.path(prefix), ignore_errors=True)
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+
+# --------------------------------------------------------------------------------------------
+# open formats
+
+
+TYPES: dict[str, type] = {}
+CODECS: dict[str, tuple[type, Callable[[Any], dict], Callable[[dict], Any]]] = {}
+
+
+def register_type(cls: type) -> type:
+    """Register a frozen dataclass as a storable artefact type (its fields are encoded one by one)."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    TYPES[cls.__name__] = cls
+    return cls
+
+
+def register_codec(cls: type, to_fields: Callable[[Any], dict], from_fields: Callable[[dict], Any]) -> None:
+    """Register a non-dataclass type by a pair of functions to and from a dict of encodable fields."""
+    CODECS[cls.__name__] = (cls, to_fields, from_fields)
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=True)
+    return buffer.getvalue()
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _encode(name: str, value: Any, parts: dict[str, bytes]) -> dict[str, Any]:
+    """A JSON description of ``value``; binary parts go into ``parts`` (file name -> bytes)."""
+    from scipy import sparse
+
+    if isinstance(value, pd.DataFrame):
+        parts[f"{name}.parquet"] = _parquet_bytes(value)
+        return {"parquet": f"{name}.parquet"}
+    if isinstance(value, pd.Series):
+        column = "__value__" if value.name is None else str(value.name)
+        parts[f"{name}.parquet"] = _parquet_bytes(value.to_frame(name=column))
+        return {"series": f"{name}.parquet", "name": value.name}
+    if isinstance(value, np.ndarray):
+        as_object = value.dtype == object
+        array = value.astype(str) if as_object else value
+        parts[f"{name}.npy"] = _npy_bytes(array)
+        return {"npy": f"{name}.npy", "object": as_object}
+    if sparse.issparse(value):
+        buffer = io.BytesIO()
+        sparse.save_npz(buffer, value, compressed=False)
+        parts[f"{name}.npz"] = buffer.getvalue()
+        return {"sparse": f"{name}.npz", "kind": value.format}
+    kind = type(value).__name__
+    if dataclasses.is_dataclass(value) and TYPES.get(kind) is type(value):
+        fields = {f.name: _encode(f"{name}.{f.name}", getattr(value, f.name), parts)
+                  for f in dataclasses.fields(value)}
+        return {"typed": kind, "fields": fields}
+    if kind in CODECS and isinstance(value, CODECS[kind][0]):
+        fields = {k: _encode(f"{name}.{k}", v, parts) for k, v in CODECS[kind][1](value).items()}
+        return {"codec": kind, "fields": fields}
+    if isinstance(value, dict) and not _is_json(value):
+        return {"dict": {str(k): _encode(f"{name}.{k}", v, parts) for k, v in value.items()}}
+    if _is_json(value):
+        return {"json": json.loads(json.dumps(value, default=_json_default))}
+    raise TempoInputError(f"artefact field {name!r}: no open format for {kind} (the store never pickles)")
+
+
+def _decode(spec: Mapping[str, Any], read: Callable[[str], bytes]) -> Any:
+    from scipy import sparse
+
+    if "json" in spec:
+        return spec["json"]
+    if "parquet" in spec:
+        return pd.read_parquet(io.BytesIO(read(spec["parquet"])))
+    if "series" in spec:
+        frame = pd.read_parquet(io.BytesIO(read(spec["series"])))
+        return frame.iloc[:, 0].rename(spec.get("name"))
+    if "npy" in spec:
+        array = np.load(io.BytesIO(read(spec["npy"])), allow_pickle=False)
+        return array.astype(object) if spec.get("object") else array
+    if "sparse" in spec:
+        matrix = sparse.load_npz(io.BytesIO(read(spec["sparse"])))
+        return matrix.asformat(spec.get("kind", matrix.format))
+    if "dict" in spec:
+        return {k: _decode(v, read) for k, v in spec["dict"].items()}
+    if "typed" in spec:
+        cls = TYPES.get(spec["typed"])
+        if cls is None:
+            raise TempoInputError(f"unknown artefact type {spec['typed']!r} (registered: {sorted(TYPES)})")
+        return cls(**{k: _decode(v, read) for k, v in spec["fields"].items()})
+    if "codec" in spec:
+        if spec["codec"] not in CODECS:
+            raise TempoInputError(f"unknown artefact codec {spec['codec']!r} (registered: {sorted(CODECS)})")
+        return CODECS[spec["codec"]][2]({k: _decode(v, read) for k, v in spec["fields"].items()})
+    raise TempoInputError(f"unreadable artefact part {sorted(spec)}")
+
+
+def encode_value(obj: Any) -> tuple[str, str, dict[str, bytes]]:
+    """``(format, main file name, {file name: bytes})`` of a value in an open format."""
+    if isinstance(obj, pd.DataFrame):
+        return "parquet", "value.parquet", {"value.parquet": _parquet_bytes(obj)}
+    if isinstance(obj, str):
+        return "txt", "value.txt", {"value.txt": obj.encode("utf-8")}
+    import tempo_assets.core.artefact_types  # noqa: F401  (registers the typed artefacts)
+
+    parts: dict[str, bytes] = {}
+    spec = _encode("value", obj, parts)
+    if "json" in spec:
+        return "json", "value.json", {"value.json": canonical_json(obj).encode("utf-8")}
+    manifest = {"value": spec, "parts": {name: sha256_bytes(data) for name, data in sorted(parts.items())}}
+    parts["value.json"] = canonical_json(manifest).encode("utf-8")
+    return "typed", "value.json", parts
+
+
+def decode_value(fmt: str, read: Callable[[str], bytes], where: str) -> Any:
+    """The value stored in ``fmt``; ``read(name)`` returns a file of its version folder."""
+    if fmt == "parquet":
+        return pd.read_parquet(io.BytesIO(read("value.parquet")))
+    if fmt == "txt":
+        return read("value.txt").decode("utf-8")
+    if fmt == "json":
+        return json.loads(read("value.json"))
+    if fmt != "typed":
+        raise TempoInputError(f"artefact format {fmt!r} is not an open format this store reads", path=where)
+    import tempo_assets.core.artefact_types  # noqa: F401  (registers the typed artefacts)
+
+    manifest = json.loads(read("value.json"))
+
+    def verified(name: str) -> bytes:
+        data = read(name)
+        expected = manifest["parts"].get(name)
+        if expected is None or sha256_bytes(data) != expected:
+            raise TempoInputError(f"artefact part {name} does not match its manifest sha256", path=where)
+        return data
+
+    return _decode(manifest["value"], verified)
+
+
+# --------------------------------------------------------------------------------------------
+# artefacts as downstream assets see them
+
+
+@dataclass
+class Artefact:
+    """One stored artefact: its sidecar now, its value on first ``.value`` access."""
+
+    meta: dict[str, Any]
+    loader: Callable[[], Any] | None = None
+    _value: Any = field(default=None, repr=False)
+    _loaded: bool = field(default=False, repr=False)
+
+    @classmethod
+    def in_memory(cls, value: Any, **meta: Any) -> "Artefact":
+        """An artefact held in memory (asset-function tests)."""
+        return cls(meta=dict(meta), _value=value, _loaded=True)
+
+    @property
+    def value(self) -> Any:
+        if not self._loaded:
+            self._value = self.loader()
+            self._loaded = True
+        return self._value
+
+    @property
+    def max_source_date(self) -> date:
+        return parse_date(self.meta["max_source_date"])
+
+    def reference(self) -> dict[str, Any]:
+        """What a downstream artefact records about having read this one."""
+        keys = ("asset", "partition", "sha256", "cutoff", "max_source_date", "window", "window_role")
+        return {k: self.meta.get(k) for k in keys if self.meta.get(k) is not None}
+
+
+def refuse_flagged(artefact: Artefact, sidecar: Path | str | None = None) -> Artefact:
+    """``artefact``, unless its sidecar records violations (e.g. GAF rows dated after their file)."""
+    count = artefact.meta.get("violations") or 0
+    if count:
+        name = f"{artefact.meta.get('asset')}[{artefact.meta.get('partition')}]"
+        raise TempoInputError(
+            f"{name} records {count} violation(s) of its time binding (see its blocking checks); "
+            "refusing to read it: fix the archive and rematerialise", path=sidecar)
+    return artefact
+
+
+@dataclass
+class ArtefactSet:
+    """Partitions of one upstream asset a window may read, gated by the reading role.
+
+    ``get(key)`` raises :class:`CutoffViolation` when ``key`` is a release after the role's limit
+    release, or when the stored artefact's ``max_source_date`` is after the limit's cutoff.
+    """
+
+    asset: str
+    role: str
+    limit_release: str
+    limit_date: date
+    release_order: dict[str, int]
+    fetch: Callable[[str], Artefact]
+    as_of: dict[str, date] = field(default_factory=dict)
+    read: list[str] = field(default_factory=list)
+
+    def get(self, key: str) -> Artefact:
+        if key not in self.release_order:
+            raise TempoInputError(f"{self.asset}[{key}]: {key!r} is not a release of the archive")
+        if self.release_order[key] > self.release_order[self.limit_release]:
+            raise CutoffViolation(
+                f"{self.asset}[{key}]", self.as_of.get(key, self.limit_date), self.limit_date,
+                what=f"partition {key!r} (after {self.limit_release!r}, the last release a "
+                f"{self.role!r} input may read)",
+            )
+        artefact = self.fetch(key)
+        if artefact.max_source_date > self.limit_date:
+            raise CutoffViolation(
+                f"{self.asset}[{key}]", artefact.max_source_date, self.limit_date,
+                what=f"artefact read as {self.role!r} data",
+            )
+        self.read.append(key)
+        return artefact
+
+
+# --------------------------------------------------------------------------------------------
+# the store
+
+
+def check_binding(asset: str, partition: str | None, binding: Mapping[str, Any]) -> None:
+    """Refuse an output without its time binding, or one that read past its cutoff."""
+    missing = [k for k in BINDING_KEYS if binding.get(k) is None]
+    if missing:
+        raise TempoInputError(f"output of {asset}[{partition}] lacks metadata {missing}")
+    cutoff, max_date = parse_date(binding["cutoff"]), parse_date(binding["max_source_date"])
+    if max_date > cutoff:
+        raise CutoffViolation(f"{asset}[{partition}]", max_date, cutoff, what="artefact about to be written")
+
+
+class ArtefactStore:
+    """Reads and writes artefacts under one root (used by the IO manager and by resources)."""
+
+    def __init__(self, root: str | Path | Location):
+        self.location: Location = LocalLocation(root) if isinstance(root, (str, os.PathLike)) else root
+        self.root = Path(str(self.location))
+
+    @staticmethod
+    def prefix(asset: str, partition: str | None) -> str:
+        return f"{asset}/{partition or '__unpartitioned__'}"
+
+    def folder(self, asset: str, partition: str | None) -> Path:
+        """The local folder of an artefact (extras beside it: removal manifest, HTML report)."""
+        return self.root / self.prefix(asset, partition)
+
+    def sidecar_path(self, asset: str, partition: str | None) -> Path:
+        return self.folder(asset, partition) / SIDECAR
+
+    def exists(self, asset: str, partition: str | None) -> bool:
+        return self.location.exists(f"{self.prefix(asset, partition)}/{SIDECAR}")
+
+    def read_meta(self, asset: str, partition: str | None) -> dict[str, Any]:
+        key = f"{self.prefix(asset, partition)}/{SIDECAR}"
+        if not self.location.exists(key):
+            raise TempoInputError(f"no artefact {asset}[{partition}] (materialise it first)",
+                                  path=self.sidecar_path(asset, partition))
+        try:
+            return json.loads(self.location.read_bytes(key))
+        except json.JSONDecodeError as exc:
+            raise TempoInputError(f"corrupt sidecar: {exc}", path=self.sidecar_path(asset, partition),
+                                  line=exc.lineno) from exc
+
+    def open(self, asset: str, partition: str | None) -> Artefact:
+        """The artefact with its sidecar; the value is read (sha256-verified) on first access."""
+        meta = self.read_meta(asset, partition)
+        prefix = self.prefix(asset, partition)
+        main = f"{prefix}/{meta['file']}"
+        version = main.rsplit("/", 1)[0]
+        where = str(self.root / main)
+
+        def read(name: str) -> bytes:
+            key = f"{version}/{name}"
+            if not self.location.exists(key):
+                raise TempoInputError(f"artefact file missing for {asset}[{partition}]", path=self.root / key)
+            return self.location.read_bytes(key)
+
+        def load() -> Any:
+            data = read(meta["file"].rsplit("/", 1)[-1])
+            if sha256_bytes(data) != meta["sha256"]:
+                raise TempoInputError(f"sha256 mismatch: sidecar says {meta['sha256']}, file has "
+                                      f"{sha256_bytes(data)}", path=where)
+            return decode_value(meta["format"], read, where)
+
+        return Artefact(meta=meta, loader=load)
+
+    def write(self, asset: str, partition: str | None, obj: Any, binding: Mapping[str, Any],
+              run_id: str | None = None) -> dict[str, Any]:
+        """Write ``obj`` to a new version, then switch the sidecar to it (the last, atomic step)."""
+        check_binding(asset, partition, binding)
+        fmt, main, parts = encode_value(obj)
+        digest = sha256_bytes(parts[main])
+        prefix = self.prefix(asset, partition)
+        version = digest[:20]
+        for name, data in parts.items():
+            if name != main:
+                self.location.write_bytes(f"{prefix}/{VERSIONS}/{version}/{name}", data)
+        self.location.write_bytes(f"{prefix}/{VERSIONS}/{version}/{main}", parts[main])
+        previous = self.read_meta(asset, partition).get("version") if self.exists(asset, partition) else None
+        meta = dict(binding)
+        meta.update(
+            asset=asset, partition=partition, format=fmt, file=f"{VERSIONS}/{version}/{main}", version=version,
+            sha256=digest, run_id=run_id,
+            written_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        )
+        self.location.write_bytes(f"{prefix}/{SIDECAR}", canonical_json(meta).encode("utf-8"))
+        self._collect(prefix, keep={version, previous})
+        return meta
+
+    def _collect(self, prefix: str, keep: set[str | None]) -> None:
+        """Drop versions other than the current and the previous one (readers hold at most those)."""
+        for name in self.location.list(f"{prefix}/{VERSIONS}"):
+            if name not in keep:
+                self.location.delete_tree(f"{prefix}/{VERSIONS}/{name}")
+
+
+@dataclass
+class WindowArtefactSet:
+    """Window partitions of one upstream asset a cutoff asset may read (e.g. the recipes a submission applies).
+
+    Only windows whose ``t0`` is at or before the cutoff release are offered (``available``), and
+    ``get`` refuses any other key and any artefact whose ``max_source_date`` is after the cutoff.
+    """
+
+    asset: str
+    limit_release: str
+    limit_date: date
+    windows: list[str]
+    fetch: Callable[[str], Artefact]
+    exists: Callable[[str], bool]
+    read: list[str] = field(default_factory=list)
+
+    def available(self) -> list[str]:
+        """The admissible windows whose artefact is stored."""
+        return [w for w in self.windows if self.exists(w)]
+
+    def get(self, key: str) -> Artefact:
+        if key not in self.windows:
+            raise TempoInputError(f"{self.asset}[{key}]: not a window whose t0 is at or before the cutoff "
+                                  f"{self.limit_release!r}; refusing to read it")
+        artefact = self.fetch(key)
+        if artefact.max_source_date > self.limit_date:
+            raise CutoffViolation(f"{self.asset}[{key}]", artefact.max_source_date, self.limit_date,
+                                  what=f"artefact read at cutoff {self.limit_release!r}")
+        self.read.append(key)
+        return artefact

@@ -1,0 +1,357 @@
+"""The pipeline between releases: growth, candidate sources, method predictions, scoring a window.
+
+Asset bodies call these (one or two calls each) on the typed values of ``core/artefact_types.py``;
+nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/scoring.py``.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from tempo_assets.core.artefact_types import (
+    Benchmark, Embeddings, EvaluationSet, FrozenRecipe, KnnCorpus, ReleaseAnnotations, Scores, ValidSelection,
+)
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.growth import Growth
+from tempo_assets.core.scoring import MODES, ScoringOptions, recipe_valid_taus, score_methods
+from tempo_assets.core.selection import CandidateSource
+from tempo_assets.core.windows import Window
+
+OLDER = "@t-1"  # suffix of a method trained at the window's t-1 instead of t0 (performance decay)
+
+
+# --------------------------------------------------------------------------------------------
+# growth and corpora
+
+
+def sequence_map(frame: pd.DataFrame, restrict: Iterable[str] | None = None) -> dict[str, str]:
+    """``{protein: sequence sha256}`` of a stored ``sequences`` frame (optionally restricted)."""
+    mapping = dict(zip(frame["protein"], frame["sequence_sha256"]))
+    if restrict is not None:
+        keep = set(restrict)
+        mapping = {p: h for p, h in mapping.items() if p in keep}
+    return mapping
+
+
+def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[str, Any], new_ontology,
+                   old_sequences: Mapping[str, str], new_sequences: Mapping[str, str] | None = None) -> Growth:
+    """NK/LK/PK growth from an older release's experimental annotations to a newer one's.
+
+    The older annotations are first expressed in the newer ontology (``align_terms``), so an edge
+    added between releases is not counted as growth. Targets are restricted to proteins whose
+    sequence is available at the older release (``old_sequences``: protein -> sequence sha256)
+    and, where ``new_sequences`` knows the protein too, unchanged at the newer one (PROTOCOL.md).
+    """
+    from tempo_assets.core.growth import align_terms, annotation_growth
+
+    old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
+    return annotation_growth(old_aligned, new_annotations["experimental"], sequences=dict(old_sequences),
+                             new_sequences=None if new_sequences is None else dict(new_sequences))
+
+
+def release_growth(old: ReleaseAnnotations, new: ReleaseAnnotations, new_ontology, old_sequences: pd.DataFrame,
+                   new_sequences: pd.DataFrame, embedded_ids: Iterable[str]) -> Growth:
+    """Growth between two releases, targets restricted to proteins embedded at the older one."""
+    return growth_between(old, new, new_ontology, sequence_map(old_sequences, embedded_ids),
+                          sequence_map(new_sequences))
+
+
+def term_depths(ontology, terms: Iterable[str]) -> pd.Series:
+    """Depth of each term in ``ontology`` (a feature of candidates)."""
+    terms = sorted(set(terms))
+    return pd.Series([ontology.depth(t) if t in ontology else 0 for t in terms], index=terms, dtype=float)
+
+
+def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) -> KnnCorpus:
+    """Corpus of the proteins with both an embedding and an experimental term at one release."""
+    experimental = annotations["experimental"]
+    position = {p: i for i, p in enumerate(embedded["ids"])}
+    ids = sorted(set(experimental["protein"]) & set(position))
+    return KnnCorpus(ids=ids, matrix=embedded["matrix"][[position[p] for p in ids]],
+                     annotations=experimental[experimental["protein"].isin(ids)].reset_index(drop=True),
+                     embedder_id=embedded["embedder_id"])
+
+
+def corpus_index(corpus: Mapping[str, Any]):
+    """The faiss index of a stored ``knn_corpus`` value (rebuilt: an exact flat index is cheap)."""
+    from tempo_assets.core.knn import KnnIndex
+
+    return KnnIndex.build(corpus["ids"], corpus["matrix"])
+
+
+def query_rows(embedded: Mapping[str, Any], proteins: Iterable[str]):
+    """``(ids, matrix)`` of the ``proteins`` present in an ``embeddings`` value, in sorted order."""
+    position = {p: i for i, p in enumerate(embedded["ids"])}
+    ids = sorted(p for p in set(proteins) if p in position)
+    return ids, embedded["matrix"][[position[p] for p in ids]]
+
+
+def neighbours_of(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins: Iterable[str], k: int):
+    """Top-``k`` corpus neighbours (self excluded) of ``proteins`` embedded in ``embedded``."""
+    ids, matrix = query_rows(embedded, proteins)
+    return corpus_index(corpus).search(ids, matrix, k, exclude_self=True)
+
+
+def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins, ontology, k: int,
+                     growth: Growth | None = None) -> CandidateSource:
+    """Neighbours of ``proteins`` in ``corpus`` with term weights (a ``core.selection.CandidateSource``).
+
+    IA and depth come from ``corpus`` and ``ontology`` (the candidate release), IA as counts so each
+    candidate's IA leaves its own protein out (the golden rule). With ``growth`` the source also
+    carries the ground truth (with its ``mode``) and known terms.
+    """
+    from tempo_assets.core.ia import ia_counts
+
+    neighbours = neighbours_of(corpus, embedded, proteins, k)
+    depth = term_depths(ontology, corpus["annotations"]["term"].unique())
+    return CandidateSource(
+        neighbours=neighbours, corpus_annotations=corpus["annotations"],
+        ground_truth=None if growth is None else growth.ground_truth,
+        known=None if growth is None else growth.known,
+        ia=ia_counts(corpus["annotations"], ontology), term_depth=depth)
+
+
+def reranker_labels(corpus: KnnCorpus, embedded_prev: Embeddings, growth: Growth, ontology_prev, k: int
+                    ) -> CandidateSource:
+    """Labelled candidates of a cutoff: growth (prev, cutoff] targets searched in the prev corpus."""
+    # IA and depth bound to the candidate release (prev), never to the label release
+    return candidate_source(corpus, embedded_prev, growth.targets["protein"].unique(), ontology_prev, k,
+                            growth=growth)
+
+
+# --------------------------------------------------------------------------------------------
+# methods
+
+
+def verify_recipe(frozen: FrozenRecipe | Mapping[str, Any], recorded_hash: str | None, where: str) -> dict:
+    """The frozen recipe, after checking its content still hashes to what was frozen."""
+    from tempo_assets.core.selection import recipe_hash
+
+    actual = recipe_hash(frozen["recipe"])
+    if actual != frozen["recipe_hash"] or actual != recorded_hash:
+        raise TempoInputError(f"frozen recipe of {where} hashes to {actual}, not the frozen {recorded_hash}: "
+                              "refusing to score TEST")
+    return frozen["recipe"]
+
+
+def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
+                       targets: pd.DataFrame, k_plain: int) -> dict[str, pd.DataFrame]:
+    """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
+
+    All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
+    labelled candidates the recipe's rerankers are refit on; ``targets`` (``protein, aspect``)
+    are the proteins the naive baseline scores.
+    """
+    from tempo_assets.core.baselines import naive_term_scores
+    from tempo_assets.core.knn import knn_term_scores
+    from tempo_assets.core.selection import apply_recipe
+
+    return {
+        "recipe": apply_recipe(recipe, source.neighbours, source.corpus_annotations, train_source,
+                               ia=source.ia, term_depth=source.term_depth),
+        "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
+        "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
+    }
+
+
+def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annotations: pd.DataFrame,
+                      threads: int, sensitivity: str | None) -> pd.DataFrame:
+    """The BLAST baseline: DIAMOND hits of ``query`` in ``corpus``, terms scored by max pident/100."""
+    from tempo_assets.core.blast import blast_term_scores, diamond_hits
+
+    with tempfile.TemporaryDirectory(prefix="tempo_blast_") as workdir:
+        hits = diamond_hits(query, corpus, workdir, threads=threads, sensitivity=sensitivity or None)
+    return blast_term_scores(hits, annotations)
+
+
+@dataclass(frozen=True)
+class TrainedAt:
+    """What every method trained at one cutoff reads: corpus, labels, annotations, ontology, sequences."""
+
+    corpus: KnnCorpus
+    labels: CandidateSource
+    annotations: ReleaseAnnotations
+    ontology: Any
+    sequences: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """The benchmark's BLAST settings (``blast_sensitivity`` is a DIAMOND mode flag, ``""`` = default)."""
+
+    blast_threads: int = 2
+    blast_sensitivity: str = ""
+
+
+def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: Embeddings,
+                 query_sequences: Mapping[str, str], targets: pd.DataFrame, ks, config: BaselineConfig
+                 ) -> dict[str, pd.DataFrame]:
+    """Every method trained at one cutoff scoring ``targets``: recipe, KNN, naive, BLAST, non-experimental GOA."""
+    from tempo_assets.core.baselines import goa_nonexperimental_scores
+
+    proteins = targets["protein"].unique()
+    source = candidate_source(trained.corpus, query_embedded, proteins, trained.ontology, max(ks))
+    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks))
+    in_corpus = set(trained.corpus["ids"])
+    corpus_sequences = {p: s for p, s in zip(trained.sequences["protein"], trained.sequences["sequence"])
+                        if p in in_corpus}
+    queries = {p: query_sequences[p] for p in proteins if p in query_sequences}
+    methods["blast"] = blast_predictions(queries, corpus_sequences, trained.corpus["annotations"],
+                                         config.blast_threads, config.blast_sensitivity)
+    methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
+    return methods
+
+
+# --------------------------------------------------------------------------------------------
+# VALID, TEST and the benchmark
+
+
+def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, labels: CandidateSource,
+                    embedded: Embeddings, growth: Growth, ontology_t_minus_1, eval_ontology
+                    ) -> tuple[ValidSelection, dict[str, pd.DataFrame]]:
+    """The VALID grid and recipe, and the recipe beside plain KNN and naive on the same VALID targets."""
+    from tempo_assets.core.selection import select_recipe
+
+    ks = grid["ks"]
+    valid = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t_minus_1, max(ks),
+                             growth=growth)
+    grid_frame, recipe = select_recipe(grid, train_sets={corpus["embedder_id"]: labels},
+                                       valid_sets={corpus["embedder_id"]: valid}, eval_ontology=eval_ontology,
+                                       window=window.key)
+    methods = method_predictions(recipe, valid, labels, growth.targets, k_plain=min(ks))
+    summary, _ = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,
+                               ScoringOptions(n_boot=0))
+    return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary), methods
+
+
+def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, labels: CandidateSource,
+               embedded: Embeddings, ontology_t0, eval_ontology, ks, n_boot: int, seed: int
+               ) -> tuple[Scores, dict[str, pd.DataFrame]]:
+    """The frozen recipe refit at t0 beside plain KNN and naive, scored once on TEST growth.
+
+    F at the threshold the recipe froze on VALID (the aspect's ``tau``) is the headline; the
+    recipe gets bootstrap CIs of it and of the oracle Fmax.
+    """
+    source = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t0, max(ks))
+    methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks))
+    options = ScoringOptions(n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
+    summary, curves = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,
+                                    options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe, by_mode=False))
+    return Scores(summary=summary, curves=curves, counts=growth.counts(),
+                  excluded_by_sequence=len(growth.removed)), methods
+
+
+@dataclass(frozen=True)
+class TestTargets:
+    """The TEST cells a benchmark scores: growth, LAFA's filters when asked, and the evaluator."""
+
+    targets: pd.DataFrame
+    ground_truth: pd.DataFrame
+    known: pd.DataFrame
+    counts: pd.DataFrame
+    eval_ontology: Any
+    toi: Any = None
+    dropped: list = field(default_factory=list)
+
+
+def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_ontology, lafa: bool) -> TestTargets:
+    """TEST growth as test_score scored it, plus LAFA's terms of interest and MF filter when ``lafa``."""
+    from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
+
+    g = growth.growth
+    targets, toi, dropped = g.targets, None, []
+    if lafa:
+        toi = lafa_terms_of_interest(ontology_t0, ontology_t1)
+        dropped = sorted(protein_binding_only_targets(g.ground_truth, g.known, ontology_t1))
+        targets = targets[~((targets["aspect"] == "MF") & targets["protein"].isin(dropped))]
+    return TestTargets(targets.reset_index(drop=True), g.ground_truth, g.known, growth.counts, eval_ontology,
+                       toi, dropped)
+
+
+def benchmark_window(test: TestTargets, methods: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any],
+                     options: ScoringOptions, derived: list[str], decay: bool) -> Benchmark:
+    """Summary, paired differences (recipe minus each baseline, newer minus older), decay and curves."""
+    from tempo_assets.core.benchmark import decay_table, paired_differences
+
+    args = (test.eval_ontology, test.targets, test.ground_truth, test.known)
+    # the older-cutoff variants get their interval from the paired bootstrap (newer - older)
+    summary, curves = score_methods(*args, methods, options=options, toi=test.toi,
+                                    ci_methods=[m for m in methods if not m.endswith(OLDER)],
+                                    taus=recipe_valid_taus(recipe, ("recipe", f"recipe{OLDER}")))
+    pairs = [(options.reference, b) for b in methods if b != options.reference and not b.endswith(OLDER)]
+    pairs += [(m[: -len(OLDER)], m) for m in methods if m.endswith(OLDER)]
+    paired = paired_differences(*args, methods, pairs, options=options, toi=test.toi)
+    return Benchmark(summary=summary, paired=paired, decay=decay_table(summary, paired, OLDER) if decay
+                     else pd.DataFrame(), curves=curves, counts=test.counts, derived_releases=list(derived),
+                     lafa=options.lafa, dropped_protein_binding=list(test.dropped))
+
+
+def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str) -> str:
+    """The latest window (by t0, then t1) with a frozen recipe whose t0 <= cutoff."""
+    order = {r: i for i, r in enumerate(release_ids)}
+    usable = [w for w in frozen_windows if order.get(w.t0, 1 << 30) <= order[cutoff]]
+    if not usable:
+        raise TempoInputError(f"no frozen recipe on a window with t0 <= {cutoff}: materialise frozen_recipe first")
+    return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key
+
+
+__all__ = [
+    "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "benchmark_targets", "benchmark_window",
+    "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
+    "latest_recipe_key", "method_predictions", "neighbours_of", "release_growth", "reranker_labels",
+    "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",
+    "warehouse_growth", "growth_differences",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation sets from the SQL warehouse
+
+
+_MODE_ORDER = pd.CategoricalDtype(list(MODES), ordered=True)
+_ASPECT_ORDER = pd.CategoricalDtype(["BP", "MF", "CC"], ordered=True)
+
+
+def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    order = frame.assign(**{k: frame[k].astype(_MODE_ORDER if k == "mode" else _ASPECT_ORDER)
+                            for k in keys if k in ("mode", "aspect")})
+    index = order.sort_values(keys, kind="mergesort").index
+    return frame.loc[index].astype(str).reset_index(drop=True)
+
+
+def warehouse_growth(frames, removed: pd.DataFrame) -> Growth:
+    """A ``Growth`` from an evaluation set the warehouse returned (``core.warehouse.GrowthFrames``).
+
+    Rows are put in ``annotation_growth``'s order (targets by mode, aspect, protein; ground truth
+    by mode, aspect, protein, term; known by aspect, protein, term) so a set equal to the Python
+    growth is the same frame, row for row. ``removed`` (targets excluded by the sequence rule)
+    comes from the Python growth: the warehouse keeps no exclusion reasons.
+    """
+    return Growth(targets=_sorted(frames.targets[["protein", "aspect", "mode"]], ["mode", "aspect", "protein"]),
+                  ground_truth=_sorted(frames.ground_truth[["protein", "term", "aspect", "mode"]],
+                                       ["mode", "aspect", "protein", "term"]),
+                  known=_sorted(frames.known[["protein", "term", "aspect"]], ["aspect", "protein", "term"]),
+                  removed=removed)
+
+
+def growth_differences(sql: Growth, python: Growth) -> dict[str, int]:
+    """Rows in one growth and not the other, per frame (all zero: the warehouse agrees with Python)."""
+    out = {}
+    for name in ("targets", "ground_truth", "known"):
+        a = set(map(tuple, getattr(sql, name).astype(str).to_numpy()))
+        b = set(map(tuple, getattr(python, name).astype(str).to_numpy()))
+        out[f"{name}_only_sql"], out[f"{name}_only_python"] = len(a - b), len(b - a)
+    return out
+
+
+def evaluation_set(frames, python: Growth, where: str) -> Growth:
+    """The warehouse's evaluation set as a ``Growth``, refused when it disagrees with the Python growth."""
+    growth = warehouse_growth(frames, python.removed)
+    differences = growth_differences(growth, python)
+    if any(differences.values()):
+        raise TempoInputError(f"the warehouse evaluation set disagrees with the Python growth: {differences}",
+                              path=where)
+    return growth

@@ -1,0 +1,133 @@
+"""Every number Tempo produces on ``data/`` equals the stored fixtures (issue 8: refactor-safe).
+
+The fixtures under ``fixtures/numbers/`` were written from the code *before* the architecture
+refactor (``TEMPO_WRITE_FIXTURES=1`` rewrites them from the current code): per window the
+``test_score`` summary, the ``benchmark`` summary, paired and decay tables and the frozen recipe;
+per cutoff the CAFA submission text (its sha256 and line count: the text is 20 MB). Columns
+renamed since are mapped back through ``RENAMED``; floats compare at 1e-9.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).parent / "fixtures" / "numbers"
+# per table: the name the fixtures were written with -> today's column name
+RENAMED: dict[str, dict[str, str]] = {
+    "test_score_summary": {"targets": "n_targets", "fmax": "fmax_oracle", "tau": "tau_oracle", "tau_valid": "valid_tau",
+                           "pr_at_tau": "p_at_valid_tau", "rc_at_tau": "r_at_valid_tau", "f_at_tau": "f_at_valid_tau",
+                           "fmax_low": "fmax_oracle_low", "fmax_high": "fmax_oracle_high"},
+    "benchmark_summary": {"fmax": "fmax_oracle", "tau_test": "tau_oracle", "tau": "valid_tau",
+                          "f_at_tau": "f_at_valid_tau", "fmax_low": "fmax_oracle_low", "fmax_high": "fmax_oracle_high"},
+    "benchmark_paired": {},
+    "benchmark_decay": {"fmax_newer": "fmax_oracle_newer", "fmax_older": "fmax_oracle_older"},
+}
+# values renamed with their column: the paired bootstrap's metric is the oracle Fmax
+RENAMED_VALUES = {"benchmark_paired": {"metric": {"fmax_oracle": "fmax"}}}
+KEYS = {"test_score_summary": ["method", "mode", "aspect"], "benchmark_summary": ["method", "mode", "aspect"],
+        "benchmark_paired": ["a", "b", "mode", "aspect", "metric"], "benchmark_decay": ["method", "mode", "aspect"]}
+
+
+def _frame(value, name: str) -> pd.DataFrame:
+    """The table ``name`` of a stored value (a dict of frames or a typed artefact)."""
+    field = name.split("_", 1)[1] if name.startswith("benchmark_") else "summary"
+    table = value[field] if isinstance(value, dict) else getattr(value, field)
+    table = table.rename(columns={new: old for old, new in RENAMED[name].items()})
+    for column, values in RENAMED_VALUES.get(name, {}).items():
+        table = table.assign(**{column: table[column].replace(values)})
+    return table
+
+
+def current_numbers(store, plan) -> dict[str, object]:
+    """``{fixture file name: frame or text}`` read from a materialised store."""
+    out: dict[str, object] = {}
+    for window in plan.windows:
+        score, bench = store.open("test_score", window).value, store.open("benchmark", window).value
+        out[f"{window}.test_score_summary.tsv"] = _frame(score, "test_score_summary")
+        for name in ("benchmark_summary", "benchmark_paired", "benchmark_decay"):
+            out[f"{window}.{name}.tsv"] = _frame(bench, name)
+        recipe = store.open("frozen_recipe", window).value
+        recipe = recipe["recipe"] if isinstance(recipe, dict) else recipe.recipe
+        out[f"{window}.recipe.json"] = json.dumps(recipe, sort_keys=True, indent=1) + "\n"
+    for cutoff in plan.cutoffs:
+        if store.exists("submission", cutoff):
+            text = store.open("submission", cutoff).value
+            text = text if isinstance(text, str) else text.text
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            out[f"{cutoff}.submission.sha256"] = f"{digest}  lines={text.count(chr(10))}\n"
+    return out
+
+
+def _tidy(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype.kind == "f":
+            frame[column] = frame[column].round(9)
+    return frame.sort_values(keys, kind="mergesort").reset_index(drop=True)
+
+
+def _kind(name: str) -> str:
+    return name.split(".")[1]
+
+
+def write_fixtures(numbers: dict[str, object]) -> None:
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    for name, value in numbers.items():
+        if isinstance(value, pd.DataFrame):
+            _tidy(value, KEYS[_kind(name)]).to_csv(FIXTURES / name, sep="\t", index=False, float_format="%.9f")
+        else:
+            (FIXTURES / name).write_text(value, encoding="utf-8")
+
+
+def test_numbers_equal_the_fixtures(demo_graph):
+    compare(current_numbers(demo_graph.store(), demo_graph.plan))
+
+
+def compare(numbers: dict[str, object]) -> None:
+    if os.environ.get("TEMPO_WRITE_FIXTURES") == "1":
+        write_fixtures(numbers)
+    stored = sorted(p.name for p in FIXTURES.iterdir())
+    assert sorted(numbers) == stored, "windows or cutoffs differ from the fixtures"
+    for name, value in numbers.items():
+        path = FIXTURES / name
+        if not isinstance(value, pd.DataFrame):
+            assert value == path.read_text(encoding="utf-8"), f"{name} changed"
+            continue
+        expected = pd.read_csv(path, sep="\t", keep_default_na=True)
+        missing = [c for c in expected.columns if c not in value.columns]
+        assert not missing, f"{name}: columns {missing} gone (have {list(value.columns)})"
+        actual = _tidy(value[list(expected.columns)], KEYS[_kind(name)])
+        assert len(actual) == len(expected), f"{name}: {len(actual)} rows, fixture has {len(expected)}"
+        for column in expected.columns:
+            want, got = expected[column], actual[column]
+            if want.dtype.kind == "f" or got.dtype.kind == "f":
+                np.testing.assert_allclose(got.to_numpy(dtype=float), want.to_numpy(dtype=float), rtol=0,
+                                           atol=2e-9, equal_nan=True, err_msg=f"{name} column {column}")
+            else:
+                assert got.astype(str).tolist() == want.astype(str).tolist(), f"{name} column {column}"
+
+
+PICKLE_MAGIC = tuple(bytes([0x80, protocol]) for protocol in range(2, 6))
+OPEN_SUFFIXES = {".parquet", ".npy", ".npz", ".json", ".txt"}
+
+
+def test_no_artefact_in_the_store_is_a_pickle(demo_graph):
+    """After the whole graph ran, every stored value is parquet, npy/npz, JSON or text; nothing unpickles."""
+    files = [p for p in demo_graph.artefacts.rglob("*") if p.is_file()]
+    values = [p for p in files if "versions" in p.parts]
+    assert len(values) > 50
+    for path in files:
+        with open(path, "rb") as handle:
+            assert handle.read(2) not in PICKLE_MAGIC, f"{path} is a pickle"
+        assert path.suffix != ".pkl", path
+    assert {p.suffix for p in values} <= OPEN_SUFFIXES, {p.suffix for p in values} - OPEN_SUFFIXES
+    formats = {json.loads(p.read_text())["format"] for p in demo_graph.artefacts.glob("*/*/artefact.json")}
+    assert formats <= {"parquet", "txt", "json", "typed"} and "typed" in formats
