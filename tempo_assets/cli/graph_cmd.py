@@ -71,15 +71,14 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     import dagster as dg
 
     from tempo_assets.definitions import ASSETS, build_resources
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.resources import default_artefacts_root
+    from tempo_assets.resources import open_artefact_store
     from tempo_assets.sensors import CUTOFF_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
     from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
     resources = resources or build_resources()
-    store = ArtefactStore(resources["artefact_store"].root if "artefact_store" in resources else default_artefacts_root())
+    store = resources["artefact_store"].store() if "artefact_store" in resources else open_artefact_store()
     selections = {"release_job": RELEASE_ASSETS, "cutoff_job": CUTOFF_ASSETS, "window_job": WINDOW_ASSETS,
                   "submission_job": ["submission"], "catalog_job": ["benchmark_catalog"]}
     report = []
@@ -152,21 +151,19 @@ def _materialize(args) -> int:
 
 def print_outputs(report) -> None:
     """Where the results a user came for lie: CAFA submissions and TEST scores."""
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.resources import default_artefacts_root
+    from tempo_assets.resources import open_artefact_store
 
-    root = Path(default_artefacts_root())
-    store = ArtefactStore(root)
+    store = open_artefact_store()
     for job, key, _, _ in report:
         if job == "submission_job":
-            value = store.folder("submission", key) / store.read_meta("submission", key)["file"]
+            value = store.where(f"{store.prefix('submission', key)}/{store.read_meta('submission', key)['file']}")
             print(f"CAFA submission for cutoff {key}: {value} "
                   f"(manifest: {store.sidecar_path('submission', key)})")
         elif job == "window_job":
-            print(f"TEST score of window {key}: {root / 'test_score' / key} "
+            print(f"TEST score of window {key}: {store.where(store.prefix('test_score', key))} "
                   f"(tempo report --window {key})")
         elif job == "catalog_job":
-            print(f"Catalog of every window: {root / 'benchmark_catalog' / '__unpartitioned__' / 'report.html'}")
+            print(f"Catalog of every window: {store.folder('benchmark_catalog', None) / 'report.html'}")
 
 
 def register(subparsers) -> None:
