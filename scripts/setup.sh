@@ -2,13 +2,16 @@
 # Set up Tempo on a fresh machine: a virtual environment with the project and its packages,
 # and a project-local DAGSTER_HOME with telemetry off.
 #   bash scripts/setup.sh          # what the main job needs
-#   bash scripts/setup.sh --test   # plus what the test suite needs (cafaeval 1.3.0 reference venv)
+#   bash scripts/setup.sh --test   # plus what the test suite needs: the production extra (Postgres,
+#                                  # S3, celery; its tests start their own servers) and the
+#                                  # cafaeval 1.3.0 reference venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_tests=0
 [ "${1:-}" = "--test" ] && want_tests=1
 
-# Debian packages: diamond-aligner (the BLAST baseline) and chromium (the report's browser test).
+# Debian packages: diamond-aligner (the BLAST baseline), chromium (the report's browser test),
+# postgresql and redis-server (the production path's servers, scripts/dev_services.sh).
 bash scripts/setup_system.sh
 
 PYTHON=${PYTHON:-python3}
@@ -17,7 +20,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "$want_tests" = 1 ]; then
-  .venv/bin/python -m pip install -q -e ".[test]"
+  .venv/bin/python -m pip install -q -e ".[test,production]"
 else
   .venv/bin/python -m pip install -q -e .
 fi

@@ -3,12 +3,14 @@
 #   diamond-aligner  the BLAST baseline (tempo_assets.core.blast runs `diamond`)
 #   chromium         headless rendering check of the HTML report (tempo_assets_tests/test_report_browser.py)
 #   bubblewrap       the fence third-party methods run in (tempo_assets.core.fence runs `bwrap`)
+#   postgresql       the production path's Dagster storage and warehouse (scripts/dev_services.sh)
+#   redis-server     the production path's broker (scripts/dev_services.sh)
 # Packages already installed are skipped; `apt-get update` runs at most once, and only when
 # something is missing.
 #   bash scripts/setup_system.sh
 set -euo pipefail
 
-PACKAGES=(diamond-aligner chromium bubblewrap)
+PACKAGES=(diamond-aligner chromium bubblewrap postgresql redis-server)
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "setup_system.sh: this script needs a Debian-like system (dpkg, apt-get);" >&2

@@ -52,7 +52,9 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
         "artefact_store": store,
         "embedder": EmbedderResource(cache_root=cache_root or default_cache_root()),
         "grid": grid or GridResource(),
-        "warehouse": WarehouseResource(url=warehouse_url or default_warehouse_url()),
+        # empty: resolved from $TEMPO_WAREHOUSE_URL in the step, so a password in it never
+        # lands in the job snapshot Dagster stores (and shows in the UI)
+        "warehouse": WarehouseResource(url=warehouse_url or ""),
         "benchmark_config": benchmark_config or BenchmarkResource(),
         "method_fence": method_fence or MethodFenceResource(),
     }

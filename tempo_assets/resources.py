@@ -28,7 +28,21 @@ def default_dagster_home() -> str:
 
 
 def default_artefacts_root() -> str:
-    return os.environ.get("TEMPO_ARTEFACTS") or str(Path(default_dagster_home()) / "artefacts")
+    """``$TEMPO_ARTEFACTS``: a folder or an object-store URL (``s3://bucket/prefix``)."""
+    return os.environ.get("TEMPO_ARTEFACTS") or default_local_artefacts_root()
+
+
+def default_local_artefacts_root() -> str:
+    """The local folder of artefacts, and of the extras beside them (HTML reports, manifests)
+    when the artefacts themselves live on an object store."""
+    return str(Path(default_dagster_home()) / "artefacts")
+
+
+def open_artefact_store(root: str | None = None) -> ArtefactStore:
+    """The store at ``root`` (default ``$TEMPO_ARTEFACTS``); an object store keeps its local
+    extras under the local artefacts folder."""
+    root = root or default_artefacts_root()
+    return ArtefactStore(root, local_root=default_local_artefacts_root() if "://" in root else None)
 
 
 def default_cache_root() -> str:
@@ -74,7 +88,7 @@ class ArtefactStoreResource(dg.ConfigurableResource):
     root: str
 
     def store(self) -> ArtefactStore:
-        return ArtefactStore(self.root)
+        return open_artefact_store(self.root)
 
 
 class EmbedderResource(dg.ConfigurableResource):

@@ -123,8 +123,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
 def run_audit_features(args: argparse.Namespace) -> int:
     from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
     from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.resources import default_artefacts_root
+    from tempo_assets.resources import open_artefact_store
 
     hook = load_hook(args.extra_features)
     if args.sample < 1:
@@ -136,13 +135,13 @@ def run_audit_features(args: argparse.Namespace) -> int:
                                                             args.seed, args.k)
         where = {"archive": str(args.archive), "release": args.release, "candidate_release": built_at}
     else:
-        store = ArtefactStore(args.artefacts or default_artefacts_root())
+        store = open_artefact_store(args.artefacts)
         artefact = store.open("reranker_labels", args.cutoff)
         prev = artefact.meta.get("candidate_release")
         ontology = store.open("ontology", prev).value if prev and store.exists("ontology", prev) else None
         inputs = feature_inputs_from_labels(artefact.value, ontology, k=args.k)
         proteins = sample_proteins(inputs, args.sample, args.seed)
-        where = {"artefacts": str(store.root), "cutoff": args.cutoff, "candidate_release": prev,
+        where = {"artefacts": str(store.location), "cutoff": args.cutoff, "candidate_release": prev,
                  "reranker_labels_sha256": artefact.meta.get("sha256")}
     report = audit_golden_rule(inputs, proteins, extra_features=hook)
     passed = report.passed and not report.not_audited

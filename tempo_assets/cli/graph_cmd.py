@@ -104,10 +104,10 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     import dagster as dg
 
     from tempo_assets.assets.scoring import test_refusal
+    from tempo_assets.resources import open_artefact_store
     from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
     from tempo_assets.assets.methods import METHOD_JOBS
-    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.core.releases import open_archive
     from tempo_assets.definitions import ASSETS, build_resources
     from tempo_assets.graph_state import GraphState
@@ -117,7 +117,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
     resources = resources or build_resources()
-    store = ArtefactStore(resources["artefact_store"].root)
+    store = resources["artefact_store"].store() if "artefact_store" in resources else open_artefact_store()
     archive = open_archive(resources["archive"].root)
     plan = plan_partitions(archive)
     defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
@@ -211,14 +211,13 @@ def _materialize(args) -> int:
 
 def graph_states(instance, exclude=()):
     """Every artefact's state (``graph_state.GraphState.all_states``) for the configured archive and store."""
-    from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.core.releases import open_archive
     from tempo_assets.graph_state import GraphState
     from tempo_assets.partitions import plan_partitions
-    from tempo_assets.resources import default_archive_root, default_artefacts_root
+    from tempo_assets.resources import default_archive_root, open_artefact_store
 
     archive = open_archive(default_archive_root())
-    state = GraphState(ArtefactStore(default_artefacts_root()), plan_partitions(archive), archive=archive,
+    state = GraphState(open_artefact_store(), plan_partitions(archive), archive=archive,
                        instance=instance, exclude=exclude)
     return state.all_states()
 
@@ -241,16 +240,14 @@ def _status(args) -> int:
 
 def print_outputs(report) -> None:
     """Where the results a user came for lie: CAFA submissions and TEST scores."""
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.resources import default_artefacts_root
+    from tempo_assets.resources import open_artefact_store
 
-    root = Path(default_artefacts_root())
-    store = ArtefactStore(root)
+    store = open_artefact_store()
     for job, key, status, _ in report:
         if status == "refused":
             continue
         if job == "submission_job":
-            value = store.folder("submission", key) / store.read_meta("submission", key)["file"]
+            value = store.where(f"{store.prefix('submission', key)}/{store.read_meta('submission', key)['file']}")
             print(f"CAFA submission for cutoff {key}: {value} "
                   f"(manifest: {store.sidecar_path('submission', key)})")
         elif job == "method_job":
@@ -258,10 +255,10 @@ def print_outputs(report) -> None:
             print(f"method {key.split('|')[1]} at cutoff {key.split('|')[0]}: {meta['status']}"
                   + (f" ({meta['reason']})" if meta["status"] != "ok" else f", {meta['predictions']} predictions"))
         elif job == "window_job":
-            print(f"TEST score of window {key}: {root / 'test_score' / key} "
+            print(f"TEST score of window {key}: {store.where(store.prefix('test_score', key))} "
                   f"(tempo report --window {key})")
         elif job == "catalog_job":
-            print(f"Catalog of every window: {root / 'benchmark_catalog' / '__unpartitioned__' / 'report.html'}")
+            print(f"Catalog of every window: {store.folder('benchmark_catalog', None) / 'report.html'}")
 
 
 def register(subparsers) -> None:

@@ -73,8 +73,7 @@ def _report(args) -> int:
     from tempo_assets.core.report import (
         render_window_report, results_to_markdown, results_to_tsv, write_report,
     )
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.resources import default_archive_root, default_artefacts_root
+    from tempo_assets.resources import default_archive_root, open_artefact_store
 
     gate = None
     if args.format in ("md", "html"):
@@ -84,7 +83,7 @@ def _report(args) -> int:
         if gate.refuse:
             return GATE_REFUSED_EXIT_CODE
     md_gate = gate if args.format == "md" else None
-    store = ArtefactStore(default_artefacts_root())
+    store = open_artefact_store()
     built = build_catalog(store, default_archive_root(), _instance())
     catalog, results = built["catalog"], built["results"]
     if args.compare:

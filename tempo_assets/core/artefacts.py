@@ -113,6 +113,57 @@ class LocalLocation:
         return str(self.root)
 
 
+class ObjectLocation:
+    """An object-store URL (``s3://bucket/prefix``) through universal-pathlib / fsspec.
+
+    One object is written by one PUT, which the store makes visible whole or not at all, so
+    ``write_bytes`` is atomic as the interface asks. ``AWS_ENDPOINT_URL`` (a local S3 server such
+    as moto's) is passed to the client; listings are not cached, so another process's writes are
+    seen at once.
+    """
+
+    def __init__(self, url: str):
+        from upath import UPath
+
+        self.url = url.rstrip("/")
+        options: dict[str, Any] = {"use_listings_cache": False}
+        if url.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
+            options["client_kwargs"] = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+        try:
+            self.root = UPath(self.url, **options)
+        except (ValueError, ImportError) as exc:  # an unknown protocol, or its filesystem not installed
+            raise TempoInputError(f"cannot open the artefact store: {exc}", path=self.url) from exc
+
+    def path(self, key: str):
+        return self.root / key
+
+    def read_bytes(self, key: str) -> bytes:
+        return self.path(key).read_bytes()
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        self.path(key).write_bytes(data)
+
+    def exists(self, key: str) -> bool:
+        return self.path(key).exists()
+
+    def list(self, prefix: str) -> list[str]:
+        folder = self.path(prefix)
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+    def delete_tree(self, prefix: str) -> None:
+        folder = self.path(prefix)
+        if folder.exists():
+            folder.fs.rm(folder.path, recursive=True)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def open_location(root: str | os.PathLike) -> LocalLocation | ObjectLocation:
+    """A folder is a ``LocalLocation``; a URL (``scheme://...``) an ``ObjectLocation``."""
+    return ObjectLocation(root) if isinstance(root, str) and "://" in root else LocalLocation(root)
+
+
 # --------------------------------------------------------------------------------------------
 # open formats
 
@@ -368,20 +419,34 @@ def check_binding(asset: str, partition: str | None, binding: Mapping[str, Any])
 class ArtefactStore:
     """Reads and writes artefacts under one root (used by the IO manager and by resources)."""
 
-    def __init__(self, root: str | Path | Location):
-        self.location: Location = LocalLocation(root) if isinstance(root, (str, os.PathLike)) else root
-        self.root = Path(str(self.location))
+    def __init__(self, root: str | Path | Location, local_root: str | Path | None = None):
+        """``root``: a folder, an object-store URL or a ``Location``. ``local_root``: where the
+        local extras beside artefacts go (HTML reports, images, manifests); the root itself when
+        that is a folder."""
+        self.location: Location = open_location(root) if isinstance(root, (str, os.PathLike)) else root
+        self.local = isinstance(self.location, LocalLocation)
+        self.root = Path(str(self.location)) if self.local else None
+        self.local_root = Path(local_root) if local_root is not None else self.root
+
+    def where(self, key: str) -> str:
+        """A key as a path or URL, for messages."""
+        return f"{self.location}/{key}"
 
     @staticmethod
     def prefix(asset: str, partition: str | None) -> str:
         return f"{asset}/{partition or '__unpartitioned__'}"
 
     def folder(self, asset: str, partition: str | None) -> Path:
-        """The local folder of an artefact (extras beside it: removal manifest, HTML report)."""
-        return self.root / self.prefix(asset, partition)
+        """The local folder of an artefact's extras (removal manifest, HTML report)."""
+        if self.local_root is None:
+            raise TempoInputError("the artefact store is an object store and no local folder was given for "
+                                  "the extras beside its artefacts (HTML reports, manifests)",
+                                  path=str(self.location))
+        return self.local_root / self.prefix(asset, partition)
 
-    def sidecar_path(self, asset: str, partition: str | None) -> Path:
-        return self.folder(asset, partition) / SIDECAR
+    def sidecar_path(self, asset: str, partition: str | None) -> str | Path:
+        key = f"{self.prefix(asset, partition)}/{SIDECAR}"
+        return self.root / key if self.local else self.where(key)
 
     def exists(self, asset: str, partition: str | None) -> bool:
         return self.location.exists(f"{self.prefix(asset, partition)}/{SIDECAR}")
@@ -403,12 +468,12 @@ class ArtefactStore:
         prefix = self.prefix(asset, partition)
         main = f"{prefix}/{meta['file']}"
         version = main.rsplit("/", 1)[0]
-        where = str(self.root / main)
+        where = self.where(main)
 
         def read(name: str) -> bytes:
             key = f"{version}/{name}"
             if not self.location.exists(key):
-                raise TempoInputError(f"artefact file missing for {asset}[{partition}]", path=self.root / key)
+                raise TempoInputError(f"artefact file missing for {asset}[{partition}]", path=self.where(key))
             return self.location.read_bytes(key)
 
         def load() -> Any:

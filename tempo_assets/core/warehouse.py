@@ -12,7 +12,9 @@ restricts to ``'valid'`` or ``'test'`` (PROTOCOL.md): selection reads VALID sets
 TEST sets, and nothing else can be stored.
 
 SQLite is the embedded default; the models use portable SQL (CTEs, ``case``, ``distinct``,
-bound parameters), so a PostgreSQL URL should work too (untested here).
+bound parameters) and run unchanged on PostgreSQL (``postgresql+psycopg://...``; the tests run
+both). Reads are ordered by the database's collation: ``scripts/dev_services.sh`` creates its
+cluster with the C locale, so PostgreSQL orders strings as SQLite does.
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
@@ -388,7 +391,18 @@ class Warehouse:
         self._models = self._discover_models()
         self._checks = self._discover_checks()
         self.engine = self._create_engine(self.url)
-        self.metadata.create_all(self.engine)
+        try:
+            self.metadata.create_all(self.engine)
+        except OperationalError as error:
+            self.engine.dispose()
+            # the endpoint, never the password (the driver's own message holds neither)
+            raise WarehouseError(f"cannot reach the warehouse at {self.safe_url}: "
+                                 f"{str(error.orig).strip()}") from None
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with its password masked, for messages and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
 
     # -- setup ------------------------------------------------------------------------------
     @staticmethod
@@ -449,7 +463,7 @@ class Warehouse:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Warehouse({self.url!r})"
+        return f"Warehouse({self.safe_url!r})"
 
     # -- registry ---------------------------------------------------------------------------
     def models(self) -> list[Model]:
@@ -703,6 +717,11 @@ class Warehouse:
         partition = {key: params[key] for key in model.partition}
         started = time.perf_counter()
         with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                # fresh statistics on the inputs: without them PostgreSQL plans freshly loaded
+                # tables as tiny and the growth model's joins run for hours instead of seconds
+                for relation in model.depends_on:
+                    conn.execute(text(f"analyze {relation}"))
             for relation, mapping in _REQUIRED_INPUTS.get(name, ()):
                 filters = {column: params[param] for column, param in mapping.items()}
                 if self._count(conn, relation, filters) == 0:

@@ -1,5 +1,9 @@
 """The SQL warehouse: every model on hand-computed synthetic frames, checks with planted
-violations, partition atomicity, and the SQL growth against the Python reference."""
+violations, partition atomicity, and the SQL growth against the Python reference.
+
+Every test that takes the ``wh`` fixture runs twice: on SQLite (the embedded default) and on a
+real PostgreSQL server (``production``, started by ``scripts/dev_services.sh``), with the same
+SQL models."""
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +25,7 @@ from tempo_assets.core.warehouse import (
     default_warehouse_url,
     ontology_frames,
 )
+from tempo_assets_tests.services import postgres_database
 
 OLD, NEW = "2014-09-29", "2019-01-14"
 WINDOW = "2010-01-01__2014-09-29__2019-01-14__2022-09-12"
@@ -130,11 +135,17 @@ def _rows(frame: pd.DataFrame, columns: list[str]) -> set[tuple]:
     return set(map(tuple, frame[columns].astype(str).to_numpy()))
 
 
-@pytest.fixture
-def wh(tmp_path):
-    warehouse = Warehouse(f"sqlite:///{tmp_path / 'warehouse.sqlite'}")
-    yield warehouse
-    warehouse.close()
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.production)])
+def wh(request, tmp_path):
+    if request.param == "sqlite":
+        warehouse = Warehouse(f"sqlite:///{tmp_path / 'warehouse.sqlite'}")
+        yield warehouse
+        warehouse.close()
+        return
+    with postgres_database(request.getfixturevalue("dev_services")) as url:
+        warehouse = Warehouse(url)
+        yield warehouse
+        warehouse.close()
 
 
 def _load_both(wh: Warehouse) -> None:
@@ -164,7 +175,7 @@ def built(wh):
 def test_window_role_check_constraint_rejects_train(wh):
     insert = text("insert into evaluation_sets (window_key, window_role, old_release, "
                   "new_release, protein, aspect, term, mode, is_ground_truth, is_known) values "
-                  "(:w, :role, :o, :n, 'P1', 'MF', :t, 'PK', 1, 0)")
+                  "(:w, :role, :o, :n, 'P1', 'MF', :t, 'PK', true, false)")
     values = {"w": WINDOW, "o": OLD, "n": NEW, "t": M1}
     with wh.engine.begin() as conn:
         conn.execute(insert, {**values, "role": "valid"})
@@ -448,11 +459,19 @@ def test_evaluation_set_checks_find_planted_violations(built):
         (WINDOW, NEW, OLD)}
     assert built.run_check("evaluation_sets__role_is_valid_or_test").empty
     # only a connection that switches the CHECK constraint off can plant a 'train' set
+    plant = text("update evaluation_sets set window_role = 'train' where window_role = 'valid'")
     with built.engine.begin() as conn:
-        conn.execute(text("pragma ignore_check_constraints = on"))
-        conn.execute(text("update evaluation_sets set window_role = 'train' "
-                          "where window_role = 'valid'"))
-        conn.execute(text("pragma ignore_check_constraints = off"))
+        if built.engine.dialect.name == "sqlite":
+            conn.execute(text("pragma ignore_check_constraints = on"))
+            conn.execute(plant)
+            conn.execute(text("pragma ignore_check_constraints = off"))
+        else:
+            conn.execute(text("alter table evaluation_sets "
+                              "drop constraint ck_evaluation_sets_window_role"))
+            conn.execute(plant)
+            conn.execute(text("alter table evaluation_sets add constraint "
+                              "ck_evaluation_sets_window_role "
+                              "check (window_role in ('valid', 'test')) not valid"))
     found = built.run_check("evaluation_sets__role_is_valid_or_test")
     assert _rows(found, ["window_key", "window_role"]) == {(WINDOW, "train")}
 
@@ -601,3 +620,34 @@ def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
     _assert_same_growth(sql, python)
     for check in wh.checks("annotation_growth"):
         assert wh.run_check(check.name, old_release=OLD, new_release=NEW).empty, check.name
+
+
+# ---------------------------------------------------------------------------------------------
+# a PostgreSQL endpoint that is down or refuses the credentials
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.production
+def test_unreachable_or_refusing_postgres_names_the_endpoint_not_the_password(dev_services):
+    from sqlalchemy.engine import make_url
+
+    url = make_url(dev_services["TEMPO_WAREHOUSE_URL"])
+    port = _free_port()
+    with pytest.raises(WarehouseError) as down:
+        Warehouse(url.set(port=port).render_as_string(hide_password=False))
+    assert f"127.0.0.1:{port}/{url.database}" in str(down.value)
+    assert "Connection refused" in str(down.value)
+    assert url.password not in str(down.value)
+    wrong = "not-the-password-" + url.password[:4]
+    with pytest.raises(WarehouseError, match="password authentication failed") as refused:
+        Warehouse(url.set(password=wrong).render_as_string(hide_password=False))
+    assert f"127.0.0.1:{url.port}" in str(refused.value)
+    assert wrong not in str(refused.value) and url.password not in str(refused.value)
+    with Warehouse(url.render_as_string(hide_password=False)) as reachable:
+        assert url.password not in repr(reachable) and "***" in repr(reachable)

@@ -1,0 +1,59 @@
+"""The graph on a PostgreSQL warehouse gives the numbers it gives on SQLite.
+
+The warehouse assets run in the main job and the VALID/TEST evaluation sets scoring reads come
+from the warehouse's ``evaluation_sets`` (``valid_evaluation_set``, ``test_growth``), so the
+tiny archive's window is materialised twice, once per database, and every artefact of the
+window must be byte-identical. The PostgreSQL URL comes from ``$TEMPO_WAREHOUSE_URL`` in the step
+(the resource holds none), as in production. The server is the session's (``dev_services``).
+"""
+import dagster as dg
+import pytest
+from sqlalchemy import create_engine, text
+
+from tempo_assets.assets.benchmark import BenchmarkResource
+from tempo_assets.cli.graph_cmd import plan_steps, run_steps
+from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.definitions import build_resources
+from tempo_assets.partitions import plan_partitions, register_partitions
+from tempo_assets.resources import GridResource, open_archive
+from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets_tests.services import postgres_database
+
+pytestmark = [pytest.mark.production, pytest.mark.slow]
+
+# the window's artefacts scoring depends on, from the warehouse's evaluation sets onwards
+COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark")
+
+
+def _materialise(archive, root, warehouse_url):
+    instance = dg.DagsterInstance.ephemeral()
+    plan = plan_partitions(open_archive(archive))
+    register_partitions(instance, plan)
+    resources = build_resources(str(archive), str(root / "art"), warehouse_url, str(root / "cache"),
+                                grid=GridResource(bootstrap_samples=20),
+                                benchmark_config=BenchmarkResource(bootstrap_samples=40))
+    window = plan.windows[0]
+    report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None)
+    assert [r[2] for r in report] == ["ok"] * len(report), report
+    return window, ArtefactStore(root / "art")
+
+
+def test_postgres_warehouse_gives_the_sqlite_numbers(tmp_path, dev_services, monkeypatch):
+    archive = build_tiny_archive(tmp_path / "tiny")
+    window, on_sqlite = _materialise(archive, tmp_path / "sqlite", "sqlite:///" + str(tmp_path / "wh.sqlite"))
+    with postgres_database(dev_services) as url:
+        monkeypatch.setenv("TEMPO_WAREHOUSE_URL", url)
+        pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", None)
+        engine = create_engine(url)
+        try:
+            with engine.connect() as conn:
+                roles = dict(conn.execute(text("select window_role, count(*) from evaluation_sets "
+                                               "group by window_role")).all())
+        finally:
+            engine.dispose()
+    assert pg_window == window
+    # the evaluation sets scoring read were written to PostgreSQL, for both roles
+    assert set(roles) == {"valid", "test"} and min(roles.values()) > 0, roles
+    for asset in COMPARED:
+        mine, theirs = on_postgres.read_meta(asset, window), on_sqlite.read_meta(asset, window)
+        assert mine["sha256"] == theirs["sha256"], asset
