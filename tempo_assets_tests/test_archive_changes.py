@@ -175,6 +175,41 @@ def test_data_versions_follow_fingerprints(tiny_inserted):
     assert tags["dagster/data_version"] == fingerprint
 
 
+def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_path):
+    """TEST growth with no target (nothing grew in (t0, t1]): zero rows with every column, no KeyError."""
+    from tempo_assets.assets.common import eval_ontology
+    from tempo_assets.core.growth import Growth
+    from tempo_assets.core.scoring import SUMMARY_COLUMNS
+    from tempo_assets.core.workflow import score_test
+    from tempo_assets.resources import ArchiveResource
+
+    graph, old_windows = tiny_inserted
+    store, window = graph.store(), parse_window_key(old_windows[0])
+    growth = store.open("test_growth", window.key).value.growth
+    assert len(growth.targets)  # the stored window did grow: emptied here
+    empty = Growth(growth.targets.iloc[0:0], growth.ground_truth.iloc[0:0], growth.known.iloc[0:0])
+    t0 = window.t0
+    ia = store.open("ia_weights", t0).value
+    scores, methods = score_test(
+        store.open("frozen_recipe", window.key).value["recipe"], empty, store.open("knn_corpus", t0).value,
+        store.open("reranker_labels", t0).value, store.open("embeddings", t0).value, store.open("ontology", t0).value,
+        eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia), [3], 5, 0)
+    assert len(scores.summary) == 0
+    assert list(scores.summary.columns)[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)
+    assert int(scores.counts["targets"].sum()) == 0
+    assert set(methods) == {"recipe", "knn", "naive"}
+    # what test_score puts in its metadata works on it (this raised KeyError 'truth_sha256')
+    assert scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)
+    # and it is stored in its open format and read back as written
+    from tempo_assets.core.artefacts import ArtefactStore
+
+    scratch = ArtefactStore(tmp_path / "art")
+    scratch.write("test_score", window.key, scores, {"cutoff": "2000-01-01", "max_source_date": "2000-01-01",
+                                                     "sources": []})
+    back = scratch.open("test_score", window.key).value
+    assert len(back.summary) == 0 and list(back.summary.columns) == list(scores.summary.columns)
+
+
 @pytest.mark.slow
 def test_deriving_a_release_into_a_copy_of_data(tmp_path):
     """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``."""

@@ -144,6 +144,8 @@ def test_score(
     growth = test_growth.value.growth
     scores, methods = score_test(recipe, growth, corpus.value, labels.value, emb.value, onto_t0.value,
                                  eval_ontology(archive, t1, ia.value), grid.ks, grid.bootstrap_samples, grid.seed)
+    if growth.targets.empty:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash
+        context.log.warning(f"test_score[{window.key}]: TEST (t0, t1] has no growth target: zero rows scored")
     removals = RemovalLog()
     log_growth(removals, growth)
     log_evaluation(removals, growth, methods)
@@ -154,8 +156,10 @@ def test_score(
     yield dg.Output(scores, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
-        test_read_at=test_growth.meta["test_read_at"],
+        test_read_at=test_growth.meta["test_read_at"], targets=len(growth.targets),
         summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)
-                                    + f"\n\n`fmax_oracle`, `tau_oracle`: {ORACLE_LABEL}."),
+                                    + f"
+
+`fmax_oracle`, `tau_oracle`: {ORACLE_LABEL}."),
         headline="f_at_valid_tau: F at the recipe's VALID threshold (valid_tau, per mode and aspect)",
         fmax_oracle_label=ORACLE_LABEL, **scalar_metadata(headline), **removal_metadata(context, artefact_store, removals)))

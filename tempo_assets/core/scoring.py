@@ -267,7 +267,8 @@ def score_methods(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
             rows.append({**counts, **row})
             if len(curve):
                 curves.append(curve.assign(method=name, mode=mode, aspect=aspect))
-    summary = pd.DataFrame(rows)
+    # no cell has a target (e.g. a window with no TEST growth): zero rows, every column still there
+    summary = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     ordered = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     summary = summary[ordered + [c for c in summary.columns if c not in ordered]]
     return summary, (pd.concat(curves, ignore_index=True) if curves else pd.DataFrame())
