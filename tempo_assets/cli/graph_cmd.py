@@ -100,7 +100,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     for number, (job, key) in enumerate(steps, start=1):
         names = [n for n in selections[job] if n not in set(exclude)]
         # only what is missing: e.g. a window scored before `benchmark` existed gets just its benchmark
-        # (test_score refuses a second score)
+        # (test_growth and test_score refuse a second read or score)
         missing = names if job == "catalog_job" else [n for n in names if not store.exists(n, key)]
         if not missing:
             echo(f"[{number}/{len(steps)}] {job} {key}: already materialised, skipped")
