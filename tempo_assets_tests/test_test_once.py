@@ -1,9 +1,10 @@
-"""TEST is read once, whatever launches it: the window claim under concurrent CLI launches.
+"""TEST is read once, whatever launches it: the window claims under concurrent CLI launches.
 
-A tiny archive is materialised once up to ``frozen_recipe`` (``test_score`` never ran); each test
-works on a copy of its instance and artefact store. A ``sitecustomize`` probe on the copy's TEST
-ground truth (the ``release_annotations[t1]`` value file) records every process that opens it,
-so "refused before reading TEST" is observed, not inferred.
+A tiny archive is materialised once up to ``frozen_recipe`` (``test_growth`` never ran); each test
+works on a copy of its instance, artefact store and warehouse. An audit-hook probe (in this process
+and, through ``sitecustomize``, in every launched one) records each process that opens for reading
+the window's raw TEST ground truth (``release_annotations[t1]``'s stored value) or test_growth's
+stored value, so "refused before reading" is observed, not inferred.
 """
 from __future__ import annotations
 
@@ -18,39 +19,54 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tempo_assets.cli import main as cli_main
 from tempo_assets.core.test_claims import ClaimStore
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
-from tempo_assets_tests.conftest import REPO, WAREHOUSE_ASSETS, materialise_archive
+from tempo_assets_tests.conftest import REPO, materialise_archive
 
 pytestmark = pytest.mark.slow
 
-PROBE = '''import builtins, os
-_prefix, _log = os.environ.get("TEMPO_PROBE_PREFIX"), os.environ.get("TEMPO_PROBE_LOG")
-if _prefix and _log:
-    _open = builtins.open
-    def _probing_open(file, *args, **kwargs):
-        if isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(_prefix):
-            with _open(_log, "a") as handle:
-                handle.write(f"{os.getpid()} {os.fspath(file)}\\n")
-        return _open(file, *args, **kwargs)
-    builtins.open = _probing_open
+# watched prefixes as LABEL=PATH separated by os.pathsep; each read-open of a file under one is logged
+PROBE = '''import os, sys
+def _tempo_probe(event, args):
+    if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    watched, log = os.environ.get("TEMPO_PROBE_PREFIX"), os.environ.get("TEMPO_PROBE_LOG")
+    if not watched or not log:
+        return
+    mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
+    writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & (os.O_WRONLY | os.O_RDWR))
+    path = os.fsdecode(args[0])
+    for entry in watched.split(os.pathsep):
+        label, _, prefix = entry.partition("=")
+        if not writes and path.startswith(prefix):
+            with open(log, "a") as handle:
+                handle.write(f"{os.getpid()} {label} {path}\\n")
+sys.addaudithook(_tempo_probe)
 '''
+TEST_ASSETS = ("test_growth", "test_score")
+_PROBING: list[bool] = []
+
+
+def probe_this_process() -> None:
+    """The same probe in this process, for the in-process runs (idle while the env names no log)."""
+    if not _PROBING:
+        exec(PROBE, {})
+        _PROBING.append(True)
 
 
 @pytest.fixture(scope="module")
 def unscored(tmp_path_factory):
-    """A tiny archive materialised through frozen_recipe of its window; test_score never ran."""
+    """A tiny archive materialised through frozen_recipe of its window; test_growth never ran."""
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import open_archive
 
     root = tmp_path_factory.mktemp("unscored")
     archive = build_tiny_archive(root, n_releases=4)
     [window] = plan_partitions(open_archive(archive)).windows
-    graph = materialise_archive(root, archive, exclude=WAREHOUSE_ASSETS + ("test_score", "benchmark"),
-                                target="window", key=window)
+    graph = materialise_archive(root, archive, exclude=TEST_ASSETS + ("benchmark",), target="window", key=window)
     assert graph.report and all(r[2] == "ok" for r in graph.report), graph.report
-    assert graph.store().exists("frozen_recipe", window) and not graph.store().exists("test_score", window)
+    store = graph.store()
+    assert store.exists("frozen_recipe", window) and not any(store.exists(a, window) for a in TEST_ASSETS)
     graph.instance.dispose()
     yield graph, window
 
@@ -69,35 +85,36 @@ class Copy:
     def claims(self) -> ClaimStore:
         return ClaimStore.beside(self.artefacts)
 
-    def records(self, kind: str = "materializations") -> list:
+    def records(self, asset: str = "test_score", kind: str = "materializations") -> list:
         fetch = getattr(self.instance, f"fetch_{kind}")
-        return fetch(dg.AssetRecordsFilter(asset_key=dg.AssetKey("test_score"), asset_partitions=[self.window]),
+        return fetch(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[self.window]),
                      limit=100).records
 
-    def observations(self, key: str) -> list:
-        return [r for r in self.records("observations") if key in r.asset_observation.metadata]
+    def observations(self, key: str, asset: str = "test_growth") -> list:
+        return [r for r in self.records(asset, "observations") if key in r.asset_observation.metadata]
 
-    def ui_status(self) -> tuple[set[str], set[str]]:
-        """The partitions the UI shows as materialised and as failed for test_score."""
+    def ui_status(self, asset: str = "test_score") -> tuple[set[str], set[str]]:
+        """The partitions the UI shows as materialised and as failed for ``asset``."""
         from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
         from tempo_assets.partitions import WINDOWS
 
-        value = get_and_update_asset_status_cache_value(self.instance, dg.AssetKey("test_score"), WINDOWS)
+        value = get_and_update_asset_status_cache_value(self.instance, dg.AssetKey(asset), WINDOWS)
         if value is None:
             return set(), set()
         return (set(value.deserialize_materialized_partition_subsets(WINDOWS).get_partition_keys()),
                 set(value.deserialize_failed_partition_subsets(WINDOWS).get_partition_keys()))
 
-    def test_readers(self) -> set[str]:
-        """Pids that opened the window's TEST ground truth."""
+    def readers(self, label: str = "test") -> set[str]:
+        """Pids that opened for reading the window's raw TEST (``test``) or test_growth's value (``growth``)."""
         if not self.probe_log.exists():
             return set()
-        return {line.split()[0] for line in self.probe_log.read_text().splitlines()}
+        lines = [line.split(" ", 2) for line in self.probe_log.read_text().splitlines()]
+        return {pid for pid, name, _ in lines if name == label}
 
 
 @pytest.fixture()
-def fresh(unscored, tmp_path):
+def fresh(unscored, tmp_path, monkeypatch):
     from dagster._core.instance.ref import InstanceRef
 
     from tempo_assets.definitions import build_resources
@@ -107,16 +124,22 @@ def fresh(unscored, tmp_path):
     home, artefacts = tmp_path / "home", tmp_path / "artefacts"
     shutil.copytree(graph.home, home)
     shutil.copytree(graph.artefacts, artefacts)
+    shutil.copyfile(graph.root / "warehouse.sqlite", tmp_path / "warehouse.sqlite")
+    warehouse = "sqlite:///" + str(tmp_path / "warehouse.sqlite")
     probe = tmp_path / "probe"
     probe.mkdir()
     (probe / "sitecustomize.py").write_text(PROBE)
     t1 = window.split("__")[3]
+    watched = os.pathsep.join([f"test={artefacts / 'release_annotations' / t1 / 'versions'}",
+                               f"growth={artefacts / 'test_growth' / window / 'versions'}"])
+    probe_this_process()
+    monkeypatch.setenv("TEMPO_PROBE_PREFIX", watched)
+    monkeypatch.setenv("TEMPO_PROBE_LOG", str(tmp_path / "probe.log"))
     env = dict(os.environ)
-    env.update(graph.env, DAGSTER_HOME=str(home), TEMPO_ARTEFACTS=str(artefacts),
-               PYTHONPATH=f"{probe}:{REPO}", TEMPO_PROBE_PREFIX=str(artefacts / "release_annotations" / t1 / "value"),
-               TEMPO_PROBE_LOG=str(tmp_path / "probe.log"))
+    env.update(graph.env, DAGSTER_HOME=str(home), TEMPO_ARTEFACTS=str(artefacts), TEMPO_WAREHOUSE_URL=warehouse,
+               PYTHONPATH=f"{probe}:{REPO}")
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
-    resources = build_resources(str(graph.archive), str(artefacts), graph.env["TEMPO_WAREHOUSE_URL"],
+    resources = build_resources(str(graph.archive), str(artefacts), warehouse,
                                 graph.env["TEMPO_CACHE"], grid=GridResource(bootstrap_samples=20))
     yield Copy(home, artefacts, graph.archive, window, env, instance, resources, tmp_path / "probe.log")
     instance.dispose()
@@ -136,9 +159,10 @@ def tempo_instance_limit(copy: Copy):
         return info.slot_count
 
 
-def launch_test_scores(copy: Copy, n: int) -> list[subprocess.CompletedProcess]:
+def launch(copy: Copy, selection: str, n: int = 3) -> list[subprocess.CompletedProcess]:
+    """``n`` concurrent ``dagster asset materialize --select SELECTION --partition W`` launches."""
     dagster = str(Path(sys.executable).with_name("dagster"))
-    command = [dagster, "asset", "materialize", "--select", "test_score", "--partition", copy.window,
+    command = [dagster, "asset", "materialize", "--select", selection, "--partition", copy.window,
                "-m", "tempo_assets.definitions"]
     procs = [subprocess.Popen(command, cwd=REPO, env=copy.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for _ in range(n)]
@@ -146,10 +170,11 @@ def launch_test_scores(copy: Copy, n: int) -> list[subprocess.CompletedProcess]:
     for proc in procs:
         out, _ = proc.communicate(timeout=600)
         done.append(subprocess.CompletedProcess(command, proc.returncode, out, ""))
+    assert [d.returncode for d in done] == [0] * n, [d.stdout[-3000:] for d in done]
     return done
 
 
-def in_process(copy: Copy, selection=("test_score", "benchmark")):
+def in_process(copy: Copy, selection=("test_growth", "test_score", "benchmark")):
     from tempo_assets.checks import CHECKS
     from tempo_assets.definitions import ASSETS
 
@@ -162,81 +187,130 @@ def audit_passes(copy: Copy) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("pool", [False, True], ids=["claims only", "with the test_score pool"])
-def test_three_concurrent_cli_launches_score_once(fresh, pool):
-    if pool:  # the instance config `tempo init` writes: test_score's pool limited to 1
-        from tempo_assets.cli.graph_cmd import DAGSTER_YAML
-        from tempo_assets.definitions import defs
+def use_the_pool(copy: Copy) -> None:
+    """The instance config `tempo init` writes: test_growth and test_score share a pool limited to 1."""
+    from tempo_assets.cli.graph_cmd import DAGSTER_YAML
+    from tempo_assets.definitions import defs
 
-        assert defs.resolve_assets_def("test_score").op.pool == "test_score"
-        (fresh.home / "dagster.yaml").write_text(DAGSTER_YAML)
-        done = tempo(fresh, "init")  # creates the pool's limit row before any run claims a slot
-        assert done.returncode == 0, done.stderr
-        limits = tempo_instance_limit(fresh)
-        assert limits == 1, limits
-    before = {r.run_id for r in fresh.instance.get_runs()}
-    launches = launch_test_scores(fresh, 3)
-    assert [d.returncode for d in launches] == [0, 0, 0], [d.stdout[-3000:] for d in launches]
-    # exactly one materialisation, one TEST read (event, claim, and process on the TEST file)
-    [scored] = fresh.records()
-    [read] = fresh.observations("tempo/test_read")
-    claim = fresh.claims().get(fresh.window)
-    assert read.run_id == scored.run_id == claim.run_id
-    assert read.storage_id < scored.storage_id
-    assert len(fresh.test_readers()) == 1, fresh.probe_log.read_text()
-    # the two others were refused before reading TEST, said why, and succeeded
-    refusals = fresh.observations("tempo/test_score_refused")
-    assert len(refusals) == 2 and scored.run_id not in {r.run_id for r in refusals}
-    for refusal in refusals:
-        reason = refusal.asset_observation.metadata["tempo/test_score_refused"].value
-        assert "already claimed by run " + claim.run_id in reason or "already scored" in reason, reason
-        print("refused:", reason[:60])
-    runs = {r.run_id: r for r in fresh.instance.get_runs() if r.run_id not in before}
-    assert len(runs) == 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
-    assert {r.run_id for r in runs.values() if "tempo/test_score_refused" in r.tags} == {r.run_id for r in refusals}
-    failures = [e for run_id in runs for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
+    assert {defs.resolve_assets_def(a).op.pool for a in TEST_ASSETS} == {"test_score"}
+    (copy.home / "dagster.yaml").write_text(DAGSTER_YAML)
+    done = tempo(copy, "init")  # creates the pool's limit row before any run claims a slot
+    assert done.returncode == 0, done.stderr
+    assert tempo_instance_limit(copy) == 1
+
+
+def new_runs(copy: Copy, before: set[str]) -> dict:
+    runs = {r.run_id: r for r in copy.instance.get_runs() if r.run_id not in before}
+    failures = [e for run_id in runs for e in copy.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
     assert failures == []
-    assert fresh.ui_status() == ({fresh.window}, set())  # shown scored, not failed
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
+    return runs
+
+
+def refusal_reasons(copy: Copy, asset: str) -> dict[str, str]:
+    """Run id -> why that run refused ``asset`` on the window."""
+    return {r.run_id: r.asset_observation.metadata["tempo/test_refused"].value
+            for r in copy.observations("tempo/test_refused", asset)}
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["claims only", "with the test_score pool"])
+def test_three_concurrent_launches_read_test_once(fresh, pool):
+    if pool:
+        use_the_pool(fresh)
+    before = {r.run_id for r in fresh.instance.get_runs()}
+    launch(fresh, "test_growth,test_score")
+    # exactly one materialisation of each, one TEST read (event, claim, and process on the TEST file)
+    [growth], [scored] = fresh.records("test_growth"), fresh.records("test_score")
+    [read] = fresh.observations("tempo/test_read")
+    [score_claim] = fresh.observations("tempo/test_score_claim", "test_score")
+    claims = fresh.claims()
+    assert read.run_id == growth.run_id == scored.run_id == score_claim.run_id == claims.get(fresh.window).run_id
+    assert claims.get(fresh.window, "test_score").run_id == scored.run_id
+    assert read.storage_id < growth.storage_id < score_claim.storage_id < scored.storage_id
+    assert len(fresh.readers("test")) == 1 and len(fresh.readers("growth")) == 1, fresh.probe_log.read_text()
+    # the two others were refused at test_growth before reading TEST, said why, and succeeded
+    refusals = refusal_reasons(fresh, "test_growth")
+    assert len(refusals) == 2 and growth.run_id not in refusals
+    assert refusal_reasons(fresh, "test_score") == {}  # skipped, never started: nothing upstream
+    for reason in refusals.values():
+        assert f"already claimed by run {growth.run_id}" in reason or "already materialised" in reason, reason
+    runs = new_runs(fresh, before)
+    assert len(runs) == 3
+    assert {r.run_id for r in runs.values() if "tempo/test_refused" in r.tags} == set(refusals)
+    for run_id in refusals:  # nothing of the window's TEST went past test_growth in the refused runs
+        skipped = {e.step_key for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_SKIPPED)}
+        assert "test_score" in skipped, skipped
+    assert fresh.ui_status("test_growth") == fresh.ui_status("test_score") == ({fresh.window}, set())
     entries = fresh.claims().log()
-    assert [e["run_id"] for e in entries if e["event"] == "claimed"] == [claim.run_id]
-    if pool:  # serialised on one slot: the later two only reached the step after the score was stored
+    assert [(e["asset"], e["run_id"]) for e in entries if e["event"] == "claimed"] == [
+        ("test_growth", growth.run_id), ("test_score", growth.run_id)]
+    if pool:  # serialised on one slot: the later two reached test_growth after it was stored
         assert tempo_instance_limit(fresh) == 1
-        assert all("already scored" in r.asset_observation.metadata["tempo/test_score_refused"].value
-                   for r in refusals)
+        assert all("already materialised" in reason for reason in refusals.values()), refusals
     code, printed = audit_passes(fresh)
     assert code == 0, printed
     listing = tempo(fresh, "test-claim", "list")
-    assert f"test_score[{fresh.window}] scored claimed by run {claim.run_id}" in listing.stdout, listing.stdout
+    assert f"test_score[{fresh.window}] scored claimed by run {growth.run_id}" in listing.stdout, listing.stdout
+
+
+def test_three_concurrent_test_score_launches_score_once(fresh):
+    """test_growth stored, then `--select test_score` three times at once: one scoring, two refusals."""
+    assert in_process(fresh, ["test_growth"]).success
+    [growth] = fresh.records("test_growth")
+    before = {r.run_id for r in fresh.instance.get_runs()}
+    launch(fresh, "test_score")
+    [scored] = fresh.records("test_score")
+    assert fresh.records("test_growth") == [growth] and len(fresh.observations("tempo/test_read")) == 1
+    [score_claim] = fresh.observations("tempo/test_score_claim", "test_score")
+    assert score_claim.run_id == scored.run_id == fresh.claims().get(fresh.window, "test_score").run_id
+    assert score_claim.storage_id < scored.storage_id
+    # only the scoring run's process opened test_growth's value; no launch opened raw TEST
+    assert len(fresh.readers("growth")) == 1 and fresh.readers("test") == {str(os.getpid())}, \
+        fresh.probe_log.read_text()
+    refusals = refusal_reasons(fresh, "test_score")
+    assert len(refusals) == 2 and scored.run_id not in refusals
+    for reason in refusals.values():
+        assert f"already claimed by run {scored.run_id}" in reason or "already materialised" in reason, reason
+    runs = new_runs(fresh, before)
+    assert len(runs) == 3 and {r for r, run in runs.items() if "tempo/test_refused" in run.tags} == set(refusals)
+    assert fresh.ui_status("test_score") == ({fresh.window}, set())
+    code, printed = audit_passes(fresh)
+    assert code == 0, printed
 
 
 def test_audit_fails_naming_the_window_when_test_was_read_twice(fresh):
-    """What three concurrent reads left behind before claims: three materialisations, three reads."""
-    in_process(fresh, ["test_score"])
-    [scored] = fresh.records()
-    for _ in range(2):  # two more runs that each read TEST and materialised it
-        fresh.instance.report_runless_asset_event(dg.AssetMaterialization(
-            asset_key="test_score", partition=fresh.window, metadata=scored.asset_materialization.metadata))
+    """What three concurrent reads left behind before claims: three materialisations of each, three reads."""
+    assert in_process(fresh, TEST_ASSETS).success
+    assert fresh.readers("test") == {str(os.getpid())}  # the probe sees this process's one read
+    for asset in TEST_ASSETS:
+        [record] = fresh.records(asset)
+        for _ in range(2):  # two more runs that each read TEST and materialised it
+            fresh.instance.report_runless_asset_event(dg.AssetMaterialization(
+                asset_key=asset, partition=fresh.window, metadata=record.asset_materialization.metadata))
     code, printed = audit_passes(fresh)
     assert code == 1, printed
+    assert f"VIOLATION [test_once] test_growth[{fresh.window}] was materialised 3 times" in printed
     assert f"VIOLATION [test_once] test_score[{fresh.window}] was materialised 3 times" in printed
     assert f"TEST of window {fresh.window} was read by 3 runs" in printed
 
 
-def test_unwritable_claim_store_refuses_to_score(fresh):
+def test_unwritable_claim_store_refuses_to_read_test(fresh):
     claims = fresh.artefacts / "_test_claims"
     claims.write_text("the claim store is down")  # a file where the folder should be (root ignores chmod)
     result = in_process(fresh)
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
-    assert failure.step_key == "test_score"
+    assert failure.step_key == "test_growth"
     error, causes = failure.step_failure_data.error, []
     while error is not None:
         causes.append(f"{error.cls_name}: {error.message}")
         error = error.cause
-    assert any(c.startswith("ClaimUnavailable: ") and "refusing to score TEST unclaimed" in c for c in causes), causes
-    assert fresh.records() == [] and fresh.observations("tempo/test_read") == []
-    assert fresh.test_readers() == set() and not (fresh.artefacts / "test_score" / fresh.window).exists()
-    assert fresh.ui_status() == (set(), {fresh.window})  # a fault, unscored: the UI says failed
+    assert any(c.startswith("ClaimUnavailable: ") and "refusing to read or score TEST unclaimed" in c
+               for c in causes), causes
+    assert fresh.records("test_growth") == fresh.records("test_score") == []
+    assert fresh.observations("tempo/test_read") == []
+    assert fresh.readers("test") == set() and not (fresh.artefacts / "test_growth" / fresh.window).exists()
+    assert fresh.ui_status("test_growth") == (set(), {fresh.window})  # a fault, unread: the UI says failed
 
 
 def test_a_dead_claim_is_released_burned_and_never_rescored(fresh):
@@ -244,14 +318,15 @@ def test_a_dead_claim_is_released_burned_and_never_rescored(fresh):
 
     fresh.claims().claim(fresh.window, "run-that-died")  # a run that claimed, read TEST and died
     result = in_process(fresh)
-    assert result.success  # refused: no output, benchmark and the checks skipped, the run not failed
+    assert result.success  # refused: no output, test_score, benchmark and the checks skipped, the run not failed
     skipped = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
-    assert "benchmark" in skipped and any(key.startswith("test_score_test_score__") for key in skipped), skipped
+    assert {"test_score", "benchmark"} <= skipped, skipped
     assert result.get_asset_check_evaluations() == []  # the checks did not run on nothing
-    assert fresh.records() == [] and not (fresh.artefacts / "benchmark" / fresh.window).exists()
-    assert fresh.ui_status() == (set(), set())  # refused: neither scored nor failed
-    [refused] = fresh.observations("tempo/test_score_refused")
-    assert "already claimed by run run-that-died" in refused.asset_observation.metadata["tempo/test_score_refused"].value
+    assert fresh.records("test_growth") == fresh.records("test_score") == []
+    assert not (fresh.artefacts / "benchmark" / fresh.window).exists() and fresh.readers("test") == set()
+    assert fresh.ui_status("test_growth") == fresh.ui_status("test_score") == (set(), set())  # neither read nor failed
+    [reason] = refusal_reasons(fresh, "test_growth").values()
+    assert "already claimed by run run-that-died" in reason
     listing = tempo(fresh, "test-claim", "list", "--json")
     [row] = json.loads(listing.stdout)
     assert (row["state"], row["claim"]["run_id"], row["run_status"]) == ("claimed", "run-that-died", "unknown")
@@ -264,17 +339,17 @@ def test_a_dead_claim_is_released_burned_and_never_rescored(fresh):
     listing = tempo(fresh, "test-claim", "list")
     assert f"test_score[{fresh.window}] burned TEST read, not reported" in listing.stdout
     assert "worker OOM-killed after the claim" in listing.stdout
-    burned = fresh.observations("tempo/test_claim")
-    assert [r.asset_observation.metadata["tempo/test_claim"].value for r in burned] == ["burned"]
+    for asset in TEST_ASSETS:  # the burn is recorded on both assets in the instance
+        burned = fresh.observations("tempo/test_claim", asset)
+        assert [r.asset_observation.metadata["tempo/test_claim"].value for r in burned] == ["burned"]
     again = tempo(fresh, "test-claim", "release", fresh.window, "--reason", "twice")
     assert again.returncode == 2 and "is burned, not claimed" in again.stderr
 
     lines = []
-    report = run_steps([("window_job", fresh.window)], fresh.instance, fresh.resources, echo=lines.append,
-                       exclude=WAREHOUSE_ASSETS)
+    report = run_steps([("window_job", fresh.window)], fresh.instance, fresh.resources, echo=lines.append)
     assert [r[2] for r in report] == ["refused"]
-    assert any("test_score not scored, TEST not read" in line and "is burned" in line for line in lines), lines
-    assert fresh.records() == [] and fresh.test_readers() == set()
+    assert any("TEST not read nor scored" in line and "is burned" in line for line in lines), lines
+    assert fresh.records("test_growth") == fresh.records("test_score") == [] and fresh.readers("test") == set()
     events = [(e["event"], e.get("state")) for e in fresh.claims().log()]
     assert events == [("claimed", None), ("refused", "claimed"), ("released", "burned"), ("refused", "burned")]
     code, printed = audit_passes(fresh)
