@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tempo_assets.core.method_eligibility import METHOD_PREFIX
+
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "numbers"
@@ -43,7 +45,12 @@ def _frame(value, name: str) -> pd.DataFrame:
     table = table.rename(columns={new: old for old, new in RENAMED[name].items()})
     for column, values in RENAMED_VALUES.get(name, {}).items():
         table = table.assign(**{column: table[column].replace(values)})
-    return table
+    # rows of the methods registered in data/methods.yaml are new (tested in test_methods_materialize);
+    # the fixtures hold the recipe's and the baselines' numbers, which must not move
+    for column in ("method", "a", "b"):
+        if column in table.columns:
+            table = table[~table[column].astype(str).str.startswith(METHOD_PREFIX)]
+    return table.reset_index(drop=True)
 
 
 def current_numbers(store, plan) -> dict[str, object]:

@@ -347,7 +347,11 @@ def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResourc
         extra["longitudinal"] = dg.MetadataValue.md(inline_png(
             plot_longitudinal(main, "f_at_valid_tau", folder / "longitudinal_f_at_valid_tau.png"),
             "F at the VALID threshold by window"))
-        write_report(folder / "report.html", render_archive_report(main, {"catalog": catalog.to_dict("records")}))
+        provenance = {"catalog": catalog.to_dict("records")}
+        if len(built["methods"]):  # each registered method's status per window
+            provenance["registered methods"] = built["methods"][
+                ["window", "method", "status", "reason", "valid_tau_note"]].to_dict("records")
+        write_report(folder / "report.html", render_archive_report(main, provenance))
         extra["report"] = dg.MetadataValue.path(str(folder / "report.html"))
     ids = archive.release_ids()
     # the latest t1 of the archive's windows (a superseded window's may no longer be a release)

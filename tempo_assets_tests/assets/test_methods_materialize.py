@@ -249,6 +249,8 @@ def test_benchmark_scores_eligible_methods_beside_the_baselines(scored):
     assert catalog.loc[(first, "freqprior@1"), "reason"] == UNDECLARED
     assert catalog.loc[(first, "flood"), "status"] == "failed"
     assert len(catalog) == len(plan.windows) * len(plan.methods)
+    html = (store.folder("benchmark_catalog", None) / "report.html").read_text(encoding="utf-8")
+    assert "registered methods" in html and "method:freqprior@3" in html and EXCLUDED in html
 
 
 def test_report_tsv_shows_methods_and_versions_side_by_side_with_cis(scored, monkeypatch, capsys):

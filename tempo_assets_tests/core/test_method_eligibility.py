@@ -101,3 +101,40 @@ def test_catalog_lists_every_method_on_every_window():
     table = method_catalog([m], stored, [WINDOW, later], dates)
     assert table[["window", "status"]].values.tolist() == [[WINDOW.key, "excluded"], [later.key, "eligible"]]
     assert method_catalog([m], stored, [], dates).empty
+
+
+def test_benchmark_frames_named_and_marked():
+    from tempo_assets.core.method_eligibility import NO_T_MINUS_1, benchmark_methods
+
+    full, late = spec("a", "1"), spec("a", "2", trained_until=date(2017, 6, 15))
+    stored = {**records(full.key), **records(late.key)}
+    at_t0, older, notes = benchmark_methods(method_eligibility([full, late], stored, WINDOW, DATES), stored)
+    assert sorted(at_t0) == ["method:a@1", "method:a@2"] and sorted(older) == ["method:a@1"]
+    assert older["method:a@1"]["score"].tolist() == [0.25] and at_t0["method:a@1"]["score"].tolist() == [0.5]
+    assert notes == {"method:a@1": UNDECLARED, "method:a@2": NO_T_MINUS_1}
+
+
+def test_method_predictions_read_through_the_role_gate():
+    from tempo_assets.core.artefacts import ArtefactSet
+    from tempo_assets.core.errors import CutoffViolation, TempoInputError
+    from tempo_assets.core.method_eligibility import collect_records
+
+    order = {r: i for i, r in enumerate(sorted(DATES))}
+    fetched = []
+
+    class Bound(Stored):
+        max_source_date = date(2016, 1, 15)
+
+    refit = ArtefactSet(asset="method_predictions", role="refit", limit_release=WINDOW.t0,
+                        limit_date=DATES[WINDOW.t0], release_order=order, as_of=DATES,
+                        fetch=lambda key: fetched.append(key) or Bound("ok"), stored=lambda key: True)
+    with pytest.raises(CutoffViolation):
+        refit.get(f"{WINDOW.t1}|a")  # a run after t0
+    train = refit.narrowed("train", WINDOW.t_minus_1)
+    with pytest.raises(CutoffViolation):
+        train.get(f"{WINDOW.t0}|a")  # the VALID frame may not come from t0
+    with pytest.raises(TempoInputError):
+        train.narrowed("test", WINDOW.t1)  # never widened
+    got = collect_records({WINDOW.t0: refit, WINDOW.t_minus_1: train}, ["a"])
+    assert sorted(got) == [(WINDOW.t_minus_1, "a"), (WINDOW.t0, "a")]
+    assert fetched == [f"{WINDOW.t0}|a", f"{WINDOW.t_minus_1}|a"]
