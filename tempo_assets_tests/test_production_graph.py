@@ -1,18 +1,21 @@
-"""The graph on a PostgreSQL warehouse gives the numbers it gives on SQLite.
+"""The graph on the production path (PostgreSQL warehouse, S3 artefacts) gives the local numbers.
 
 The warehouse assets run in the main job and the VALID/TEST evaluation sets scoring reads come
 from the warehouse's ``evaluation_sets`` (``valid_evaluation_set``, ``test_growth``), so the
-tiny archive's window is materialised twice, once per database, and every artefact of the
-window must be byte-identical. The PostgreSQL URL comes from ``$TEMPO_WAREHOUSE_URL`` in the step
-(the resource holds none), as in production. The server is the session's (``dev_services``).
+tiny archive's window is materialised twice, on SQLite with a local artefact folder and on
+PostgreSQL with artefacts on S3 (moto), and every artefact of the window must be byte-identical.
+The PostgreSQL URL comes from ``$TEMPO_WAREHOUSE_URL`` in the step (the resource holds none), as
+in production. The servers are the session's (``dev_services``).
 """
+import uuid
+
 import dagster as dg
 import pytest
 from sqlalchemy import create_engine, text
 
 from tempo_assets.assets.benchmark import BenchmarkResource
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.core.artefacts import ArtefactStore, ObjectLocation
 from tempo_assets.definitions import build_resources
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
@@ -25,25 +28,30 @@ pytestmark = [pytest.mark.production, pytest.mark.slow]
 COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark")
 
 
-def _materialise(archive, root, warehouse_url):
+def _materialise(archive, root, warehouse_url, artefacts=None):
     instance = dg.DagsterInstance.ephemeral()
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
-    resources = build_resources(str(archive), str(root / "art"), warehouse_url, str(root / "cache"),
+    artefacts = artefacts or str(root / "art")
+    resources = build_resources(str(archive), artefacts, warehouse_url, str(root / "cache"),
                                 grid=GridResource(bootstrap_samples=20),
                                 benchmark_config=BenchmarkResource(bootstrap_samples=40))
     window = plan.windows[0]
     report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None)
     assert [r[2] for r in report] == ["ok"] * len(report), report
-    return window, ArtefactStore(root / "art")
+    return window, ArtefactStore(artefacts)
 
 
-def test_postgres_warehouse_gives_the_sqlite_numbers(tmp_path, dev_services, monkeypatch):
+def test_postgres_warehouse_and_s3_artefacts_give_the_local_numbers(tmp_path, dev_services, monkeypatch):
     archive = build_tiny_archive(tmp_path / "tiny")
     window, on_sqlite = _materialise(archive, tmp_path / "sqlite", "sqlite:///" + str(tmp_path / "wh.sqlite"))
     with postgres_database(dev_services) as url:
-        monkeypatch.setenv("TEMPO_WAREHOUSE_URL", url)
-        pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", None)
+        for name in ("TEMPO_WAREHOUSE_URL", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                     "AWS_DEFAULT_REGION"):
+            monkeypatch.setenv(name, url if name == "TEMPO_WAREHOUSE_URL" else dev_services[name])
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))  # the S3 store's local extras
+        s3_url = f"{dev_services['TEMPO_ARTEFACTS']}/graph-{uuid.uuid4().hex[:12]}"
+        pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", None, s3_url)
         engine = create_engine(url)
         try:
             with engine.connect() as conn:
@@ -51,7 +59,9 @@ def test_postgres_warehouse_gives_the_sqlite_numbers(tmp_path, dev_services, mon
                                                "group by window_role")).all())
         finally:
             engine.dispose()
-    assert pg_window == window
+    assert pg_window == window and isinstance(on_postgres.location, ObjectLocation)
+    # the benchmark's HTML report, an extra beside the artefact, is a local file
+    assert (tmp_path / "home" / "artefacts" / "benchmark" / window / "report.html").is_file()
     # the evaluation sets scoring read were written to PostgreSQL, for both roles
     assert set(roles) == {"valid", "test"} and min(roles.values()) > 0, roles
     for asset in COMPARED:

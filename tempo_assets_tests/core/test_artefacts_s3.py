@@ -111,3 +111,8 @@ def test_tempo_artefacts_url_opens_the_object_store_with_local_extras(s3, monkey
     assert not (tmp_path / "home" / "artefacts" / "a").exists()
     with pytest.raises(TempoInputError, match="no local folder"):
         ArtefactStore(url).folder("benchmark", "w")
+
+
+def test_an_unknown_scheme_is_refused_naming_the_url():
+    with pytest.raises(TempoInputError, match="nosuch://bucket/x.*cannot open the artefact store"):
+        ArtefactStore("nosuch://bucket/x")
