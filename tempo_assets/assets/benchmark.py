@@ -45,14 +45,14 @@ class BenchmarkResource(dg.ConfigurableResource):
 
 
 def methods_at(cutoff: str, recipe, inputs, query_embedded, query_sequences, targets: pd.DataFrame, ks,
-               config: BenchmarkResource) -> tuple[dict, list[Artefact]]:
+               config: BenchmarkResource, groups=None) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``cutoff`` (corpus, labels, annotations, ontology, sequences as of it)."""
     from tempo_assets.core.workflow import BaselineConfig, TrainedAt, every_method
 
     read = [artefacts.get(cutoff) for artefacts in inputs]
     trained = TrainedAt(*(artefact.value for artefact in read))
     baseline = BaselineConfig(blast_threads=config.blast_threads, blast_sensitivity=config.blast_sensitivity)
-    return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline), read
+    return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline, groups), read
 
 
 def window_derived(archive: ArchiveResource, window) -> list[str]:
@@ -138,7 +138,7 @@ def benchmark(
     # every method at t-1 once, on VALID targets and (decay) TEST targets together
     older_query = union_query(test.targets if benchmark_config.decay else None, valid.targets, emb_t0.value,
                               emb_v.value, seq_t0.value, seq_v.value)
-    older, read_older = methods_at(tm1, recipe, inputs, *older_query, grid.ks, benchmark_config)
+    older, read_older = methods_at(tm1, recipe, inputs, *older_query[:3], grid.ks, benchmark_config, older_query[3])
     read += read_older
     derived = window_derived(archive, window)
     source = f"valid_evaluation_set[{window.key}]: VALID growth ({tm1}, {t0}], every method trained at {tm1}"
