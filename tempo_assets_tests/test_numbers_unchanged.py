@@ -5,6 +5,21 @@ refactor (``TEMPO_WRITE_FIXTURES=1`` rewrites them from the current code): per w
 ``test_score`` summary, the ``benchmark`` summary, paired and decay tables and the frozen recipe;
 per cutoff the CAFA submission text (its sha256 and line count: the text is 20 MB). Columns
 renamed since are mapped back through ``RENAMED``; floats compare at 1e-9.
+
+Issue 9.2 (every method's VALID threshold) changed numbers deliberately and the fixtures were
+regenerated from that code; every other column kept its pre-change value (checked column by
+column against the previous fixtures before committing them):
+
+* ``test_score_summary``: the recipe's ``tau_valid/f_at_tau/pr_at_tau/rc_at_tau`` now read each
+  mode's VALID threshold (``tau_by_mode``, as ``benchmark`` did) instead of the aspect's mean
+  ``tau``; new columns ``wf_at_valid_tau, s_at_valid_tau, f_at_valid_tau_low/high``.
+* ``benchmark_summary``: every baseline and ``@t-1`` variant now has ``tau`` (= ``valid_tau``) and
+  ``f_at_tau`` (were empty); new ``p/r/wf/s_at_valid_tau``, ``f_at_valid_tau_low/high``.
+* ``benchmark_paired`` and ``benchmark_decay``: on the headline (F at each method's VALID
+  threshold) instead of the oracle Fmax (``metric`` f_at_valid_tau; decay columns
+  ``f_at_valid_tau_newer/older``).
+Unchanged: ``fmax``/``fmax_oracle`` and its CIs, ``tau_test``/``tau_oracle``, wfmax, smin,
+f_micro_w, coverage, counts, recipes, submissions.
 """
 from __future__ import annotations
 
@@ -30,9 +45,9 @@ RENAMED: dict[str, dict[str, str]] = {
     "benchmark_summary": {"fmax": "fmax_oracle", "tau_test": "tau_oracle", "tau": "valid_tau",
                           "f_at_tau": "f_at_valid_tau", "fmax_low": "fmax_oracle_low", "fmax_high": "fmax_oracle_high"},
     "benchmark_paired": {},
-    "benchmark_decay": {"fmax_newer": "fmax_oracle_newer", "fmax_older": "fmax_oracle_older"},
+    "benchmark_decay": {},
 }
-# values renamed with their column: the paired bootstrap's metric is the oracle Fmax
+# values renamed with their column (the paired bootstrap's metric is now the headline f_at_valid_tau)
 RENAMED_VALUES = {"benchmark_paired": {"metric": {"fmax_oracle": "fmax"}}}
 KEYS = {"test_score_summary": ["method", "mode", "aspect"], "benchmark_summary": ["method", "mode", "aspect"],
         "benchmark_paired": ["a", "b", "mode", "aspect", "metric"], "benchmark_decay": ["method", "mode", "aspect"]}

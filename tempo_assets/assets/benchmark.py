@@ -46,14 +46,14 @@ class BenchmarkResource(dg.ConfigurableResource):
 
 
 def methods_at(cutoff: str, recipe, inputs, query_embedded, query_sequences, targets: pd.DataFrame, ks,
-               config: BenchmarkResource) -> tuple[dict, list[Artefact]]:
+               config: BenchmarkResource, groups=None) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``cutoff`` (corpus, labels, annotations, ontology, sequences as of it)."""
     from tempo_assets.core.workflow import BaselineConfig, TrainedAt, every_method
 
     read = [artefacts.get(cutoff) for artefacts in inputs]
     trained = TrainedAt(*(artefact.value for artefact in read))
     baseline = BaselineConfig(blast_threads=config.blast_threads, blast_sensitivity=config.blast_sensitivity)
-    return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline), read
+    return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline, groups), read
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def benchmark(
     # every method at t-1 once, on VALID targets and (decay) TEST targets together
     older_query = union_query(test.targets if benchmark_config.decay else None, valid.targets, emb_t0.value,
                               emb_v.value, seq_t0.value, seq_v.value)
-    older, read_older = methods_at(tm1, recipe, inputs, *older_query, grid.ks, benchmark_config)
+    older, read_older = methods_at(tm1, recipe, inputs, *older_query[:3], grid.ks, benchmark_config, older_query[3])
     methods.update(registered.at_t0)  # registered methods: their stored predictions at t0 and t-1
     older.update(registered.at_t_minus_1)
     read += read_older + list(records.values())

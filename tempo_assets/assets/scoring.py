@@ -158,8 +158,6 @@ def test_score(
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
         test_read_at=test_growth.meta["test_read_at"], targets=len(growth.targets),
         summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)
-                                    + f"
-
-`fmax_oracle`, `tau_oracle`: {ORACLE_LABEL}."),
+                                    + f"\n\n`fmax_oracle`, `tau_oracle`: {ORACLE_LABEL}."),
         headline="f_at_valid_tau: F at the recipe's VALID threshold (valid_tau, per mode and aspect)",
         fmax_oracle_label=ORACLE_LABEL, **scalar_metadata(headline), **removal_metadata(context, artefact_store, removals)))

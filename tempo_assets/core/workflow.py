@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -190,9 +190,15 @@ class BaselineConfig:
 
 
 def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: Embeddings,
-                 query_sequences: Mapping[str, str], targets: pd.DataFrame, ks, config: BaselineConfig
-                 ) -> dict[str, pd.DataFrame]:
-    """Every method trained at one cutoff scoring ``targets``: recipe, KNN, naive, BLAST, non-experimental GOA."""
+                 query_sequences: Mapping[str, str], targets: pd.DataFrame, ks, config: BaselineConfig,
+                 query_groups: Sequence[Iterable[str]] | None = None) -> dict[str, pd.DataFrame]:
+    """Every method trained at one cutoff scoring ``targets``: recipe, KNN, naive, BLAST, non-experimental GOA.
+
+    ``query_groups`` (protein sets covering ``targets``) run DIAMOND once per group, each protein in
+    the first group holding it: DIAMOND picks its algorithm by the number of queries, so a
+    protein's hits depend on the set it is searched with, and TEST targets keep the hits they get
+    alone when VALID targets join them (see :func:`union_query`).
+    """
     from tempo_assets.core.baselines import goa_nonexperimental_scores
 
     proteins = targets["protein"].unique()
@@ -201,9 +207,16 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: 
     in_corpus = set(trained.corpus["ids"])
     corpus_sequences = {p: s for p, s in zip(trained.sequences["protein"], trained.sequences["sequence"])
                         if p in in_corpus}
-    queries = {p: query_sequences[p] for p in proteins if p in query_sequences}
-    methods["blast"] = blast_predictions(queries, corpus_sequences, trained.corpus["annotations"],
-                                         config.blast_threads, config.blast_sensitivity)
+    seen: set[str] = set()
+    hits = []
+    for group in (query_groups or [proteins]):
+        chosen = [p for p in dict.fromkeys(group) if p not in seen and p in query_sequences]
+        seen.update(chosen)
+        if chosen or not hits:
+            hits.append(blast_predictions({p: query_sequences[p] for p in chosen}, corpus_sequences,
+                                          trained.corpus["annotations"], config.blast_threads,
+                                          config.blast_sensitivity))
+    methods["blast"] = hits[0] if len(hits) == 1 else pd.concat(hits, ignore_index=True)
     methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
     return methods
 
@@ -308,11 +321,12 @@ def merge_embeddings(first: Embeddings, second: Embeddings, first_proteins: Iter
 
 def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, embedded_t0: Embeddings,
                 embedded_valid: Embeddings, sequences_t0: pd.DataFrame, sequences_valid: pd.DataFrame
-                ) -> tuple[Embeddings, dict[str, str], pd.DataFrame]:
-    """Query embeddings, sequences and targets for one run of every method at ``t-1``.
+                ) -> tuple[Embeddings, dict[str, str], pd.DataFrame, list[list[str]]]:
+    """Query embeddings, sequences, targets and query groups for one run of every method at ``t-1``.
 
     VALID targets as of ``t-1`` and, when ``test_targets`` is given (decay), the TEST targets as
-    of ``t0``: the methods run once on the union, then each set is taken back out of it.
+    of ``t0``: the methods run once on the union, then each set is taken back out of it. The
+    groups (TEST proteins first) are DIAMOND's separate searches (see :func:`every_method`).
     """
     frames = [valid_targets] if test_targets is None else [test_targets, valid_targets]
     targets = pd.concat(frames).drop_duplicates(["protein", "aspect"]).reset_index(drop=True)
@@ -321,8 +335,9 @@ def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, 
         return dict(zip(frame["protein"], frame["sequence"]))
 
     sequences = {**texts(sequences_valid), **(texts(sequences_t0) if test_targets is not None else {})}
+    groups = [list(dict.fromkeys(f["protein"])) for f in frames]
     return (merge_embeddings(embedded_t0, embedded_valid, test_proteins, valid_targets["protein"]), sequences,
-            targets)
+            targets, groups)
 
 
 def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -> dict[str, pd.DataFrame]:
