@@ -24,3 +24,17 @@ def _isolated_dagster_home(tmp_path_factory):
         os.environ.pop("DAGSTER_HOME", None)
     else:
         os.environ["DAGSTER_HOME"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_defs_state_storage():
+    """Each test starts without the defs-state storage an earlier test's instance left in context.
+
+    ``DagsterInstance.__enter__`` sets a context variable that Dagster's definition loading
+    reads; an instance that was entered and garbage-collected elsewhere must not leak into
+    the next test's ``materialize``.
+    """
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield

@@ -43,7 +43,7 @@ def test_claims(store, windows: Iterable[str]) -> dict[str, str]:
     """
     from tempo_assets.core.test_claims import ClaimStore
 
-    statuses = ClaimStore.beside(store.root).claims(lambda w: store.exists("test_score", w), windows=list(windows))
+    statuses = ClaimStore.of(store).claims(lambda w: store.exists("test_score", w), windows=list(windows))
     reasons = {}
     for status in statuses:
         if status.state == "claimed":

@@ -95,6 +95,10 @@ def check_insertion(graph, inserted: str, old_windows: list[str]) -> dict:
     ran = [(job, key) for job, key, status_, _ in report if status_ == "ok"]
     expected = ([("release_job", inserted), ("cutoff_job", inserted), ("cutoff_job", nxt)]
                 + [("window_job", w) for w in new_windows] + [("submission_job", latest)] + [("catalog_job", None)])
+    # registered methods (data/ registers two) run at the new cutoff too
+    methods = list(after_plan.methods)
+    if methods:
+        expected += [("method_bundle_job", inserted)] + [("method_job", f"{inserted}|{m}") for m in methods]
     assert sorted(ran, key=str) == sorted(expected, key=str), lines
     assert any(line.endswith("(reranker_labels, annotation_growth)") and f"cutoff_job {nxt}: started run" in line for line in lines)
     assert sum(": started run " in line for line in lines) == len(expected)

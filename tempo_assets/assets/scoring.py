@@ -51,7 +51,7 @@ def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResou
     reason = already_materialised(context, store, window)
     if reason is None:
         try:
-            claim = ClaimStore.beside(store.root).claim(window, context.run.run_id, asset=asset)
+            claim = ClaimStore.of(store.store()).claim(window, context.run.run_id, asset=asset)
         except ClaimRefused as exc:
             reason = str(exc)
         else:

@@ -203,6 +203,13 @@ class ClaimStore:
         self.root = Path(root)
 
     @classmethod
+    def of(cls, store) -> "ClaimStore":
+        """The claims of a ``core.artefacts.ArtefactStore``: in its folder when it is local, else in
+        its local extras folder (an object-store deployment does not yet share claims between
+        machines: README limitations)."""
+        return cls.beside(store.root if store.root is not None else store.local_root)
+
+    @classmethod
     def beside(cls, artefacts_root: str | Path) -> "ClaimStore":
         """The claims kept in the artefact store at ``artefacts_root``."""
         return cls(Path(artefacts_root) / CLAIMS_FOLDER)
