@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -131,6 +131,55 @@ def _read_hits(path: Path) -> pd.DataFrame:
     return frame
 
 
+def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str, str], workdir: str | Path,
+               columns: Sequence[str], output_name: str, threads: int = 1, evalue: float = 1e-3,
+               max_target_seqs: int = 25, sensitivity: str | None = None) -> Path | None:
+    """Run ``diamond makedb`` + ``blastp`` of ``query_sequences`` against ``corpus_sequences`` in ``workdir``.
+
+    Output format 6 with ``qseqid sseqid`` and then ``columns``; returns the output file, or
+    ``None`` when either side is empty. Raises like :func:`diamond_hits`.
+    """
+    _check_sequences(query_sequences, "query sequences")
+    _check_sequences(corpus_sequences, "corpus sequences")
+    if sensitivity not in SENSITIVITIES:
+        raise TempoInputError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
+    if int(threads) < 1:
+        raise TempoInputError(f"threads must be >= 1, got {threads!r}")
+    if not (float(evalue) > 0):
+        raise TempoInputError(f"evalue must be > 0, got {evalue!r}")
+    if int(max_target_seqs) < 0:
+        raise TempoInputError(f"max_target_seqs must be >= 0, got {max_target_seqs!r}")
+    diamond = find_diamond()
+    if not query_sequences or not corpus_sequences:
+        return None
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    query_fasta, corpus_fasta = workdir / "query.fasta", workdir / "corpus.fasta"
+    database, output = workdir / "corpus.dmnd", workdir / output_name
+    tmpdir = workdir / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    _write_fasta(query_fasta, query_sequences)
+    _write_fasta(corpus_fasta, corpus_sequences)
+    for stale in (database, output):
+        if stale.exists():
+            stale.unlink()
+
+    _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(database),
+          "--threads", str(int(threads))], workdir)
+    command = [str(diamond), "blastp", "--query", str(query_fasta), "--db", str(database),
+               "--out", str(output), "--outfmt", "6", "qseqid", "sseqid", *columns, "--evalue", repr(float(evalue)),
+               "--max-target-seqs", str(int(max_target_seqs)), "--threads", str(int(threads)),
+               "--tmpdir", str(tmpdir)]
+    if sensitivity:
+        command.append(sensitivity)
+    _run(command, workdir)
+    if not output.exists():
+        raise DiamondError("diamond blastp finished without writing its output", path=output)
+
+    return output
+
+
 def diamond_hits(
     query_sequences: Mapping[str, str],
     corpus_sequences: Mapping[str, str],
@@ -169,44 +218,10 @@ def diamond_hits(
     DiamondError : DIAMOND failed (its stderr is in the message).
     TempoInputError : bad accessions or sequences, or bad parameters.
     """
-    _check_sequences(query_sequences, "query sequences")
-    _check_sequences(corpus_sequences, "corpus sequences")
-    if sensitivity not in SENSITIVITIES:
-        raise TempoInputError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
-    if int(threads) < 1:
-        raise TempoInputError(f"threads must be >= 1, got {threads!r}")
-    if not (float(evalue) > 0):
-        raise TempoInputError(f"evalue must be > 0, got {evalue!r}")
-    if int(max_target_seqs) < 0:
-        raise TempoInputError(f"max_target_seqs must be >= 0, got {max_target_seqs!r}")
-    diamond = find_diamond()
-    if not query_sequences or not corpus_sequences:
+    output = run_blastp(query_sequences, corpus_sequences, workdir, ("pident", "bitscore", "evalue"),
+                        "hits.tsv", threads, evalue, max_target_seqs, sensitivity)
+    if output is None:
         return _empty_hits()
-
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    query_fasta, corpus_fasta = workdir / "query.fasta", workdir / "corpus.fasta"
-    database, output = workdir / "corpus.dmnd", workdir / "hits.tsv"
-    tmpdir = workdir / "tmp"
-    tmpdir.mkdir(exist_ok=True)
-    _write_fasta(query_fasta, query_sequences)
-    _write_fasta(corpus_fasta, corpus_sequences)
-    for stale in (database, output):
-        if stale.exists():
-            stale.unlink()
-
-    _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(database),
-          "--threads", str(int(threads))], workdir)
-    command = [str(diamond), "blastp", "--query", str(query_fasta), "--db", str(database),
-               "--out", str(output), "--outfmt", "6", "qseqid", "sseqid", "pident", "bitscore",
-               "evalue", "--evalue", repr(float(evalue)), "--max-target-seqs",
-               str(int(max_target_seqs)), "--threads", str(int(threads)),
-               "--tmpdir", str(tmpdir)]
-    if sensitivity:
-        command.append(sensitivity)
-    _run(command, workdir)
-    if not output.exists():
-        raise DiamondError("diamond blastp finished without writing its output", path=output)
 
     hits = _read_hits(output)
     hits = hits[hits["query"] != hits["subject"]]

@@ -39,14 +39,7 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from tempo_assets.core.blast import (
-    SENSITIVITIES,
-    DiamondError,
-    _check_sequences,
-    _run,
-    _write_fasta,
-    find_diamond,
-)
+from tempo_assets.core.blast import DiamondError, run_blastp
 from tempo_assets.core.errors import TempoInputError
 
 __all__ = [
@@ -127,42 +120,11 @@ def diamond_alignments(
     DataFrame :data:`ALIGNMENT_COLUMNS`, one row per (query, subject) pair with
     ``query != subject``, sorted by query, bitscore descending, subject.
     """
-    _check_sequences(query_sequences, "query sequences")
-    _check_sequences(corpus_sequences, "corpus sequences")
-    if sensitivity not in SENSITIVITIES:
-        raise TempoInputError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
-    if int(threads) < 1:
-        raise TempoInputError(f"threads must be >= 1, got {threads!r}")
-    if not (float(evalue) > 0):
-        raise TempoInputError(f"evalue must be > 0, got {evalue!r}")
-    if int(max_target_seqs) < 0:
-        raise TempoInputError(f"max_target_seqs must be >= 0, got {max_target_seqs!r}")
-    diamond = find_diamond()
-    if not query_sequences or not corpus_sequences:
+    output = run_blastp(query_sequences, corpus_sequences, workdir,
+                        ("pident", "qcovhsp", "scovhsp", "bitscore", "evalue"), "alignments.tsv",
+                        threads, evalue, max_target_seqs, sensitivity)
+    if output is None:
         return _empty_alignments()
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    query_fasta, corpus_fasta = workdir / "query.fasta", workdir / "corpus.fasta"
-    database, output = workdir / "corpus.dmnd", workdir / "alignments.tsv"
-    tmpdir = workdir / "tmp"
-    tmpdir.mkdir(exist_ok=True)
-    _write_fasta(query_fasta, query_sequences)
-    _write_fasta(corpus_fasta, corpus_sequences)
-    for stale in (database, output):
-        if stale.exists():
-            stale.unlink()
-    _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(database),
-          "--threads", str(int(threads))], workdir)
-    command = [str(diamond), "blastp", "--query", str(query_fasta), "--db", str(database),
-               "--out", str(output), "--outfmt", "6", "qseqid", "sseqid", "pident", "qcovhsp",
-               "scovhsp", "bitscore", "evalue", "--evalue", repr(float(evalue)),
-               "--max-target-seqs", str(int(max_target_seqs)), "--threads", str(int(threads)),
-               "--tmpdir", str(tmpdir)]
-    if sensitivity:
-        command.append(sensitivity)
-    _run(command, workdir)
-    if not output.exists():
-        raise DiamondError("diamond blastp finished without writing its output", path=output)
     hits = _read_alignments(output)
     hits = hits[hits["query"] != hits["subject"]]
     hits = hits.sort_values(["query", "subject", "bitscore", "pident"],
