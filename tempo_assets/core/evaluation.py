@@ -63,6 +63,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -1403,17 +1404,23 @@ def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts
     return setup, kind, norm, per_method
 
 
-def _resampled_counts(rng: np.random.Generator, n_boot: int, n_p: int, chunk: int = 100):
-    """Protein multiplicities of ``n_boot`` resamples with replacement, ``chunk`` replicates at a time.
+def _resampled_counts(codes: np.ndarray, n_boot: int, rng: np.random.Generator):
+    """Multiplicity matrices (size, n_units) of ``n_boot`` resamples, 100 replicates at a time.
 
-    Yields arrays of shape (size, n_p); the draws are identical for every caller with one seed.
+    ``codes`` are the units' cluster codes (``core.homology.cluster_codes``): clusters are drawn
+    with replacement and every protein of a drawn cluster counts as often as its cluster was
+    drawn. With one protein per cluster (``arange(n)``) it is the protein bootstrap: one code path
+    for both levels, and the draws are identical for every caller with one seed.
     """
-    for start in range(0, n_boot, chunk):
-        size = min(chunk, n_boot - start)
-        draws = rng.integers(0, n_p, size=(size, n_p))
-        counts = np.zeros((size, n_p))
-        np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
-        yield counts
+    from tempo_assets.core.homology import cluster_resample_counts
+
+    return cluster_resample_counts(codes, n_boot, rng)
+
+
+def _unit_codes(proteins: list[str], clusters) -> np.ndarray:
+    from tempo_assets.core.homology import cluster_codes
+
+    return cluster_codes(proteins, clusters)
 
 
 def _tau_column(tau_grid: np.ndarray, tau: float | None) -> int | None:
@@ -1423,48 +1430,75 @@ def _tau_column(tau_grid: np.ndarray, tau: float | None) -> int | None:
     return int(hit[0]) if hit.size else -1
 
 
+def _levels(clusters) -> list[tuple[str, Any]]:
+    """(column prefix, clusters) of each bootstrap level: proteins, then clusters when given."""
+    return [("", None)] + ([("cluster_", clusters)] if clusters is not None else [])
+
+
 def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", n_boot=1000, seed=0,
-                 alpha=0.05, tau=None, **opts) -> dict[str, dict[str, float]]:
-    """Percentile bootstrap CI of the best-threshold metric, resampling proteins.
+                 alpha=0.05, tau=None, clusters=None, subsets=None, **opts) -> dict[str, dict[str, float]]:
+    """Percentile bootstrap CI of the best-threshold metric, resampling proteins (and clusters).
 
     Each replicate draws the namespace's evaluated proteins with replacement and re-picks the
     best threshold; with ``tau`` (a threshold fixed beforehand, e.g. on VALID) every replicate is
-    read at that threshold instead. Returns ``{ns: {estimate, low, high, n_proteins}}``.
+    read at that threshold instead. With ``clusters`` (protein -> cluster id, or a frame
+    ``protein, cluster`` of ``core.homology.homology_clusters``) a second interval resamples
+    clusters (``cluster_low``, ``cluster_high``, ``n_clusters``), drawn by the same code with its
+    own generator of ``seed``, so the protein-level interval is unchanged by it. ``subsets``
+    (protein -> label, e.g. an identity stratum) adds ``subsets: {label: {estimate, n_proteins}}``,
+    the metric on each subset's proteins alone. ``n_boot=0`` gives the estimate only.
+    Returns ``{ns: {estimate, low, high, n_proteins, ...}}``.
     """
     setup, kind, norm, (per_ns,) = _bootstrap_setup(eval_ontology, ground_truth, [predictions],
                                                     metric, opts)
     column = _tau_column(setup.tau, tau)
-    rng = np.random.default_rng(seed)
+    rngs = {prefix: np.random.default_rng(seed) for prefix, _ in _levels(clusters)}
     out = {}
     for name, (contrib, rows) in per_ns.items():
         n_p = rows.size
         if n_p == 0:
             continue
+        proteins = [setup.truths[name].proteins[r] for r in rows]
         estimate = _replicate_metric(contrib, np.ones((1, n_p)), kind, norm, column)[0]
-        values = np.concatenate([_replicate_metric(contrib, counts, kind, norm, column)
-                                 for counts in _resampled_counts(rng, n_boot, n_p)])
-        out[name] = {"estimate": float(estimate),
-                     "low": float(np.nanquantile(values, alpha / 2)),
-                     "high": float(np.nanquantile(values, 1 - alpha / 2)),
-                     "n_proteins": int(n_p)}
+        result = {"estimate": float(estimate), "n_proteins": int(n_p)}
+        for prefix, level in (_levels(clusters) if n_boot else []):
+            codes = _unit_codes(proteins, level)
+            values = np.concatenate([_replicate_metric(contrib, counts, kind, norm, column)
+                                     for counts in _resampled_counts(codes, n_boot, rngs[prefix])])
+            result[f"{prefix}low"] = float(np.nanquantile(values, alpha / 2))
+            result[f"{prefix}high"] = float(np.nanquantile(values, 1 - alpha / 2))
+            if prefix:
+                result["n_clusters"] = int(codes.max()) + 1
+        if subsets is not None:
+            labels = np.array([subsets.get(p) for p in proteins], dtype=object)
+            result["subsets"] = {}
+            for label in sorted({x for x in labels if x is not None}):
+                member = (labels == label).astype(float)[None, :]
+                result["subsets"][label] = {
+                    "estimate": float(_replicate_metric(contrib, member, kind, norm, column)[0]),
+                    "n_proteins": int(member.sum())}
+        out[name] = result
     return out
 
 
 def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, metric="f",
-                     n_boot=1000, seed=0, alpha=0.05, tau_a=None, tau_b=None,
+                     n_boot=1000, seed=0, alpha=0.05, tau_a=None, tau_b=None, clusters=None,
                      **opts) -> dict[str, dict[str, float]]:
     """Bootstrap of ``metric(a) - metric(b)`` with the same resampled proteins for both.
 
     With ``tau_a`` / ``tau_b`` (thresholds fixed beforehand, e.g. each method's VALID threshold)
     each method is read at its own threshold in every replicate instead of re-picking its best.
+    With ``clusters`` (as in :func:`bootstrap_ci`) both methods also see the same resampled
+    clusters: ``cluster_low``, ``cluster_high``, ``cluster_p_value``, ``n_clusters``.
 
     ``p_value`` is two-sided: twice the smaller share of replicate differences on either side
-    of 0 (capped at 1). Returns ``{ns: {delta, low, high, p_value, n_proteins}}``.
+    of 0 (capped at 1; 0 when every replicate lies on one side: report ``< 1/n_boot``).
+    Returns ``{ns: {delta, low, high, p_value, n_proteins, ...}}``.
     """
     setup, kind, norm, (per_a, per_b) = _bootstrap_setup(
         eval_ontology, ground_truth, [predictions_a, predictions_b], metric, opts)
     col_a, col_b = _tau_column(setup.tau, tau_a), _tau_column(setup.tau, tau_b)
-    rng = np.random.default_rng(seed)
+    rngs = {prefix: np.random.default_rng(seed) for prefix, _ in _levels(clusters)}
     out = {}
     for name in setup.truths:
         ca, rows = per_a[name]
@@ -1474,14 +1508,22 @@ def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, 
         n_p = rows.size
         if n_p == 0:
             continue
+        proteins = [setup.truths[name].proteins[r] for r in rows]
         ones = np.ones((1, n_p))
         delta = _replicate_metric(ca, ones, kind, norm, col_a)[0] - _replicate_metric(cb, ones, kind, norm, col_b)[0]
-        values = np.concatenate([_replicate_metric(ca, counts, kind, norm, col_a)
-                                 - _replicate_metric(cb, counts, kind, norm, col_b)
-                                 for counts in _resampled_counts(rng, n_boot, n_p)])
-        values = values[~np.isnan(values)]
-        p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
-        out[name] = {"delta": float(delta), "low": float(np.quantile(values, alpha / 2)),
-                     "high": float(np.quantile(values, 1 - alpha / 2)),
-                     "p_value": float(min(1.0, p)), "n_proteins": int(n_p)}
+        result = {"delta": float(delta)}
+        for prefix, level in _levels(clusters):
+            codes = _unit_codes(proteins, level)
+            values = np.concatenate([_replicate_metric(ca, counts, kind, norm, col_a)
+                                     - _replicate_metric(cb, counts, kind, norm, col_b)
+                                     for counts in _resampled_counts(codes, n_boot, rngs[prefix])])
+            values = values[~np.isnan(values)]
+            p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
+            result.update({f"{prefix}low": float(np.quantile(values, alpha / 2)),
+                           f"{prefix}high": float(np.quantile(values, 1 - alpha / 2)),
+                           f"{prefix}p_value": float(min(1.0, p))})
+            if prefix:
+                result["n_clusters"] = int(codes.max()) + 1
+        result["n_proteins"] = int(n_p)
+        out[name] = result
     return out
