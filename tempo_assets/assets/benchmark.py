@@ -158,7 +158,7 @@ def benchmark(
     method_predictions: ArtefactSet,
 ) -> dg.Output:
     """One row per (profile, method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold."""
-    from tempo_assets.core.report import render_window_report, write_report
+    from tempo_assets.core.report import render_window_report, strata_frame, write_report
     from tempo_assets.core.scoring import PROFILES
     from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query, window_homology
 
@@ -200,7 +200,9 @@ def benchmark(
     provenance = {"window": window.key, "derived_releases": derived or "none", "profiles": value.profiles,
                   "recipe_hash": frozen_recipe.meta["recipe_hash"], "bootstrap_samples": options.n_boot,
                   "valid_tau_source": source, **homology_provenance(value.homology)}
-    write_report(folder / "report.html", render_window_report(window.key, results, curve_groups(newest), provenance))
+    strata = strata_frame(value.strata, window.key, bool(derived)) if len(value.strata) else None
+    write_report(folder / "report.html", render_window_report(window.key, results, curve_groups(newest), provenance,
+                                                              strata=strata))
     read += [test_growth, test_score, frozen_recipe, valid_evaluation_set, emb_t0, emb_v, seq_t0, seq_v, ia_t0,
              ia_v, onto_v, onto_t0, onto_t1]
     # the curve images (MBs of PNG) go in an observation of this partition, shown in the UI's event
@@ -209,7 +211,7 @@ def benchmark(
     return dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
         recipe_hash=frozen_recipe.meta["recipe_hash"], derived=bool(derived), profiles=", ".join(value.profiles),
-        **homology_provenance(value.homology),
+        bootstrap_samples=int(options.n_boot), **homology_provenance(value.homology),
         report=dg.MetadataValue.path(str(folder / "report.html")),
         table=dg.MetadataValue.md(summary_markdown(value.summary)),
         valid_taus=dg.MetadataValue.md(valid_tau_markdown(value.valid_taus)), valid_tau_source=source,

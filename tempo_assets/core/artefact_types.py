@@ -144,6 +144,8 @@ class Benchmark(FieldAccess):
     clusters: pd.DataFrame = field(default_factory=pd.DataFrame)
     # clustering thresholds, n_clusters, n_proteins, largest cluster
     homology: dict = field(default_factory=dict)
+    # bootstrap replicates behind every interval and p_value (a p_value 0 reads "< 1/n_boot")
+    n_boot: int = 0
 
 
 @register_type

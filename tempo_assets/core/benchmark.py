@@ -244,13 +244,13 @@ def catalog_frame(windows: Iterable[str], metas: Mapping[str, Mapping[str, Any] 
 
 def compare_windows(results: pd.DataFrame, window_a: str, window_b: str,
                     metrics: Iterable[str] = ("f_at_valid_tau", "fmax_oracle", "wfmax", "smin")) -> pd.DataFrame:
-    """Side by side: one row per (mode, aspect, method) scored in both windows, ``b - a`` deltas."""
+    """Side by side: one row per (profile, mode, aspect, method) scored in both windows, ``b - a`` deltas."""
     _require(results, ("window", "mode", "aspect", "method"), "results")
     for window in (window_a, window_b):
         if window not in set(results["window"]):
             raise TempoInputError(f"no results for window {window!r}", path="results")
     metrics = [m for m in metrics if m in results.columns]
-    keys = ["mode", "aspect", "method"]
+    keys = (["profile"] if "profile" in results.columns else []) + ["mode", "aspect", "method"]
     a = results[results["window"] == window_a][keys + metrics]
     b = results[results["window"] == window_b][keys + metrics]
     out = a.merge(b, on=keys, suffixes=("_a", "_b"))

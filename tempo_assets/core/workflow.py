@@ -478,7 +478,7 @@ def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], method
                      dropped_protein_binding=dropped, valid_taus=stacked(4), strata=stacked(5),
                      identity=empty if homology is None else homology.identity,
                      clusters=empty if homology is None else homology.clusters,
-                     homology={} if homology is None else dict(homology.info))
+                     homology={} if homology is None else dict(homology.info), n_boot=int(options.n_boot))
 
 
 def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str) -> str:
