@@ -114,7 +114,7 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
     high, p_value, n_proteins`` (the (1 - alpha) percentile interval of the replicate differences)
     and, with ``clusters``, ``cluster_low, cluster_high, cluster_p_value, n_clusters``.
     """
-    from tempo_assets.core.evaluation import paired_bootstrap
+    from tempo_assets.core.evaluation import paired_bootstraps
 
     metric = METRIC_ALIASES.get(metric, metric)
     at_tau = metric == HEADLINE
@@ -125,40 +125,47 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
     rows = []
     base = {"profile": options.profile}
     split = {name: by_aspect(frame) for name, frame in methods.items()}
-    cells = evaluation_cells(targets, ground_truth, known)
-    for a, b in pairs:
-        for name in (a, b):
-            if name not in methods:
-                raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
-        for (mode, aspect), cell in cells.items():
-            truth, kn = cell.truth, cell.known
+    cells = list(evaluation_cells(targets, ground_truth, known).items())
+    pairs = list(pairs)
+    for name in {m for pair in pairs for m in pair}:
+        if name not in methods:
+            raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
+    slots: dict[tuple[int, int], list[dict]] = {}
+    for c, ((mode, aspect), cell) in enumerate(cells):
+        truth, kn = cell.truth, cell.known
+        key = {**base, "mode": mode, "aspect": aspect, "metric": metric}
+        n_proteins = int(truth["protein"].nunique())
+        preds: dict[str, pd.DataFrame] = {}
+        todo = []
+        for i, (a, b) in enumerate(pairs):
             tau_a, tau_b = taus.get((a, mode, aspect)), taus.get((b, mode, aspect))
             if at_tau and (tau_a is None or tau_b is None):
                 missing = [m for m, t in ((a, tau_a), (b, tau_b)) if t is None]
-                rows.append({**base, "a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
-                             "n_proteins": int(truth["protein"].nunique()),
-                             "note": f"no VALID threshold for {', '.join(missing)}"})
+                slots[(i, c)] = [{**key, "a": a, "b": b, "n_proteins": n_proteins,
+                                  "note": f"no VALID threshold for {', '.join(missing)}"}]
                 continue
-            pa, pb = cell_predictions(split[a], cell), cell_predictions(split[b], cell)
-            if pa.empty and pb.empty:
+            for m in (a, b):
+                if m not in preds:
+                    preds[m] = cell_predictions(split[m], cell)
+            if preds[a].empty and preds[b].empty:
                 # neither method predicts anything here: no replicate has a value to compare
-                rows.append({**base, "a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
-                             "delta": 0.0, "n_proteins": int(truth["protein"].nunique())})
+                slots[(i, c)] = [{**key, "a": a, "b": b, "delta": 0.0, "n_proteins": n_proteins}]
                 continue
-            try:
-                at = {"tau_a": tau_a, "tau_b": tau_b} if at_tau else {}
-                result = paired_bootstrap(eval_ontology, truth, pa, pb, metric="f" if at_tau else METRICS[metric][1],
-                                          n_boot=max(options.n_boot, 1), seed=options.seed, **at,
-                                          alpha=options.alpha, known=kn, toi=toi, prop=options.prop,
-                                          clusters=clusters)
-            except IndexError:
-                # core.evaluation.paired_bootstrap has no replicate to summarise when one method
-                # covers no protein at any threshold (its metric is undefined, not 0): no interval
-                rows.append({**base, "a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
-                             "n_proteins": int(truth["protein"].nunique())})
-                continue
-            for values in result.values():
-                rows.append({**base, "a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric, **values})
+            todo.append((i, a, b, tau_a if at_tau else None, tau_b if at_tau else None))
+        if not todo:
+            continue
+        # one setup per cell, each method's replicates once for all its pairs (core.evaluation)
+        results = paired_bootstraps(eval_ontology, truth, preds, [t[1:] for t in todo],
+                                    metric="f" if at_tau else METRICS[metric][1], n_boot=max(options.n_boot, 1),
+                                    seed=options.seed, alpha=options.alpha, known=kn, toi=toi, prop=options.prop,
+                                    clusters=clusters)
+        for (i, a, b, _, _), result in zip(todo, results):
+            if result is None:
+                # one method covers no protein at any threshold (its metric is undefined, not 0): no interval
+                slots[(i, c)] = [{**key, "a": a, "b": b, "n_proteins": n_proteins}]
+            else:
+                slots[(i, c)] = [{**key, "a": a, "b": b, **values} for values in result.values()]
+    rows = [row for i in range(len(pairs)) for c in range(len(cells)) for row in slots.get((i, c), [])]
     columns = ["profile", "a", "b", "mode", "aspect", "metric", "delta", "low", "high", "p_value", "n_proteins"]
     columns += (["cluster_low", "cluster_high", "cluster_p_value", "n_clusters"] if clusters is not None else [])
     columns += ["note"]

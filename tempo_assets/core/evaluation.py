@@ -79,10 +79,12 @@ __all__ = [
     "EvaluationInputError",
     "best_rows",
     "bootstrap_ci",
+    "bootstrap_cis",
     "cafa_eval",
     "evaluate_frames",
     "fmax_score",
     "paired_bootstrap",
+    "paired_bootstraps",
     "read_ia",
     "smin_loss",
     "threshold_curve",
@@ -1339,6 +1341,9 @@ _METRICS = {"f": (False, "f", "max"), "f_w": (True, "f", "max"), "s": (False, "s
             "f_micro_w": (True, "f_micro", "max")}
 
 
+_SUMS = {"f": ("pr", "rc"), "s": ("fp", "fn"), "f_micro": ("tp", "fp", "fn")}
+
+
 def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
                       column: int | None = None) -> np.ndarray:
     """Best metric per replicate (or, with ``column``, the metric at that threshold index).
@@ -1347,14 +1352,19 @@ def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
     in a replicate: F is then 0 (nothing predicted), S undefined (NaN).
     """
     valid = c.n_pred > 0  # (n_tau, n_p)
-    pr_i = np.divide(c.tp, c.n_pred, out=np.zeros(c.tp.shape), where=valid)
-    rc_i = np.divide(c.tp, c.n_gt[None, :], out=np.zeros(c.tp.shape),
-                     where=(c.n_gt > 0)[None, :])
     cnt = counts.astype(float)
     n = cnt @ valid.T.astype(float)  # (n_rep, n_tau)
     ne = cnt.sum(axis=1, keepdims=True)
-    sums = {"tp": cnt @ c.tp.T.astype(float), "fp": cnt @ c.fp.T.astype(float),
-            "fn": cnt @ c.fn.T.astype(float), "pr": cnt @ pr_i.T, "rc": cnt @ rc_i.T}
+    # only the sums the metric reads (each computed exactly as when all five were)
+    sums = {}
+    for key in _SUMS[kind]:
+        if key == "pr":
+            sums[key] = cnt @ np.divide(c.tp, c.n_pred, out=np.zeros(c.tp.shape), where=valid).T
+        elif key == "rc":
+            sums[key] = cnt @ np.divide(c.tp, c.n_gt[None, :], out=np.zeros(c.tp.shape),
+                                        where=(c.n_gt > 0)[None, :]).T
+        else:
+            sums[key] = cnt @ getattr(c, key).T.astype(float)
 
     def div(a, b):
         b = np.broadcast_to(b, a.shape)
@@ -1382,12 +1392,17 @@ def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
     return np.where(np.isfinite(best), best, np.nan)
 
 
-def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts):
+def _check_metric(eval_ontology, metric: str) -> tuple[bool, str]:
     if metric not in _METRICS:
         raise EvaluationInputError(f"metric must be one of {sorted(_METRICS)}, got {metric!r}")
     weighted, kind, _ = _METRICS[metric]
     if weighted and not eval_ontology.has_ia:
         raise EvaluationInputError(f"metric {metric!r} needs IA weights on the ontology")
+    return weighted, kind
+
+
+def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts):
+    weighted, kind = _check_metric(eval_ontology, metric)
     norm = opts.get("norm", "cafa")
     setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
                    opts.get("toi"), opts.get("known"), norm)
@@ -1449,9 +1464,36 @@ def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", n_boot=10
     the metric on each subset's proteins alone. ``n_boot=0`` gives the estimate only.
     Returns ``{ns: {estimate, low, high, n_proteins, ...}}``.
     """
-    setup, kind, norm, (per_ns,) = _bootstrap_setup(eval_ontology, ground_truth, [predictions],
-                                                    metric, opts)
-    column = _tau_column(setup.tau, tau)
+    return bootstrap_cis(eval_ontology, ground_truth, predictions, [(metric, tau, subsets)], n_boot=n_boot,
+                         seed=seed, alpha=alpha, clusters=clusters, **opts)[0]
+
+
+def bootstrap_cis(eval_ontology, ground_truth, predictions, requests, n_boot=1000, seed=0, alpha=0.05,
+                  clusters=None, **opts) -> list[dict[str, dict[str, float]]]:
+    """:func:`bootstrap_ci` for several ``(metric, tau, subsets)`` requests on one set of predictions.
+
+    The ground truth and the predictions are set up once (and the contributions once per
+    weighting) instead of once per metric; each request draws from its own generator of
+    ``seed``, so every result equals the corresponding :func:`bootstrap_ci` call.
+    """
+    checked = [(metric, tau, subsets, *_check_metric(eval_ontology, metric)) for metric, tau, subsets in requests]
+    norm = opts.get("norm", "cafa")
+    setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
+                   opts.get("toi"), opts.get("known"), norm)
+    preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions),
+                               setup.tau, opts.get("prop", "max"), opts.get("max_terms"))
+    contribs: dict[bool, dict] = {}
+    results = []
+    for metric, tau, subsets, weighted, kind in checked:
+        if weighted not in contribs:
+            contribs[weighted] = {name: _namespace_contribs(setup, name, preds.get(name, _Cells.empty()), weighted)
+                                  for name in setup.truths}
+        results.append(_interval(setup, contribs[weighted], kind, norm, _tau_column(setup.tau, tau), n_boot, seed,
+                                 alpha, clusters, subsets))
+    return results
+
+
+def _interval(setup, per_ns, kind, norm, column, n_boot, seed, alpha, clusters, subsets):
     rngs = {prefix: np.random.default_rng(seed) for prefix, _ in _levels(clusters)}
     out = {}
     for name, (contrib, rows) in per_ns.items():
@@ -1495,35 +1537,82 @@ def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, 
     of 0 (capped at 1; 0 when every replicate lies on one side: report ``< 1/n_boot``).
     Returns ``{ns: {delta, low, high, p_value, n_proteins, ...}}``.
     """
-    setup, kind, norm, (per_a, per_b) = _bootstrap_setup(
-        eval_ontology, ground_truth, [predictions_a, predictions_b], metric, opts)
-    col_a, col_b = _tau_column(setup.tau, tau_a), _tau_column(setup.tau, tau_b)
-    rngs = {prefix: np.random.default_rng(seed) for prefix, _ in _levels(clusters)}
-    out = {}
-    for name in setup.truths:
-        ca, rows = per_a[name]
-        cb, rows_b = per_b[name]
-        if not np.array_equal(rows, rows_b):
-            raise EvaluationInputError(f"{name}: the two methods are scored on different proteins")
-        n_p = rows.size
-        if n_p == 0:
-            continue
-        proteins = [setup.truths[name].proteins[r] for r in rows]
-        ones = np.ones((1, n_p))
-        delta = _replicate_metric(ca, ones, kind, norm, col_a)[0] - _replicate_metric(cb, ones, kind, norm, col_b)[0]
-        result = {"delta": float(delta)}
-        for prefix, level in _levels(clusters):
-            codes = _unit_codes(proteins, level)
-            values = np.concatenate([_replicate_metric(ca, counts, kind, norm, col_a)
-                                     - _replicate_metric(cb, counts, kind, norm, col_b)
-                                     for counts in _resampled_counts(codes, n_boot, rngs[prefix])])
-            values = values[~np.isnan(values)]
-            p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
-            result.update({f"{prefix}low": float(np.quantile(values, alpha / 2)),
-                           f"{prefix}high": float(np.quantile(values, 1 - alpha / 2)),
-                           f"{prefix}p_value": float(min(1.0, p))})
-            if prefix:
-                result["n_clusters"] = int(codes.max()) + 1
-        result["n_proteins"] = int(n_p)
-        out[name] = result
+    result = paired_bootstraps(eval_ontology, ground_truth, {"a": predictions_a, "b": predictions_b},
+                               [("a", "b", tau_a, tau_b)], metric=metric, n_boot=n_boot, seed=seed, alpha=alpha,
+                               clusters=clusters, strict=True, **opts)
+    return result[0]
+
+
+def paired_bootstraps(eval_ontology, ground_truth, predictions, pairs, metric="f", n_boot=1000, seed=0,
+                      alpha=0.05, clusters=None, strict=False, **opts) -> list[dict[str, dict[str, float]] | None]:
+    """:func:`paired_bootstrap` of several ``(a, b, tau_a, tau_b)`` pairs of ``predictions`` (name -> frame).
+
+    The ground truth is set up once, each method's predictions once, and each (method, threshold)
+    is evaluated on the resampled proteins once for all the pairs it is in: every replicate of a
+    pair sees the draws a separate :func:`paired_bootstrap` call would (each pair starts from the
+    seed), so the results are those calls'. A pair whose interval is undefined (a method covering
+    no protein at any threshold) is None, or raises with ``strict``.
+    """
+    _, kind = _check_metric(eval_ontology, metric)
+    weighted = _METRICS[metric][0]
+    norm = opts.get("norm", "cafa")
+    setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
+                   opts.get("toi"), opts.get("known"), norm)
+    contribs: dict[str, dict] = {}
+
+    def contrib(method: str) -> dict:
+        if method not in contribs:
+            preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions[method]),
+                                       setup.tau, opts.get("prop", "max"), opts.get("max_terms"))
+            contribs[method] = {name: _namespace_contribs(setup, name, preds.get(name, _Cells.empty()), weighted)
+                                for name in setup.truths}
+        return contribs[method]
+
+    replicates: dict[tuple, np.ndarray] = {}
+
+    def values_of(method: str, name: str, column, prefix: str, codes: np.ndarray) -> np.ndarray:
+        key = (method, name, column, prefix)
+        if key not in replicates:
+            c = contrib(method)[name][0]
+            rng = np.random.default_rng(seed)
+            replicates[key] = np.concatenate([_replicate_metric(c, counts, kind, norm, column)
+                                              for counts in _resampled_counts(codes, n_boot, rng)])
+        return replicates[key]
+
+    out: list = []
+    for a, b, tau_a, tau_b in pairs:
+        col_a, col_b = _tau_column(setup.tau, tau_a), _tau_column(setup.tau, tau_b)
+        try:
+            result_ns = {}
+            for name in setup.truths:
+                ca, rows = contrib(a)[name]
+                cb, rows_b = contrib(b)[name]
+                if not np.array_equal(rows, rows_b):
+                    raise EvaluationInputError(f"{name}: the two methods are scored on different proteins")
+                n_p = rows.size
+                if n_p == 0:
+                    continue
+                proteins = [setup.truths[name].proteins[r] for r in rows]
+                ones = np.ones((1, n_p))
+                delta = (_replicate_metric(ca, ones, kind, norm, col_a)[0]
+                         - _replicate_metric(cb, ones, kind, norm, col_b)[0])
+                result = {"delta": float(delta)}
+                for prefix, level in _levels(clusters):
+                    codes = _unit_codes(proteins, level)
+                    values = values_of(a, name, col_a, prefix, codes) - values_of(b, name, col_b, prefix, codes)
+                    values = values[~np.isnan(values)]
+                    p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
+                    result.update({f"{prefix}low": float(np.quantile(values, alpha / 2)),
+                                   f"{prefix}high": float(np.quantile(values, 1 - alpha / 2)),
+                                   f"{prefix}p_value": float(min(1.0, p))})
+                    if prefix:
+                        result["n_clusters"] = int(codes.max()) + 1
+                result["n_proteins"] = int(n_p)
+                result_ns[name] = result
+            out.append(result_ns)
+        except IndexError:
+            # np.quantile of no replicate: one method covers no protein at any threshold
+            if strict:
+                raise
+            out.append(None)
     return out

@@ -220,7 +220,7 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     the cluster-level twin ``*_cluster_low/high`` of every interval. ``strata`` (protein -> label)
     puts ``{label: F at valid_tau on the label's proteins}`` under the row's ``"_strata"`` key.
     """
-    from tempo_assets.core.evaluation import bootstrap_ci
+    from tempo_assets.core.evaluation import bootstrap_cis
 
     curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, cell.known, toi, options.prop)
     row: dict[str, Any] = {"fmax_oracle": 0.0}
@@ -240,27 +240,28 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     best = int(np.argmax(curve["f"].to_numpy(dtype=float)))
     row.update(tau_oracle=float(curve["tau"].iloc[best]), coverage=float(curve["cov"].iloc[best]),
                n_predicted=int(curve["n"].iloc[best]))
-    opts = {"known": cell.known, "toi": toi, "prop": options.prop, "n_boot": options.n_boot,
-            "seed": options.seed, "alpha": options.alpha, "clusters": clusters}
+    # every interval of the cell from one setup of its truth and predictions (one bootstrap per
+    # metric, each drawn from the seed, as separate calls would draw them)
+    columns = [c for c in (options.ci_metrics if options.n_boot else ())
+               if not (METRICS[c][1].endswith("_w") and not eval_ontology.has_ia)]
+    requests = [(METRICS[c][1], None, None) for c in columns]
+    if valid_tau is not None and (options.n_boot or strata is not None):
+        # F at the VALID threshold: both intervals and the strata's F
+        columns.append("f_at_valid_tau")
+        requests.append(("f", valid_tau, strata))
+    if not requests:
+        return row, curve
     ns = NAMESPACES[cell.aspect]
     levels = ("", "cluster_") if clusters is not None else ("",)
-
-    def interval(column: str, ci: Mapping[str, Any]) -> None:
-        for level in levels:
-            row[f"{column}_{level}low"], row[f"{column}_{level}high"] = ci.get(f"{level}low"), ci.get(f"{level}high")
-
-    for column in (options.ci_metrics if options.n_boot else ()):
-        metric = METRICS[column][1]
-        if metric.endswith("_w") and not eval_ontology.has_ia:
-            continue
-        interval(column, bootstrap_ci(eval_ontology, cell.truth, predictions, metric=metric, **opts).get(ns, {}))
-    if valid_tau is not None and (options.n_boot or strata is not None):
-        # one bootstrap of F at the VALID threshold gives both intervals and the strata's F
-        ci = bootstrap_ci(eval_ontology, cell.truth, predictions, metric="f", tau=valid_tau, subsets=strata,
-                          **opts).get(ns, {})
+    results = bootstrap_cis(eval_ontology, cell.truth, predictions, requests, n_boot=options.n_boot,
+                            seed=options.seed, alpha=options.alpha, clusters=clusters, known=cell.known, toi=toi,
+                            prop=options.prop)
+    for column, result in zip(columns, results):
+        ci = result.get(ns, {})
         if options.n_boot:
-            interval("f_at_valid_tau", ci)
-        if strata is not None:
+            for level in levels:
+                row[f"{column}_{level}low"], row[f"{column}_{level}high"] = ci.get(f"{level}low"), ci.get(f"{level}high")
+        if column == "f_at_valid_tau" and strata is not None:
             row["_strata"] = {label: v["estimate"] for label, v in ci.get("subsets", {}).items()}
     return row, curve
 
