@@ -38,9 +38,8 @@ def _instance():
 
 
 def _emit(text: str, out: str | None, gate=None) -> None:
-    if gate is not None:  # the gate's verdict right under the title
-        title, rest = text.split("\n", 1) if text.startswith("# ") else ("", text)
-        text = (f"{title}\n\n" if title else "") + gate.markdown() + rest
+    if gate is not None:  # the gate's verdict first, above the title
+        text = gate.markdown() + text
     if out:
         from tempo_assets.core.io import atomic_write
 

@@ -144,7 +144,9 @@ def test_tempo_report_formats(tiny, monkeypatch, capsys, tmp_path):
     assert run_report(monkeypatch, tiny, "--window", window, "--format", "md") == 0
     text = capsys.readouterr().out
     assert "| recipe |" in text and "Paired bootstrap" in text
-    assert text.startswith("# Tempo benchmark report") and text.index("Profile `lafa`") < text.index("Profile `cafaeval`")
+    # the gate's verdict heads the page, then the title
+    assert text.startswith("> **Quality gate") and "\n# Tempo benchmark report: window" in text
+    assert text.index("# Tempo benchmark report") < text.index("Profile `lafa`") < text.index("Profile `cafaeval`")
     nan = re.search(r"\bnan\b", text, flags=re.IGNORECASE)
     assert "**Legend**" in text and not nan, text[max(0, nan.start() - 300):nan.end() + 100]
     assert "p_value" in text and "| 0 |" not in text.split("## Decay")[1].split("##")[0]
