@@ -14,8 +14,8 @@ from tempo_assets.assets.benchmark import BASELINES
 from tempo_assets_tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.slow
-HEADLINE = ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high", "wf_at_valid_tau",
-            "s_at_valid_tau"]
+HEADLINE = ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
+            "f_at_valid_tau_cluster_high", "wf_at_valid_tau", "s_at_valid_tau", "f_micro_w_at_valid_tau"]
 KEYS = ["method", "mode", "aspect"]
 TEMPO = str(Path(sys.executable).parent / "tempo")
 
@@ -25,6 +25,7 @@ def test_test_score_and_benchmark_report_the_same_recipe_headline(demo_graph):
     for window in demo_graph.plan.windows:
         score = store.open("test_score", window).value.summary
         bench = store.open("benchmark", window).value.summary
+        bench = bench[bench["profile"] == "cafaeval"]  # test_score scores with cafaeval's defaults
         a = score[score["method"] == "recipe"].set_index(KEYS)[["valid_tau", "f_at_valid_tau"]]
         b = bench[bench["method"] == "recipe"].set_index(KEYS)[["valid_tau", "f_at_valid_tau"]]
         assert len(a) and a.notna().all().all()
@@ -40,11 +41,17 @@ def test_every_baseline_has_a_valid_tau_from_the_valid_evaluation_set(demo_graph
         for method in BASELINES:
             rows = taus[(taus["method"] == method) & taus["valid_tau"].notna()]
             assert len(rows), f"{window} {method}: no VALID threshold"
-            assert set(rows["source"]) == {f"valid_evaluation_set[{window}]: VALID growth "
-                                           f"({window.split('__')[1]}, {window.split('__')[2]}], every method "
-                                           f"trained at {window.split('__')[1]}"}
-        # the TEST summary reads each method at the threshold the table holds
-        merged = value.summary.merge(taus[KEYS + ["valid_tau"]], on=KEYS, suffixes=("", "_table"))
+            assert set(zip(rows["profile"], rows["source"])) == {
+                (profile, f"valid_evaluation_set[{window}]: VALID growth ({window.split('__')[1]}, "
+                          f"{window.split('__')[2]}], every method trained at {window.split('__')[1]}, "
+                          f"scored under {profile}") for profile in ("lafa", "cafaeval")}
+        # the recipe: its frozen VALID thresholds under cafaeval, the same rule on VALID under lafa
+        recipe = taus[(taus["method"] == "recipe") & taus["valid_tau"].notna()]
+        assert set(recipe[recipe["profile"] == "cafaeval"]["source"]) == {"frozen_recipe tau_by_mode (VALID selection)"}
+        assert recipe[recipe["profile"] == "lafa"]["source"].str.startswith(f"valid_evaluation_set[{window}]").all()
+        # the TEST summary reads each method at the threshold the table holds, per profile
+        keys = ["profile"] + KEYS
+        merged = value.summary.merge(taus[keys + ["valid_tau"]], on=keys, suffixes=("", "_table"))
         main = merged[merged["method"].isin(BASELINES)]
         np.testing.assert_array_equal(main["valid_tau"].to_numpy(float), main["valid_tau_table"].to_numpy(float))
         # the paired bootstrap is on the headline
@@ -55,10 +62,30 @@ def test_report_tsv_has_the_headline_columns_for_every_method(demo_graph):
     out = subprocess.run([TEMPO, "report", "--format", "tsv"],
                          env=subprocess_env(demo_graph), capture_output=True, text=True, check=True).stdout
     table = pd.read_csv(io.StringIO(out), sep="\t")
-    assert list(table.columns[4:10]) == HEADLINE
-    for method in ("recipe", *BASELINES):
-        rows = table[table["method"] == method]
-        assert len(rows) and rows["f_at_valid_tau"].notna().any() and rows["valid_tau"].notna().any(), method
+    assert list(table.columns[:5]) == ["window", "profile", "mode", "aspect", "method"]
+    assert list(table.columns[5:5 + len(HEADLINE)]) == HEADLINE
+    assert set(table["profile"]) == {"lafa", "cafaeval"}
+    for profile in ("lafa", "cafaeval"):
+        for method in ("recipe", *BASELINES):
+            rows = table[(table["method"] == method) & (table["profile"] == profile)]
+            assert len(rows) and rows["valid_tau"].notna().any(), (profile, method)
+            scored = rows[rows["valid_tau"].notna()]
+            # the headline with its protein- and cluster-level intervals wherever a VALID tau exists
+            for column in ("f_at_valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_cluster_low",
+                           "f_at_valid_tau_cluster_high", "fmax_oracle_cluster_low"):
+                assert scored[column].notna().all(), (profile, method, column)
+            assert (scored["f_at_valid_tau_cluster_low"] <= scored["f_at_valid_tau"] + 1e-9).all()
+    # the same cells under both profiles, except LAFA's dropped protein-binding-only MF targets
+    cafa, lafa = (table[table["profile"] == p].set_index(["window", "mode", "aspect", "method"]) for p in
+                  ("cafaeval", "lafa"))
+    assert (lafa["n_targets"] <= cafa.loc[lafa.index, "n_targets"]).all()
+    by = subprocess.run([TEMPO, "report", "--format", "tsv", "--by", "identity"], env=subprocess_env(demo_graph),
+                        capture_output=True, text=True, check=True).stdout
+    strata = pd.read_csv(io.StringIO(by), sep="\t", keep_default_na=False)
+    strata = strata[strata["identity_stratum"] != "all"]
+    assert set(strata["identity_stratum"]) <= {"<30", "30-60", "60-90", ">=90"} and len(strata)
+    assert {(p, m) for p in ("lafa", "cafaeval") for m in ("recipe", *BASELINES)} <= set(
+        zip(strata["profile"], strata["method"]))
     md = subprocess.run([TEMPO, "report", "--format", "md"],
                         env=subprocess_env(demo_graph), capture_output=True, text=True, check=True).stdout
     assert "best threshold on TEST — not a protocol number" in md

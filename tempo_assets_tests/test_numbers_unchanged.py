@@ -18,6 +18,9 @@ column against the previous fixtures before committing them):
 * ``benchmark_paired`` and ``benchmark_decay``: on the headline (F at each method's VALID
   threshold) instead of the oracle Fmax (``metric`` f_at_valid_tau; decay columns
   ``f_at_valid_tau_newer/older``).
+Issue 11 added the ``lafa`` profile beside ``cafaeval`` (rows with ``profile`` ``lafa``) and new columns
+(``profile``, ``f_micro_w_at_valid_tau``, ``*_cluster_low/high``, ``cluster_p_value``, ``n_clusters``); the
+fixtures are compared on the ``cafaeval`` rows and their columns, which did not move.
 Unchanged: ``fmax``/``fmax_oracle`` and its CIs, ``tau_test``/``tau_oracle``, wfmax, smin,
 f_micro_w, coverage, counts, recipes, submissions.
 """
@@ -57,6 +60,9 @@ def _frame(value, name: str) -> pd.DataFrame:
     """The table ``name`` of a stored value (a dict of frames or a typed artefact)."""
     field = name.split("_", 1)[1] if name.startswith("benchmark_") else "summary"
     table = value[field] if isinstance(value, dict) else getattr(value, field)
+    if name.startswith("benchmark_") and "profile" in table.columns:
+        # the fixtures hold the cafaeval profile (issue 11 added the lafa profile beside it: new rows)
+        table = table[table["profile"] == "cafaeval"]
     table = table.rename(columns={new: old for old, new in RENAMED[name].items()})
     for column, values in RENAMED_VALUES.get(name, {}).items():
         table = table.assign(**{column: table[column].replace(values)})

@@ -21,15 +21,13 @@ BASELINES = ("naive", "blast", "knn", "goa_nonexp")
 
 
 class BenchmarkResource(dg.ConfigurableResource):
-    """How ``benchmark`` scores: bootstrap size, LAFA's conventions, BLAST and decay settings.
+    """How ``benchmark`` scores: bootstrap size, BLAST and decay settings.
 
-    ``lafa`` applies LAFA's conventions (terms in both ontologies, ``prop fill``, no orphans,
-    MF protein-binding-only targets dropped); ``decay`` also scores every method trained at
-    ``t-1`` on the same TEST targets; ``blast_sensitivity`` is a DIAMOND mode flag
-    (``""`` = DIAMOND's default).
+    Both profiles are always scored (``core.scoring.PROFILES``: ``lafa``, LAFA's conventions, and
+    ``cafaeval``, its defaults); ``decay`` also scores every method trained at ``t-1`` on the same
+    TEST targets; ``blast_sensitivity`` is a DIAMOND mode flag (``""`` = DIAMOND's default).
     """
 
-    lafa: bool = False
     bootstrap_samples: int = 100
     seed: int = 0
     # any of fmax, wfmax, smin, f_micro_w: each costs one bootstrap per (method, mode, aspect)
@@ -41,7 +39,7 @@ class BenchmarkResource(dg.ConfigurableResource):
     def options(self):
         from tempo_assets.core.benchmark import BenchmarkOptions
 
-        return BenchmarkOptions(lafa=self.lafa, n_boot=self.bootstrap_samples, seed=self.seed,
+        return BenchmarkOptions(n_boot=self.bootstrap_samples, seed=self.seed,
                                 ci_metrics=tuple(self.ci_metrics))
 
 
@@ -93,6 +91,14 @@ def inline_png(png: bytes, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
 
 
+def by_profile_label(frame: pd.DataFrame) -> pd.DataFrame:
+    """``method`` renamed ``<method> [<profile>]`` and the ``profile`` column dropped (one plot line each)."""
+    if frame is None or not len(frame) or "profile" not in frame.columns:
+        return frame
+    return frame.assign(method=frame["method"].astype(str) + " [" + frame["profile"].astype(str) + "]").drop(
+        columns=["profile"])
+
+
 def curve_images(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> dict[str, str]:
     """Per mode: Markdown with the F-over-threshold and precision-recall plot of each aspect.
 
@@ -100,6 +106,7 @@ def curve_images(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> d
     """
     from tempo_assets.core.report import plot_fmax_curve, plot_precision_recall
 
+    curves, summary = by_profile_label(curves), by_profile_label(summary)
     out = {}
     for mode in ("NK", "LK", "PK"):
         parts = []
@@ -124,6 +131,7 @@ def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
     """``{mode: {method: df_all}}`` as ``core.report.render_window_report`` takes them."""
     if curves.empty:
         return {}
+    curves = by_profile_label(curves)
     return {mode: {m: rows.drop(columns=["method", "mode", "aspect"]) for m, rows in by_mode.groupby("method")}
             for mode, by_mode in curves.groupby("mode")}
 
@@ -149,9 +157,10 @@ def benchmark(
     release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
     method_predictions: ArtefactSet,
 ) -> dg.Output:
-    """One row per (method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold, after test_score."""
-    from tempo_assets.core.report import render_window_report, write_report
-    from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query
+    """One row per (profile, method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold."""
+    from tempo_assets.core.report import render_window_report, strata_frame, write_report
+    from tempo_assets.core.scoring import PROFILES
+    from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query, window_homology
 
     window = parse_window_key(context.partition_key)
     recipe, options, (t0, t1) = verify_recipe(frozen_recipe), benchmark_config.options(), window.growth_span("test")
@@ -159,11 +168,14 @@ def benchmark(
     (emb_t0, emb_v), (seq_t0, seq_v), (ia_t0, ia_v) = ((s.get(t0), s.get(tm1)) for s in (embeddings, sequences,
                                                                                             ia_weights))
     onto_v, onto_t0, onto_t1 = ontology.get(tm1), ontology.get(t0), ontology.get(t1)
-    test = benchmark_targets(test_growth.value, onto_t0.value, onto_t1.value,
-                             eval_ontology(archive, t1, ia_t0.value, orphans=options.orphans), options.lafa)
-    # VALID (t-1, t0] as valid_selection scored it: ontology of t0, IA and embeddings of t-1
-    valid = benchmark_targets(valid_evaluation_set.value, onto_v.value, onto_t0.value,
-                              eval_ontology(archive, t0, ia_v.value, orphans=options.orphans), options.lafa)
+    # per profile (lafa first): TEST cells, and VALID (t-1, t0] as valid_selection scored it
+    # (ontology of t0, IA and embeddings of t-1); LAFA's evaluator drops orphans
+    profiles = [(benchmark_targets(test_growth.value, onto_t0.value, onto_t1.value,
+                                   eval_ontology(archive, t1, ia_t0.value, orphans=p != "lafa"), p == "lafa"),
+                 benchmark_targets(valid_evaluation_set.value, onto_v.value, onto_t0.value,
+                                   eval_ontology(archive, t0, ia_v.value, orphans=p != "lafa"), p == "lafa"))
+                for p in PROFILES]
+    test, valid = profiles[-1]  # cafaeval: every growth target (LAFA's are a subset)
     inputs = (knn_corpus, reranker_labels, release_annotations, ontology, sequences)
     query = (emb_t0.value, dict(zip(seq_t0.value["protein"], seq_t0.value["sequence"])), test.targets)
     methods, read = methods_at(t0, recipe, inputs, *query, grid.ks, benchmark_config)
@@ -177,16 +189,20 @@ def benchmark(
     read += read_older + list(records.values())
     derived = window_derived(archive, window)
     source = f"valid_evaluation_set[{window.key}]: VALID growth ({tm1}, {t0}], every method trained at {tm1}"
-    value = benchmark_window(test, methods, older, valid, recipe, options, derived, benchmark_config.decay, source,
-                             notes=registered.notes, method_status=status)
+    homology = window_homology(test.targets, query[1], knn_corpus.get(t0).value, seq_t0.value,
+                               threads=benchmark_config.blast_threads)
+    value = benchmark_window(profiles, methods, older, recipe, options, derived, benchmark_config.decay, source,
+                             notes=registered.notes, method_status=status, homology=homology)
     folder = artefact_store.store().folder("benchmark", window.key)
     newest = value.curves[~value.curves["method"].str.endswith(OLDER)] if len(value.curves) else value.curves
     images = curve_images(newest, value.summary, folder)  # decay lives in its table
     results = results_frame(value.summary, window.key, bool(derived))
-    provenance = {"window": window.key, "derived_releases": derived or "none", "lafa": options.lafa,
+    provenance = {"window": window.key, "derived_releases": derived or "none", "profiles": value.profiles,
                   "recipe_hash": frozen_recipe.meta["recipe_hash"], "bootstrap_samples": options.n_boot,
-                  "valid_tau_source": source}
-    write_report(folder / "report.html", render_window_report(window.key, results, curve_groups(newest), provenance))
+                  "valid_tau_source": source, **homology_provenance(value.homology)}
+    strata = strata_frame(value.strata, window.key, bool(derived)) if len(value.strata) else None
+    write_report(folder / "report.html", render_window_report(window.key, results, curve_groups(newest), provenance,
+                                                              strata=strata))
     read += [test_growth, test_score, frozen_recipe, valid_evaluation_set, emb_t0, emb_v, seq_t0, seq_v, ia_t0,
              ia_v, onto_v, onto_t0, onto_t1]
     # the curve images (MBs of PNG) go in an observation of this partition, shown in the UI's event
@@ -194,11 +210,23 @@ def benchmark(
     context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window.key, metadata=images))
     return dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
-        recipe_hash=frozen_recipe.meta["recipe_hash"], derived=bool(derived), lafa=options.lafa,
+        recipe_hash=frozen_recipe.meta["recipe_hash"], derived=bool(derived), profiles=", ".join(value.profiles),
+        bootstrap_samples=int(options.n_boot), **homology_provenance(value.homology),
         report=dg.MetadataValue.path(str(folder / "report.html")),
         table=dg.MetadataValue.md(summary_markdown(value.summary)),
         valid_taus=dg.MetadataValue.md(valid_tau_markdown(value.valid_taus)), valid_tau_source=source,
         curves=f"images in this partition's observation: {', '.join(sorted(images))}"))
+
+
+def homology_provenance(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The clustering of the TEST targets as metadata / provenance entries (thresholds, n_clusters)."""
+    if not info:
+        return {}
+    return {"clusters": (f"{info['n_clusters']} clusters of {info['n_proteins']} TEST target proteins "
+                         f"(largest {info['largest_cluster']}): DIAMOND all-vs-all, >= {info['min_identity']:g} % "
+                         f"identity over >= {info['min_coverage']:g} % of the query"),
+            "cluster_min_identity": float(info["min_identity"]), "cluster_min_coverage": float(info["min_coverage"]),
+            "n_clusters": int(info["n_clusters"]), "identity_corpus": info.get("identity_corpus", "")}
 
 
 def method_status_markdown(status: pd.DataFrame) -> str:
@@ -211,10 +239,16 @@ def summary_markdown(summary: pd.DataFrame) -> str:
     """The headline (F at each method's VALID threshold) first; the oracle columns labelled as such."""
     from tempo_assets.core.scoring import ORACLE_LABEL
 
-    columns = [c for c in ("method", "mode", "aspect", "n_targets", "valid_tau", "f_at_valid_tau",
-                           "f_at_valid_tau_low", "f_at_valid_tau_high", "wf_at_valid_tau", "s_at_valid_tau",
+    columns = [c for c in ("profile", "method", "mode", "aspect", "n_targets", "valid_tau", "f_at_valid_tau",
+                           "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
+                           "f_at_valid_tau_cluster_high", "wf_at_valid_tau", "s_at_valid_tau", "f_micro_w_at_valid_tau",
                            "fmax_oracle", "tau_oracle", "wfmax", "smin", "f_micro_w", "coverage", "note")
                if c in summary.columns]
+    if "profile" in summary.columns:  # LAFA's profile first, as every report shows them
+        from tempo_assets.core.scoring import PROFILES
+
+        order = {p: i for i, p in enumerate(PROFILES)}
+        summary = summary.iloc[summary["profile"].map(order).argsort(kind="stable")]
     table = summary[columns].round(3).to_markdown(index=False)
     return f"{table}\n\n`fmax_oracle`, `tau_oracle`, `wfmax`, `smin`: {ORACLE_LABEL}."
 

@@ -1,10 +1,15 @@
-"""``tempo report [--window KEY] [--format tsv|md|html] [--out PATH]``: benchmark tables and pages.
+"""``tempo report [--window KEY] [--format tsv|md|html] [--out PATH] [--by identity]``: benchmark tables and pages.
 
 Reads the stored ``benchmark`` artefacts (``$TEMPO_ARTEFACTS``) of the archive's windows
 (``$TEMPO_ARCHIVE``) and, where ``$DAGSTER_HOME`` holds an instance, its failed runs. TSV and
 Markdown go to stdout (or ``--out``); HTML is written to ``--out`` (default: beside the artefact,
 ``<artefacts>/benchmark/<window>/report.html``, or ``<artefacts>/benchmark_catalog/report.html``
-for the whole archive). Every number on a derived release is marked.
+for the whole archive) and the path written is printed. Every method is shown under both profiles
+(``profile`` ``lafa`` and ``cafaeval``; LAFA's first in md/html). ``--by identity`` adds rows per
+identity stratum (``identity_stratum`` ``<30``, ``30-60``, ``60-90``, ``>=90``: each TEST target's
+maximum identity to a t0 training protein annotated in the aspect) with ``n_targets`` and F at
+each method's VALID threshold; the HTML window report plots them. Every number on a derived
+release is marked.
 
 Before md or html is published the quality gate (``tempo gate``) judges the audit reports given
 with ``--gate``: on a failure nothing is written and the command exits 1, unless
@@ -15,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+import pandas as pd
 
 FORMATS = ("tsv", "md", "html")
 GATE_REFUSED_EXIT_CODE = 1
@@ -31,7 +38,7 @@ def _instance():
 
 
 def _emit(text: str, out: str | None, gate=None) -> None:
-    if gate is not None:
+    if gate is not None:  # the gate's verdict first, above the title
         text = gate.markdown() + text
     if out:
         from tempo_assets.core.io import atomic_write
@@ -43,28 +50,71 @@ def _emit(text: str, out: str | None, gate=None) -> None:
         sys.stdout.write(text)
 
 
-def _window_text(value, window: str, derived: bool, fmt: str) -> str:
+def _window_text(value, window: str, derived: bool, fmt: str, by_identity: bool = False) -> str:
     from tempo_assets.core.benchmark import results_frame
-    from tempo_assets.core.report import results_to_markdown, results_to_tsv
+    from tempo_assets.core.report import (
+        interval_table_markdown, markdown_legend, provenance_markdown, results_to_markdown, results_to_tsv,
+        strata_frame, strata_to_markdown,
+    )
 
     results = results_frame(value["summary"], window, derived)
+    strata = strata_frame(value.get("strata", pd.DataFrame()), window, derived) if by_identity else None
     if fmt == "tsv":
-        return results_to_tsv(results)
-    parts = [f"## Benchmark {window}\n", results_to_markdown(results)]
+        return results_to_tsv(results if strata is None else with_strata(results, strata))
+    n_boot = value.get("n_boot") or None
+    parts = [f"# Tempo benchmark report: window {window}\n", "## Provenance\n",
+             provenance_markdown(window_provenance(value, window)), "## Results\n",
+             results_to_markdown(results, legend=False)]
+    if strata is not None:
+        parts += ["## F at VALID tau by identity stratum\n", strata_to_markdown(strata)]
     if len(value.get("paired", [])):
-        parts += ["\n### Paired bootstrap (F at each method's VALID tau, a - b, same resampled proteins)\n",
-                  value["paired"].round(4).to_markdown(index=False), "\n"]
+        parts += ["\n## Paired bootstrap (F at each method's VALID tau, a - b, same resampled proteins and "
+                  "clusters)\n", interval_table_markdown(value["paired"], n_boot), "\n"]
     if len(value.get("valid_taus", [])):
-        parts += ["\n### VALID thresholds (chosen on VALID growth, read on TEST)\n",
-                  value["valid_taus"].round(4).to_markdown(index=False), "\n"]
+        parts += ["\n## VALID thresholds (chosen on VALID growth under each profile, read on TEST)\n",
+                  interval_table_markdown(value["valid_taus"], n_boot), "\n"]
     if len(value.get("decay", [])):
-        parts += ["\n### Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n", value["decay"].round(4).to_markdown(index=False),
-                  "\n"]
+        parts += ["\n## Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n",
+                  interval_table_markdown(value["decay"], n_boot), "\n"]
     if len(value.get("methods", [])):
         from tempo_assets.assets.benchmark import method_status_markdown
 
-        parts += ["\n### Registered methods\n", method_status_markdown(value["methods"]), "\n"]
+        parts += ["\n## Registered methods\n", method_status_markdown(value["methods"]), "\n"]
+    parts += ["\n## Legend\n", markdown_legend(bool(derived))]
     return "\n".join(parts)
+
+
+def window_provenance(value, window: str, status: str | None = None) -> dict:
+    """What a window report states about its numbers: releases, profiles, bootstrap, clustering."""
+    from tempo_assets.assets.benchmark import homology_provenance
+
+    out = {"window": window}
+    if status is not None:
+        out["status"] = status
+    out.update({"derived_releases": value.get("derived_releases") or "none",
+                "profiles": value.get("profiles") or "none",
+                "bootstrap_samples": value.get("n_boot", ""),
+                "lafa_dropped_protein_binding_targets": len(value.get("dropped_protein_binding") or []),
+                **homology_provenance(value.get("homology") or {})})
+    return out
+
+
+def with_strata(results, strata):
+    """The results rows (``identity_stratum`` ``all``) followed by the rows per identity stratum."""
+    return pd.concat([results.assign(identity_stratum="all"), strata], ignore_index=True)
+
+
+def _all_strata(store, catalog):
+    """Every stored benchmark's identity strata as report rows."""
+    from tempo_assets.core.report import strata_frame
+
+    frames = []
+    for row in catalog.itertuples():
+        if row.status in ("ready", "stale") and store.exists("benchmark", row.window):
+            strata = store.open("benchmark", row.window).value.get("strata", pd.DataFrame())
+            if len(strata):
+                frames.append(strata_frame(strata, row.window, bool(row.derived)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["window"])
 
 
 def _report(args) -> int:
@@ -110,17 +160,19 @@ def _report(args) -> int:
         if args.format == "html":
             from tempo_assets.core.benchmark import results_frame
 
+            from tempo_assets.core.report import strata_frame
+
             out = Path(args.out or store.folder("benchmark", args.window) / "report.html")
             curves = value["curves"]
             newest = curves[~curves["method"].str.endswith(OLDER)] if len(curves) else curves
-            provenance = {"window": args.window, "status": row["status"],
-                          "derived_releases": value.get("derived_releases") or "none", "lafa": value.get("lafa")}
-            write_report(out, gate.html(render_window_report(args.window, results_frame(value["summary"], args.window,
-                                                                                          derived),
-                                                             curve_groups(newest), provenance)))
+            strata = value.get("strata", pd.DataFrame())
+            write_report(out, gate.html(render_window_report(
+                args.window, results_frame(value["summary"], args.window, derived), curve_groups(newest),
+                window_provenance(value, args.window, row["status"]),
+                strata=strata_frame(strata, args.window, derived) if len(strata) else None)))
             print(f"wrote {out}")
             return 0
-        _emit(_window_text(value, args.window, derived, args.format), args.out, md_gate)
+        _emit(_window_text(value, args.window, derived, args.format, args.by == "identity"), args.out, md_gate)
         return 0
     if args.format == "html":
         if results.empty:
@@ -139,20 +191,29 @@ def _report(args) -> int:
         write_report(out, gate.html(written.read_text(encoding="utf-8")))
         print(f"wrote {out}")
         return 0
+    strata = _all_strata(store, catalog) if args.by == "identity" else None
     if args.format == "tsv":
-        text = results_to_tsv(results) if len(results) else ""
+        text = results_to_tsv(results if strata is None or not len(strata) else with_strata(results, strata)) \
+            if len(results) else ""
         _emit(text, args.out)
         return 0
-    parts = ["## Windows\n", catalog.to_markdown(index=False), "\n"]
+    from tempo_assets.core.report import interval_table_markdown, markdown_legend, strata_to_markdown
+
+    parts = ["# Tempo benchmark report: every window of the archive\n", "## Windows\n",
+             catalog.to_markdown(index=False), "\n"]
     if len(results):
-        parts += ["## Results\n", results_to_markdown(results)]
+        parts += ["## Results\n", results_to_markdown(results, legend=False)]
+    if strata is not None and len(strata):
+        parts += ["## F at VALID tau by identity stratum\n", strata_to_markdown(strata)]
     if len(built["decay"]):
-        parts += ["\n## Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n", built["decay"].round(4).to_markdown(index=False),
-                  "\n"]
+        n_boot = max((int(m.get("bootstrap_samples", 0) or 0) for m in built["metas"].values() if m), default=0)
+        parts += ["\n## Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n",
+                  interval_table_markdown(built["decay"], n_boot or None), "\n"]
     if len(built["methods"]):
         from tempo_assets.assets.benchmark import method_status_markdown
 
         parts += ["\n## Registered methods (status per window)\n", method_status_markdown(built["methods"]), "\n"]
+    parts += ["\n## Legend\n", markdown_legend(bool(len(results)) and bool(results["derived"].any()))]
     _emit("\n".join(parts), args.out, md_gate)
     return 0
 
@@ -163,7 +224,11 @@ def register(subparsers) -> None:
     parser.add_argument("--compare", nargs=2, metavar=("KEY_A", "KEY_B"),
                         help="metrics of two windows side by side (B - A) per mode, aspect and method (tsv/md)")
     parser.add_argument("--format", choices=FORMATS, default="md")
-    parser.add_argument("--out", metavar="PATH", help="write here instead of stdout / the default HTML path")
+    parser.add_argument("--out", metavar="PATH", help="write here instead of stdout / the default HTML path "
+                        "(the path written is printed)")
+    parser.add_argument("--by", choices=("identity",), default=None,
+                        help="identity: add rows per identity stratum (identity_stratum <30, 30-60, 60-90, >=90) "
+                             "with n_targets and F at each method's VALID threshold")
     from tempo_assets.cli.gate_cmd import add_report_gate_arguments
 
     add_report_gate_arguments(parser)

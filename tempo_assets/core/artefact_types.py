@@ -128,12 +128,24 @@ class Benchmark(FieldAccess):
     curves: pd.DataFrame
     counts: pd.DataFrame
     derived_releases: list = field(default_factory=list)
-    lafa: bool = False
+    # every table above has a ``profile`` column with these values (core.scoring.PROFILES)
+    profiles: list = field(default_factory=lambda: ["lafa", "cafaeval"])
+    # the lafa profile's MF targets dropped because their only new term is protein binding
     dropped_protein_binding: list = field(default_factory=list)
     # registered methods' status on this window (core.method_eligibility.ELIGIBILITY_COLUMNS)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # per (method, mode, aspect): the VALID threshold read on TEST and the data it came from
+    # per (profile, method, mode, aspect): the VALID threshold read on TEST and the data it came from
     valid_taus: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per TEST (target, aspect, mode): max identity to a t0 corpus protein annotated in the aspect
+    identity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per (profile, method, mode, aspect, identity_stratum): n_targets and F at the VALID threshold
+    strata: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per TEST target protein: its sequence cluster (core.homology.homology_clusters)
+    clusters: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # clustering thresholds, n_clusters, n_proteins, largest cluster
+    homology: dict = field(default_factory=dict)
+    # bootstrap replicates behind every interval and p_value (a p_value 0 reads "< 1/n_boot")
+    n_boot: int = 0
 
 
 @register_type

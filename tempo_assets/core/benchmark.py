@@ -99,20 +99,22 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
                        known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
                        pairs: Iterable[tuple[str, str]], options: BenchmarkOptions = BenchmarkOptions(),
                        toi: Iterable[str] | None = None, metric: str = "f_at_valid_tau",
-                       taus: Mapping[tuple[str, str, str], float] | None = None) -> pd.DataFrame:
+                       taus: Mapping[tuple[str, str, str], float] | None = None, clusters=None) -> pd.DataFrame:
     """Paired bootstrap of ``metric(a) - metric(b)`` per (mode, aspect), same resampled proteins.
 
     ``metric`` ``f_at_valid_tau`` (the headline) reads each method at its own VALID threshold
     ``taus[(method, mode, aspect)]`` in every replicate; a pair where either method has no VALID
     threshold gets no delta and a ``note``. The oracle metrics (``fmax_oracle``, ...) re-pick the
-    best TEST threshold per replicate.
+    best TEST threshold per replicate. With ``clusters`` (the targets' sequence clusters,
+    ``core.homology.homology_clusters``) both methods also see the same resampled clusters.
 
     Returns
     -------
-    DataFrame one row per (a, b, mode, aspect): ``delta, low, high, p_value, n_proteins``
-    (the (1 - alpha) percentile interval of the replicate differences).
+    DataFrame one row per (a, b, mode, aspect): ``profile`` (``options.profile``), ``delta, low,
+    high, p_value, n_proteins`` (the (1 - alpha) percentile interval of the replicate differences)
+    and, with ``clusters``, ``cluster_low, cluster_high, cluster_p_value, n_clusters``.
     """
-    from tempo_assets.core.evaluation import paired_bootstrap
+    from tempo_assets.core.evaluation import paired_bootstraps
 
     metric = METRIC_ALIASES.get(metric, metric)
     at_tau = metric == HEADLINE
@@ -121,41 +123,52 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
     taus = taus or {}
     toi = None if toi is None else sorted(set(toi))
     rows = []
+    base = {"profile": options.profile}
     split = {name: by_aspect(frame) for name, frame in methods.items()}
-    cells = evaluation_cells(targets, ground_truth, known)
-    for a, b in pairs:
-        for name in (a, b):
-            if name not in methods:
-                raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
-        for (mode, aspect), cell in cells.items():
-            truth, kn = cell.truth, cell.known
+    cells = list(evaluation_cells(targets, ground_truth, known).items())
+    pairs = list(pairs)
+    for name in {m for pair in pairs for m in pair}:
+        if name not in methods:
+            raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
+    slots: dict[tuple[int, int], list[dict]] = {}
+    for c, ((mode, aspect), cell) in enumerate(cells):
+        truth, kn = cell.truth, cell.known
+        key = {**base, "mode": mode, "aspect": aspect, "metric": metric}
+        n_proteins = int(truth["protein"].nunique())
+        preds: dict[str, pd.DataFrame] = {}
+        todo = []
+        for i, (a, b) in enumerate(pairs):
             tau_a, tau_b = taus.get((a, mode, aspect)), taus.get((b, mode, aspect))
             if at_tau and (tau_a is None or tau_b is None):
                 missing = [m for m, t in ((a, tau_a), (b, tau_b)) if t is None]
-                rows.append({"a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
-                             "n_proteins": int(truth["protein"].nunique()),
-                             "note": f"no VALID threshold for {', '.join(missing)}"})
+                slots[(i, c)] = [{**key, "a": a, "b": b, "n_proteins": n_proteins,
+                                  "note": f"no VALID threshold for {', '.join(missing)}"}]
                 continue
-            pa, pb = cell_predictions(split[a], cell), cell_predictions(split[b], cell)
-            if pa.empty and pb.empty:
+            for m in (a, b):
+                if m not in preds:
+                    preds[m] = cell_predictions(split[m], cell)
+            if preds[a].empty and preds[b].empty:
                 # neither method predicts anything here: no replicate has a value to compare
-                rows.append({"a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
-                             "delta": 0.0, "n_proteins": int(truth["protein"].nunique())})
+                slots[(i, c)] = [{**key, "a": a, "b": b, "delta": 0.0, "n_proteins": n_proteins}]
                 continue
-            try:
-                at = {"tau_a": tau_a, "tau_b": tau_b} if at_tau else {}
-                result = paired_bootstrap(eval_ontology, truth, pa, pb, metric="f" if at_tau else METRICS[metric][1],
-                                          n_boot=max(options.n_boot, 1), seed=options.seed, **at,
-                                          alpha=options.alpha, known=kn, toi=toi, prop=options.prop)
-            except IndexError:
-                # core.evaluation.paired_bootstrap has no replicate to summarise when one method
-                # covers no protein at any threshold (its metric is undefined, not 0): no interval
-                rows.append({"a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric,
-                             "n_proteins": int(truth["protein"].nunique())})
-                continue
-            for values in result.values():
-                rows.append({"a": a, "b": b, "mode": mode, "aspect": aspect, "metric": metric, **values})
-    columns = ["a", "b", "mode", "aspect", "metric", "delta", "low", "high", "p_value", "n_proteins", "note"]
+            todo.append((i, a, b, tau_a if at_tau else None, tau_b if at_tau else None))
+        if not todo:
+            continue
+        # one setup per cell, each method's replicates once for all its pairs (core.evaluation)
+        results = paired_bootstraps(eval_ontology, truth, preds, [t[1:] for t in todo],
+                                    metric="f" if at_tau else METRICS[metric][1], n_boot=max(options.n_boot, 1),
+                                    seed=options.seed, alpha=options.alpha, known=kn, toi=toi, prop=options.prop,
+                                    clusters=clusters)
+        for (i, a, b, _, _), result in zip(todo, results):
+            if result is None:
+                # one method covers no protein at any threshold (its metric is undefined, not 0): no interval
+                slots[(i, c)] = [{**key, "a": a, "b": b, "n_proteins": n_proteins}]
+            else:
+                slots[(i, c)] = [{**key, "a": a, "b": b, **values} for values in result.values()]
+    rows = [row for i in range(len(pairs)) for c in range(len(cells)) for row in slots.get((i, c), [])]
+    columns = ["profile", "a", "b", "mode", "aspect", "metric", "delta", "low", "high", "p_value", "n_proteins"]
+    columns += (["cluster_low", "cluster_high", "cluster_p_value", "n_clusters"] if clusters is not None else [])
+    columns += ["note"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -238,13 +251,13 @@ def catalog_frame(windows: Iterable[str], metas: Mapping[str, Mapping[str, Any] 
 
 def compare_windows(results: pd.DataFrame, window_a: str, window_b: str,
                     metrics: Iterable[str] = ("f_at_valid_tau", "fmax_oracle", "wfmax", "smin")) -> pd.DataFrame:
-    """Side by side: one row per (mode, aspect, method) scored in both windows, ``b - a`` deltas."""
+    """Side by side: one row per (profile, mode, aspect, method) scored in both windows, ``b - a`` deltas."""
     _require(results, ("window", "mode", "aspect", "method"), "results")
     for window in (window_a, window_b):
         if window not in set(results["window"]):
             raise TempoInputError(f"no results for window {window!r}", path="results")
     metrics = [m for m in metrics if m in results.columns]
-    keys = ["mode", "aspect", "method"]
+    keys = (["profile"] if "profile" in results.columns else []) + ["mode", "aspect", "method"]
     a = results[results["window"] == window_a][keys + metrics]
     b = results[results["window"] == window_b][keys + metrics]
     out = a.merge(b, on=keys, suffixes=("_a", "_b"))
@@ -259,16 +272,21 @@ def decay_table(summary: pd.DataFrame, paired: pd.DataFrame, suffix: str = "@t-1
 
     Returns one row per (method, mode, aspect) scored both ways: ``<metric>_newer,
     <metric>_older, delta`` (newer - older; ``metric`` the headline F at the method's VALID
-    threshold by default) and, where ``paired`` holds the pair, its bootstrap interval.
+    threshold by default) and, where ``paired`` holds the pair, its bootstrap interval (and the
+    cluster-level one, ``delta_cluster_low/high``). With a ``profile`` column, per profile.
     """
     _require(summary, ("method", "mode", "aspect", metric), "benchmark summary")
     older = summary[summary["method"].str.endswith(suffix)].copy()
     older["method"] = older["method"].str[: -len(suffix)]
-    keys = ["method", "mode", "aspect"]
+    keys = (["profile"] if "profile" in summary.columns else []) + ["method", "mode", "aspect"]
     out = summary[keys + [metric]].merge(older[keys + [metric]], on=keys, suffixes=("_newer", "_older"))
     out["delta"] = out[f"{metric}_newer"] - out[f"{metric}_older"]
     if len(paired):
-        p = paired[paired["b"] == paired["a"] + suffix].rename(columns={"a": "method", "low": "delta_low",
-                                                                          "high": "delta_high"})
-        out = out.merge(p[keys + ["delta_low", "delta_high", "p_value"]], on=keys, how="left")
+        p = paired[paired["b"] == paired["a"] + suffix].rename(columns={
+            "a": "method", "low": "delta_low", "high": "delta_high", "cluster_low": "delta_cluster_low",
+            "cluster_high": "delta_cluster_high"})
+        extra = [c for c in ("delta_low", "delta_high", "p_value", "delta_cluster_low", "delta_cluster_high")
+                 if c in p.columns]
+        out = out.merge(p[[k for k in keys if k in p.columns] + extra], on=[k for k in keys if k in p.columns],
+                        how="left")
     return out.sort_values(keys, kind="mergesort").reset_index(drop=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -57,14 +56,20 @@ __all__ = [
     "write_report",
 ]
 
-from tempo_assets.core.scoring import ORACLE_LABEL  # noqa: E402
+from tempo_assets.core.homology import IDENTITY_STRATA  # noqa: E402
+from tempo_assets.core.scoring import ORACLE_LABEL, PROFILE_STATEMENTS, PROFILES  # noqa: E402
 from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402
 _SHORT = {v: k for k, v in NAMESPACES.items()}
-RESULT_COLUMNS = ["window", "mode", "aspect", "method", "f_at_valid_tau", "valid_tau", "f_at_valid_tau_low",
-                  "f_at_valid_tau_high", "wf_at_valid_tau", "s_at_valid_tau", "fmax_oracle", "tau_oracle",
-                  "fmax_oracle_low", "fmax_oracle_high", "wfmax", "smin", "f_micro_w", "coverage", "n_targets",
-                  "derived"]
+_KEY_COLUMNS = ["window", "profile", "mode", "aspect", "method"]
+RESULT_COLUMNS = _KEY_COLUMNS + [
+    "f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
+    "f_at_valid_tau_cluster_high", "wf_at_valid_tau", "s_at_valid_tau", "f_micro_w_at_valid_tau", "fmax_oracle",
+    "tau_oracle", "fmax_oracle_low", "fmax_oracle_high", "fmax_oracle_cluster_low", "fmax_oracle_cluster_high",
+    "wfmax", "smin", "f_micro_w", "coverage", "n_targets", "derived"]
 REQUIRED_COLUMNS = ["window", "mode", "aspect", "method", "fmax_oracle", "derived"]
+# the columns of `tempo report --by identity` rows (core.scoring.STRATA_COLUMNS, with the window)
+STRATA_REPORT_COLUMNS = ["window", "profile", "mode", "aspect", "method", "identity_stratum", "n_targets",
+                         "valid_tau", "f_at_valid_tau", "derived"]
 METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold",
                  "fmax_oracle": f"Fmax oracle ({ORACLE_LABEL})",
                  "wfmax": "weighted Fmax (oracle)", "smin": "Smin (oracle)", "f_micro_w": "weighted micro F",
@@ -74,9 +79,28 @@ ORACLE_NOTE = (f"* Fmax oracle, \u03c4 oracle, wFmax, Smin: {ORACLE_LABEL}. The 
 # table columns: (results column, header, digits)
 _TABLE = [("f_at_valid_tau", "F at VALID &tau; [95% CI]", 3), ("valid_tau", "&tau; (VALID)", 2),
           ("wf_at_valid_tau", "wF at VALID &tau;", 3), ("s_at_valid_tau", "S at VALID &tau;", 3),
+          ("f_micro_w_at_valid_tau", "F<sub>micro,w</sub> at VALID &tau;", 3),
           ("fmax_oracle", "Fmax oracle* [95% CI]", 3), ("tau_oracle", "&tau; oracle*", 2),
-          ("wfmax", "wFmax*", 3), ("smin", "Smin*", 3), ("f_micro_w", "F<sub>micro,w</sub>", 3),
+          ("wfmax", "wFmax*", 3), ("smin", "Smin*", 3), ("f_micro_w", "F<sub>micro,w</sub>*", 3),
           ("coverage", "coverage", 3)]
+# what each column of a results table means (the Markdown legend; the HTML report's too)
+COLUMN_LEGEND = [
+    ("profile", "scoring conventions (see each profile's one-line statement); never mixed in one number"),
+    ("mode", "NK no knowledge, LK limited knowledge, PK partial knowledge (scored separately, never pooled)"),
+    ("F at VALID tau", "the headline: F at the threshold each method fixed on VALID growth (t-1, t0], read on TEST"),
+    ("[a, b]", "95 % percentile bootstrap interval resampling target proteins"),
+    ("c[a, b]", "95 % interval resampling sequence clusters of the TEST targets (homologues are not independent)"),
+    ("tau (VALID)", "that threshold"),
+    ("wF / S / F_micro,w at VALID tau", "IA-weighted F, semantic distance S and IA-weighted micro F at it"),
+    ("Fmax oracle*, tau oracle*, wFmax*, Smin*, F_micro,w*", f"{ORACLE_LABEL}"),
+    ("coverage", "share of targets with a prediction at the oracle threshold"),
+    ("targets", "TEST targets scored in the cell"),
+    ("derived", "yes: the row rests on a derived release (see the caveat below)"),
+]
+DERIVED_CAVEAT = ("Derived releases: a row marked `derived` rests on a release reconstructed from another real "
+                  "source (for example an older snapshot cut from a newer GAF at its dates) rather than a "
+                  "verbatim upstream file; its numbers are indicative and not directly comparable with numbers "
+                  "on real releases.")
 DPI = 100
 CURVE_INCHES = (8.0, 5.0)
 LONGITUDINAL_INCHES = (12.0, 8.0)
@@ -153,20 +177,24 @@ def _check_results(results: pd.DataFrame) -> pd.DataFrame:
                                    path="results")
     frame["derived"] = derived
     for column in frame.columns:
-        if column in RESULT_COLUMNS[4:-1] or column.endswith(("_low", "_high")):
+        if column in RESULT_COLUMNS[len(_KEY_COLUMNS):-1] or column.endswith(("_low", "_high")):
             try:
                 frame[column] = pd.to_numeric(frame[column], errors="raise").astype(np.float64)
             except (TypeError, ValueError) as exc:
                 raise ReportInputError(f"column {column!r} is not numeric: {exc}",
                                        path="results") from exc
     methods = sorted(set(frame["method"]))
+    if "profile" in frame.columns:
+        frame["profile"] = frame["profile"].astype(str)
+    profiles = _order(frame["profile"], PROFILES) if "profile" in frame.columns else []
     keys = pd.DataFrame({
         "w": frame["window"],
+        "r": frame["profile"].map({p: i for i, p in enumerate(profiles)}) if profiles else 0,
         "m": frame["mode"].map({m: i for i, m in enumerate(_order(frame["mode"], MODES))}),
         "a": frame["aspect"].map({a: i for i, a in enumerate(ASPECTS)}),
         "p": frame["method"].map({m: i for i, m in enumerate(methods)}),
     })
-    order = keys.sort_values(["w", "m", "a", "p"], kind="mergesort").index
+    order = keys.sort_values(["w", "r", "m", "a", "p"], kind="mergesort").index
     return frame.loc[order].reset_index(drop=True)
 
 
@@ -366,6 +394,8 @@ def plot_longitudinal(results: pd.DataFrame, metric: str = "f_at_valid_tau",
     frame = _check_results(results)
     if metric not in frame.columns:
         raise ReportInputError(f"results table has no column {metric!r}", path="results")
+    if "profile" in frame.columns and frame["profile"].nunique() > 1:  # one line per (method, profile)
+        frame = frame.assign(method=frame["method"] + " [" + frame["profile"] + "]")
     low, high = f"{metric}_low", f"{metric}_high"
     has_ci = low in frame.columns and high in frame.columns
     windows = sorted(frame["window"].unique())
@@ -443,9 +473,10 @@ def _cell_text(row: Mapping[str, Any], column: str, digits: int) -> str | None:
             isinstance(row[column], float) and not math.isfinite(row[column])):
         return None
     text = _fmt(row[column], digits)
-    low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
-    if low is not None and high is not None and np.isfinite(low) and np.isfinite(high):
-        text += f" [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+    for level, opening in (("", "["), ("cluster_", "c[")):
+        low, high = row.get(f"{column}_{level}low"), row.get(f"{column}_{level}high")
+        if low is not None and high is not None and np.isfinite(low) and np.isfinite(high):
+            text += f" {opening}{_fmt(low, digits)}, {_fmt(high, digits)}]"
     return text
 
 
@@ -470,9 +501,8 @@ _RESULTS_TABLE = _HTML.from_string("""<table>
 </tbody>
 </table>""")
 _PROVENANCE = _HTML.from_string("""{% if not rows %}<p class="note">No provenance recorded.</p>{% else %}<table>
-{% for key, value, nested in rows %}
-<tr><th class="text">{{ key }}</th><td class="text">{% if nested %}<pre>{{ value }}</pre>{% else %}{{ value }}\
-{% endif %}</td></tr>
+{% for key, value in rows %}
+<tr><th class="text">{{ key }}</th><td class="text">{{ value|safe }}</td></tr>
 {% endfor %}
 </table>{% endif %}""")
 _FIGURE = _HTML.from_string("""<figure><img src="data:image/png;base64,{{ data }}" alt="{{ alt }}" \
@@ -527,13 +557,47 @@ def _results_table(frame: pd.DataFrame, with_window: bool) -> str:
 
 
 
+def _provenance_value(value: Any) -> str:
+    """HTML of one provenance value: a mapping or a list of mappings is a table, a list is joined."""
+    if isinstance(value, Mapping):
+        cells = "".join(f'<tr><th class="text">{_esc(k)}</th><td class="text">{_provenance_value(v)}</td></tr>'
+                        for k, v in value.items())
+        return f"<table>{cells}</table>"
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, Mapping) for v in value):
+            columns = list(dict.fromkeys(k for v in value for k in v))
+            head = "".join(f'<th class="text">{_esc(c)}</th>' for c in columns)
+            body = "".join("<tr>" + "".join(f'<td class="text">{_provenance_value(v.get(c, ""))}</td>'
+                                            for c in columns) + "</tr>" for v in value)
+            return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return _esc(", ".join(str(v) for v in value)) if value else "none"
+    return _esc(value)
+
+
 def _provenance_table(provenance: Mapping[str, Any] | None) -> str:
     if provenance and not isinstance(provenance, Mapping):
         raise ReportInputError(f"provenance must be a mapping, got {type(provenance).__name__}")
-    rows = [(key, json.dumps(value, indent=1, sort_keys=True, default=str), True)
-            if isinstance(value, (Mapping, list, tuple)) else (key, value, False)
-            for key, value in (provenance or {}).items()]
+    rows = [(key, _provenance_value(value)) for key, value in (provenance or {}).items()]
     return _PROVENANCE.render(rows=rows)
+
+
+def provenance_markdown(provenance: Mapping[str, Any] | None) -> str:
+    """A provenance mapping as a two-column Markdown table (lists of records as their own tables)."""
+    lines = ["| key | value |", "| --- | --- |"]
+    extra = []
+    for key, value in (provenance or {}).items():
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, Mapping) for v in value):
+            lines.append(f"| {key} | {len(value)} rows, below |")
+            extra += ["", f"**{key}**", "", pd.DataFrame(list(value)).to_markdown(index=False)]
+            continue
+        if isinstance(value, Mapping):
+            text = "; ".join(f"{k}: {v}" for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            text = ", ".join(str(v) for v in value) or "none"
+        else:
+            text = str(value)
+        lines.append(f"| {key} | {text.replace('|', '/')} |")
+    return "\n".join(lines + extra) + "\n"
 
 
 def _figure(png: bytes, alt: str, caption: str, pixels: tuple[int, int]) -> str:
@@ -547,6 +611,94 @@ def _page(title: str, body: list[str]) -> str:
 
 def _legend(frame: pd.DataFrame) -> list[str]:
     return [f'<p class="legend" id="derived-legend">{DERIVED_LEGEND}</p>'] if frame["derived"].any() else []
+
+
+def _profiles_of(frame: pd.DataFrame) -> list[str | None]:
+    """The profiles of a results frame in report order (LAFA's first); ``[None]`` without the column."""
+    return _order(frame["profile"], PROFILES) if "profile" in frame.columns else [None]
+
+
+def _of_profile(frame: pd.DataFrame, profile: str | None) -> pd.DataFrame:
+    return frame if profile is None else frame[frame["profile"] == profile]
+
+
+def _profile_heading(profile: str | None, level: int) -> list[str]:
+    if profile is None:
+        return []
+    statement = PROFILE_STATEMENTS.get(profile, "")
+    return [f"<h{level}>Profile {_esc(profile)}</h{level}>", f'<p class="note profile">{_esc(statement)}.</p>']
+
+
+def plot_identity_strata(strata: pd.DataFrame, path: str | Path | None = None) -> bytes:
+    """F at each method's VALID threshold by identity stratum: modes (rows) x aspects (columns).
+
+    Parameters
+    ----------
+    strata : one profile's rows of :data:`STRATA_REPORT_COLUMNS` (``identity_stratum`` in
+        ``<30, 30-60, 60-90, >=90``, ``n_targets``, ``f_at_valid_tau``); one line per method
+    path : PNG written here (atomically) when given
+
+    Returns
+    -------
+    bytes : the PNG, :data:`LONGITUDINAL_PIXELS` wide x high
+    """
+    missing = [c for c in ("mode", "aspect", "method", "identity_stratum", "n_targets", "f_at_valid_tau")
+               if c not in strata.columns]
+    if missing:
+        raise ReportInputError(f"identity strata lack columns {missing}", path="strata")
+    if strata.empty:
+        raise ReportInputError("identity strata are empty", path="strata")
+    frame = strata.assign(aspect=strata["aspect"].map(_short_aspect))
+    modes = _order(frame["mode"], MODES)
+    aspects = [a for a in ASPECTS if a in set(frame["aspect"])]
+    methods = sorted(set(frame["method"].astype(str)))
+    colors = _method_colors(methods)
+    x_of = {label: i for i, label in enumerate(IDENTITY_STRATA)}
+    with matplotlib.style.context("default"):
+        figure = _new_figure(LONGITUDINAL_INCHES)
+        axes = figure.subplots(len(modes), len(aspects), sharex=True, sharey=True, squeeze=False)
+        for r, mode in enumerate(modes):
+            for c, aspect in enumerate(aspects):
+                ax = axes[r][c]
+                cell = frame[(frame["mode"] == mode) & (frame["aspect"] == aspect)]
+                for method in methods:
+                    rows = cell[cell["method"] == method]
+                    rows = rows.assign(x=rows["identity_stratum"].map(x_of)).dropna(subset=["x"]).sort_values("x")
+                    if rows.empty:
+                        continue
+                    ax.plot(rows["x"], rows["f_at_valid_tau"].astype(float), "o-", color=colors[method], lw=1.5,
+                            ms=5)
+                sizes = cell.drop_duplicates("identity_stratum").set_index("identity_stratum")["n_targets"]
+                ax.set_title(f"{mode} \u00b7 {aspect}  (n: " + " / ".join(
+                    str(int(sizes.get(label, 0))) for label in IDENTITY_STRATA) + ")", fontsize=9)
+                ax.grid(alpha=0.3)
+                ax.set_ylim(0, 1)
+                if c == 0:
+                    ax.set_ylabel("F at VALID \u03c4")
+        for ax in axes[-1]:
+            ax.set_xticks(range(len(IDENTITY_STRATA)))
+            ax.set_xticklabels([f"{label} %" for label in IDENTITY_STRATA], fontsize=8)
+            ax.set_xlim(-0.3, len(IDENTITY_STRATA) - 0.7)
+            ax.set_xlabel("max identity to a t0 training protein", fontsize=8)
+        handles = [Line2D([], [], color=colors[m], marker="o", lw=1.5, label=m) for m in methods]
+        figure.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=9, frameon=False)
+        figure.suptitle("F at each method's VALID threshold by identity stratum", fontsize=12)
+        figure.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.16, hspace=0.35, wspace=0.08)
+        return _emit(_png_bytes(figure), path)
+
+
+def _strata_section(strata: pd.DataFrame | None, profile: str | None) -> list[str]:
+    if strata is None or not len(strata):
+        return []
+    rows = strata if profile is None or "profile" not in strata.columns else strata[strata["profile"] == profile]
+    if rows.empty:
+        return []
+    label = f" ({profile})" if profile else ""
+    return [f"<h3>Identity strata{_esc(label)}</h3>",
+            _figure(plot_identity_strata(rows), f"F at VALID tau by identity stratum{label}",
+                    "F at each method's VALID threshold on the TEST targets whose maximum identity to a t0 "
+                    "training protein annotated in the aspect falls in each stratum (no hit: &lt;30); n per "
+                    "stratum in each title.", LONGITUDINAL_PIXELS)]
 
 
 def _window_roles(window_key: str) -> str:
@@ -599,7 +751,8 @@ def _valid_taus(frame: pd.DataFrame, mode: str | None, aspect: str) -> dict[str,
 
 
 def render_window_report(window_key: str, results: pd.DataFrame,
-                         curves: Mapping[str, Any], provenance: Mapping[str, Any] | None) -> str:
+                         curves: Mapping[str, Any], provenance: Mapping[str, Any] | None,
+                         strata: pd.DataFrame | None = None) -> str:
     """Self-contained HTML page of one window's TEST results.
 
     Parameters
@@ -609,6 +762,7 @@ def render_window_report(window_key: str, results: pd.DataFrame,
     curves : method -> ``df_all``, or mode -> {method -> ``df_all``}; one F-over-threshold and
         one precision-recall plot per (mode, namespace), tau marked where ``results`` has it
     provenance : key -> value (sources, cutoffs, recipe hash, ...), shown as a table
+    strata : F at VALID tau per identity stratum (:data:`STRATA_REPORT_COLUMNS`), plotted per profile
 
     Returns
     -------
@@ -622,8 +776,12 @@ def render_window_report(window_key: str, results: pd.DataFrame,
     body = [f"<h1>{_esc(title)}</h1>", _window_roles(str(window_key)),
             "<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Scores</h2>"]
     body += _legend(frame)
-    for mode in _order(frame["mode"], MODES):
-        body += [f"<h3>{_esc(mode)}</h3>", _results_table(frame[frame["mode"] == mode], False)]
+    for profile in _profiles_of(frame):
+        rows = _of_profile(frame, profile)
+        body += _profile_heading(profile, 3)
+        for mode in _order(rows["mode"], MODES):
+            body += [f"<h4>{_esc(mode)}</h4>", _results_table(rows[rows["mode"] == mode], False)]
+        body += _strata_section(strata, profile)
     groups = _curve_groups(curves)
     if groups:
         body.append("<h2>Threshold curves</h2>")
@@ -657,8 +815,12 @@ def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] |
     windows = sorted(frame["window"].unique())
     body = [f"<h1>{title}</h1>",
             f'<p class="note">{len(windows)} window(s), '
-            f'{frame["method"].nunique()} method(s); TEST numbers, NK/LK/PK never pooled.</p>',
-            "<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Across windows</h2>"]
+            f'{frame["method"].nunique()} method(s); TEST numbers, NK/LK/PK never pooled.</p>']
+    for profile in _profiles_of(frame):
+        if profile is not None:
+            body.append(f'<p class="note profile"><strong>{_esc(profile)}</strong>: '
+                        f'{_esc(PROFILE_STATEMENTS.get(profile, ""))}.</p>')
+    body += ["<h2>Provenance</h2>", _provenance_table(provenance), "<h2>Across windows</h2>"]
     body += _legend(frame)
     for metric in ("f_at_valid_tau", "fmax_oracle", "wfmax", "smin"):
         if metric in frame.columns and np.isfinite(frame[metric].to_numpy(float)).any():
@@ -670,8 +832,10 @@ def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] |
                                 LONGITUDINAL_PIXELS))
     body.append("<h2>All results</h2>")
     for window in windows:
-        body += [f"<h3>{_esc(window)}</h3>", _window_roles(window),
-                 _results_table(frame[frame["window"] == window], False)]
+        body += [f"<h3>{_esc(window)}</h3>", _window_roles(window)]
+        for profile in _profiles_of(frame):
+            body += _profile_heading(profile, 4)
+            body.append(_results_table(_of_profile(frame[frame["window"] == window], profile), False))
     return _page(title, body)
 
 
@@ -690,31 +854,117 @@ def write_report(path: str | Path, html_text: str) -> Path:
 # text formats for `tempo report --format md|tsv`
 
 
-def results_to_markdown(results: pd.DataFrame) -> str:
-    """The results table as a GitHub Markdown table; derived numbers carry ``(derived)``."""
-    frame = _check_results(results)
+def _markdown_table(frame: pd.DataFrame) -> list[str]:
     columns = [(c, h, d) for c, h, d in _TABLE if c in frame.columns]
     headers = ["window", "mode", "aspect", "method"]
     headers += [h.replace("<sub>micro,w</sub>", "_micro,w").replace("&tau;", "tau")
                 for _, h, _ in columns]
     if "n_targets" in frame.columns:
         headers.append("targets")
+    derived = bool(frame["derived"].any())
+    if derived:
+        headers.append("derived")
     lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(headers) - 4)) + "|"]
+             "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(headers) - 4 - derived) + [" --- "] * derived) + "|"]
     for row in frame.to_dict("records"):
-        mark = " (derived)" if row["derived"] else ""
         cells = [str(row[k]).replace("|", "\\|") for k in ("window", "mode", "aspect", "method")]
         for column, _, digits in columns:
             text = _cell_text(row, column, digits)
-            cells.append("\u2013" if text is None else text + mark)
+            cells.append("\u2013" if text is None else text)
         if "n_targets" in frame.columns:
             n = row["n_targets"]
             cells.append("\u2013" if n is None or not np.isfinite(float(n)) else str(int(n)))
+        if derived:
+            cells.append("yes" if row["derived"] else "")
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown_legend(derived: bool) -> str:
+    """What each column of the Markdown tables means, the oracle label, and (once) the derived caveat."""
+    lines = ["**Legend**", ""] + [f"- `{column}`: {meaning}" for column, meaning in COLUMN_LEGEND]
     lines += ["", ORACLE_NOTE]
-    if frame["derived"].any():
-        lines += ["", "(derived): the number rests on a derived release, reconstructed from "
-                  "another real source rather than a verbatim upstream file; indicative only."]
+    if derived:
+        lines += ["", DERIVED_CAVEAT]
+    return "\n".join(lines) + "\n"
+
+
+def results_to_markdown(results: pd.DataFrame, legend: bool = True) -> str:
+    """The results table as GitHub Markdown, one table per profile (LAFA's first) with its statement.
+
+    A row resting on a derived release is marked once in its ``derived`` column; the caveat that
+    explains it is written once, in the legend (``legend=False`` leaves the legend to the caller).
+    """
+    frame = _check_results(results)
+    lines: list[str] = []
+    for profile in _profiles_of(frame):
+        if profile is not None:
+            lines += [f"### Profile `{profile}`", "", f"{PROFILE_STATEMENTS.get(profile, '')}.", ""]
+        lines += _markdown_table(_of_profile(frame, profile)) + [""]
+    if legend:
+        lines.append(markdown_legend(bool(frame["derived"].any())))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def format_p_value(p: Any, n_boot: int | None) -> str:
+    """A bootstrap p-value as text: ``< 1/n_boot`` when no replicate crossed 0, ``–`` when undefined."""
+    try:
+        value = float(p)
+    except (TypeError, ValueError):
+        return "\u2013"
+    if not math.isfinite(value):
+        return "\u2013"
+    if value == 0.0:
+        return f"< {1 / n_boot:.2g}" if n_boot else "< 1/n_boot"
+    return f"{value:.3g}"
+
+
+def interval_table_markdown(table: pd.DataFrame, n_boot: int | None, digits: int = 4) -> str:
+    """A paired or decay table as Markdown: no ``nan`` (``–``), p-values via :func:`format_p_value`."""
+    if table is None or not len(table):
+        return ""
+    frame = table.copy()
+    for column in frame.columns:
+        if column.endswith("p_value"):
+            frame[column] = [format_p_value(v, n_boot) for v in frame[column]]
+        elif frame[column].dtype.kind == "f":
+            frame[column] = [("\u2013" if not math.isfinite(v) else f"{v:.{digits}f}") for v in frame[column]]
+        else:
+            frame[column] = ["" if not isinstance(v, (list, tuple, np.ndarray)) and pd.isna(v) else v
+                             for v in frame[column]]
+    return frame.to_markdown(index=False, disable_numparse=True)
+
+
+def strata_frame(strata: pd.DataFrame, window: str, derived: bool) -> pd.DataFrame:
+    """A benchmark's identity strata as report rows (:data:`STRATA_REPORT_COLUMNS`)."""
+    frame = strata.copy()
+    frame.insert(0, "window", window)
+    frame["derived"] = bool(derived)
+    return frame[[c for c in STRATA_REPORT_COLUMNS if c in frame.columns]]
+
+
+def strata_to_markdown(strata: pd.DataFrame) -> str:
+    """F at VALID tau per identity stratum: per profile, one row per (window, mode, aspect, method)."""
+    if strata is None or not len(strata):
+        return "no identity strata\n"
+    lines = []
+    profiles = _order(strata["profile"], PROFILES) if "profile" in strata.columns else [None]
+    for profile in profiles:
+        rows = strata if profile is None else strata[strata["profile"] == profile]
+        if profile is not None:
+            lines += [f"### Identity strata, profile `{profile}`", ""]
+        wide = rows.assign(cell=[("\u2013" if not np.isfinite(f) else f"{f:.3f}") + f" (n={int(n)})"
+                                 for f, n in zip(rows["f_at_valid_tau"].astype(float), rows["n_targets"])])
+        table = wide.pivot_table(index=["window", "mode", "aspect", "method"], columns="identity_stratum",
+                                 values="cell", aggfunc="first", sort=False)
+        table = table[[c for c in IDENTITY_STRATA if c in table.columns]].fillna("\u2013").reset_index()
+        order = {m: i for i, m in enumerate(MODES)}
+        table = table.sort_values(["window", "mode", "aspect", "method"],
+                                  key=lambda c: c.map(order) if c.name == "mode" else c, kind="mergesort")
+        lines += [table.to_markdown(index=False, disable_numparse=True), ""]
+    lines.append("Each cell: F at the method's VALID threshold on the TEST targets whose maximum identity to a "
+                 "t0 training protein annotated in the aspect lies in the stratum (percent; no hit: `<30`), "
+                 "and their number.")
     return "\n".join(lines) + "\n"
 
 

@@ -7,10 +7,13 @@ evaluator); :func:`score_methods` turns each (method, cell) into one row of :dat
 * counts: ``n_targets, truth_proteins, truth_pairs, truth_sha256, predicted_pairs``;
 * the headline, at the threshold each method fixed on VALID: ``valid_tau``, ``p_at_valid_tau``,
   ``r_at_valid_tau``, ``f_at_valid_tau`` (with ``f_at_valid_tau_low/high``), ``wf_at_valid_tau``,
-  ``s_at_valid_tau``;
+  ``s_at_valid_tau``, ``f_micro_w_at_valid_tau``;
 * the curve's best over TEST thresholds, an oracle number shown beside it, never the result:
   ``fmax_oracle`` (``tau_oracle``, ``coverage`` and ``n_predicted`` at it), ``wfmax``, ``smin``,
-  ``f_micro_w``, with percentile-bootstrap CIs ``<metric>_low/_high`` resampling proteins.
+  ``f_micro_w``, with percentile-bootstrap CIs ``<metric>_low/_high`` resampling proteins and,
+  given the targets' sequence clusters, ``<metric>_cluster_low/_high`` resampling clusters
+  (``core.homology``; one code path: the protein bootstrap is one protein per cluster);
+* the ``profile`` the cell was scored under (:data:`PROFILES`: ``cafaeval`` or ``lafa``).
 
 Modes are scored separately, never pooled (PROTOCOL.md); PK known terms are removed by the
 evaluator; a target whose true terms were never predicted scores zero and stays in the denominator.
@@ -26,6 +29,7 @@ import pandas as pd
 
 from tempo_assets.core.annotations import require_columns
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
 from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
 # summary column -> (evaluator frame column, bootstrap metric, best is max?)
@@ -41,17 +45,33 @@ VALID_TAU_COLUMNS = ("method", "mode", "aspect", "valid_tau", "f_on_valid", "val
 COUNT_COLUMNS = ("method", "mode", "aspect", "n_targets", "truth_proteins", "truth_pairs", "truth_sha256",
                  "predicted_pairs")
 AT_TAU_COLUMNS = ("valid_tau", "p_at_valid_tau", "r_at_valid_tau", "f_at_valid_tau", "wf_at_valid_tau",
-                  "s_at_valid_tau")
+                  "s_at_valid_tau", "f_micro_w_at_valid_tau")
+# the two scoring profiles (PROTOCOL.md "Reporting"), in the order reports show them
+PROFILES = ("lafa", "cafaeval")
+PROFILE_STATEMENTS = {
+    "lafa": ("LAFA's conventions: terms of interest present in both ontologies, known terms removed "
+             "for PK, -prop fill -no_orphans, MF targets whose only new term is protein binding "
+             "dropped, sequences unchanged t0..t1, IA from t0"),
+    "cafaeval": ("cafaeval 1.3.0 defaults: every term of the newer ontology (roots and orphans kept), "
+                 "max propagation, every growth target scored, IA from t0"),
+}
 ORACLE_COLUMNS = ("fmax_oracle", "tau_oracle", "coverage", "n_predicted", "wfmax", "smin", "f_micro_w")
-SUMMARY_COLUMNS = COUNT_COLUMNS + AT_TAU_COLUMNS + ("f_at_valid_tau_low", "f_at_valid_tau_high") + ORACLE_COLUMNS
+SUMMARY_COLUMNS = (("profile",) + COUNT_COLUMNS + AT_TAU_COLUMNS
+                   + ("f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
+                      "f_at_valid_tau_cluster_high") + ORACLE_COLUMNS)
+# one row per (profile, method, mode, aspect, identity stratum): F at the method's VALID threshold
+IDENTITY_NO_HIT = IDENTITY_ORDER[0]  # a target without a DIAMOND hit in the corpus (core.homology.identity_stratum)
+STRATA_COLUMNS = ("profile", "method", "mode", "aspect", "identity_stratum", "n_targets", "valid_tau",
+                  "f_at_valid_tau")
 
 
 @dataclass(frozen=True)
 class ScoringOptions:
     """How cells are scored.
 
-    ``lafa`` switches on LAFA's conventions (``prop='fill'``, no orphans; the caller supplies the
-    terms of interest); ``ci_metrics`` are the summary metrics given a bootstrap CI (``n_boot``
+    ``lafa`` switches on LAFA's conventions, the ``lafa`` profile (``prop='fill'``, no orphans;
+    the caller supplies the terms of interest and drops the protein-binding-only MF targets);
+    otherwise the profile is ``cafaeval``; ``ci_metrics`` are the summary metrics given a bootstrap CI (``n_boot``
     resamples of proteins, ``seed``, ``alpha``); ``reference`` is the method the paired bootstrap
     compares every other method against.
     """
@@ -62,6 +82,11 @@ class ScoringOptions:
     alpha: float = 0.05
     ci_metrics: tuple[str, ...] = ("fmax_oracle", "wfmax", "smin")
     reference: str = "recipe"
+
+    @property
+    def profile(self) -> str:
+        """``lafa`` or ``cafaeval`` (:data:`PROFILES`)."""
+        return "lafa" if self.lafa else "cafaeval"
 
     @property
     def prop(self) -> str:
@@ -175,20 +200,27 @@ def scores_at_tau(curve: pd.DataFrame, tau: float) -> dict[str, float]:
     at = curve[np.isclose(curve["tau"].to_numpy(dtype=float), tau, rtol=0, atol=1e-9)] if len(curve) else curve
     if at.empty:
         return {"valid_tau": tau, "p_at_valid_tau": 0.0, "r_at_valid_tau": 0.0, "f_at_valid_tau": 0.0,
-                "wf_at_valid_tau": 0.0, "s_at_valid_tau": float("nan")}
+                "wf_at_valid_tau": 0.0, "s_at_valid_tau": float("nan"), "f_micro_w_at_valid_tau": 0.0}
     first = at.iloc[0]
 
     def value(column: str) -> float:
         return float(first[column]) if column in first.index else float("nan")
 
     return {"valid_tau": tau, "p_at_valid_tau": value("pr"), "r_at_valid_tau": value("rc"),
-            "f_at_valid_tau": value("f"), "wf_at_valid_tau": value("f_w"), "s_at_valid_tau": value("s")}
+            "f_at_valid_tau": value("f"), "wf_at_valid_tau": value("f_w"), "s_at_valid_tau": value("s"),
+            "f_micro_w_at_valid_tau": value("f_micro_w")}
 
 
 def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: ScoringOptions,
-               toi=None, valid_tau: float | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
-    """One cell's metric row (see the module docstring) and its curve."""
-    from tempo_assets.core.evaluation import bootstrap_ci
+               toi=None, valid_tau: float | None = None, clusters=None,
+               strata: Mapping[str, str] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One cell's metric row (see the module docstring) and its curve.
+
+    ``clusters`` (protein -> sequence cluster, or ``core.homology.homology_clusters``' frame) adds
+    the cluster-level twin ``*_cluster_low/high`` of every interval. ``strata`` (protein -> label)
+    puts ``{label: F at valid_tau on the label's proteins}`` under the row's ``"_strata"`` key.
+    """
+    from tempo_assets.core.evaluation import bootstrap_cis
 
     curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, cell.known, toi, options.prop)
     row: dict[str, Any] = {"fmax_oracle": 0.0}
@@ -196,6 +228,8 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
         row.update(scores_at_tau(curve, valid_tau))
     if curve.empty:
         # nothing predicted for any scored protein: F 0, no curve
+        if strata is not None and valid_tau is not None:
+            row["_strata"] = {label: 0.0 for label in set(strata.values())}
         return row, curve
     for column, (frame_column, _, best_max) in METRICS.items():
         if frame_column not in curve:
@@ -206,28 +240,116 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     best = int(np.argmax(curve["f"].to_numpy(dtype=float)))
     row.update(tau_oracle=float(curve["tau"].iloc[best]), coverage=float(curve["cov"].iloc[best]),
                n_predicted=int(curve["n"].iloc[best]))
-    if not options.n_boot:
+    # every interval of the cell from one setup of its truth and predictions (one bootstrap per
+    # metric, each drawn from the seed, as separate calls would draw them)
+    columns = [c for c in (options.ci_metrics if options.n_boot else ())
+               if not (METRICS[c][1].endswith("_w") and not eval_ontology.has_ia)]
+    requests = [(METRICS[c][1], None, None) for c in columns]
+    if valid_tau is not None and (options.n_boot or strata is not None):
+        # F at the VALID threshold: both intervals and the strata's F
+        columns.append("f_at_valid_tau")
+        requests.append(("f", valid_tau, strata))
+    if not requests:
         return row, curve
-    opts = {"known": cell.known, "toi": toi, "prop": options.prop, "n_boot": options.n_boot,
-            "seed": options.seed, "alpha": options.alpha}
     ns = NAMESPACES[cell.aspect]
-    for column in options.ci_metrics:
-        metric = METRICS[column][1]
-        if metric.endswith("_w") and not eval_ontology.has_ia:
-            continue
-        ci = bootstrap_ci(eval_ontology, cell.truth, predictions, metric=metric, **opts).get(ns, {})
-        row[f"{column}_low"], row[f"{column}_high"] = ci.get("low"), ci.get("high")
-    if valid_tau is not None:
-        ci = bootstrap_ci(eval_ontology, cell.truth, predictions, metric="f", tau=valid_tau, **opts).get(ns, {})
-        row["f_at_valid_tau_low"], row["f_at_valid_tau_high"] = ci.get("low"), ci.get("high")
+    levels = ("", "cluster_") if clusters is not None else ("",)
+    results = bootstrap_cis(eval_ontology, cell.truth, predictions, requests, n_boot=options.n_boot,
+                            seed=options.seed, alpha=options.alpha, clusters=clusters, known=cell.known, toi=toi,
+                            prop=options.prop)
+    for column, result in zip(columns, results):
+        ci = result.get(ns, {})
+        if options.n_boot:
+            for level in levels:
+                row[f"{column}_{level}low"], row[f"{column}_{level}high"] = ci.get(f"{level}low"), ci.get(f"{level}high")
+        if column == "f_at_valid_tau" and strata is not None:
+            row["_strata"] = {label: v["estimate"] for label, v in ci.get("subsets", {}).items()}
     return row, curve
+
+
+@dataclass(frozen=True)
+class ScoredMethods:
+    """:func:`score_profile`'s tables: the summary, the curves and (with strata) F per stratum."""
+
+    summary: pd.DataFrame
+    curves: pd.DataFrame
+    strata: pd.DataFrame
+
+
+def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
+                  known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
+                  options: ScoringOptions = ScoringOptions(), toi: Iterable[str] | None = None,
+                  ci_methods: Iterable[str] | None = None,
+                  taus: Mapping[tuple[str, str, str], float] | None = None, clusters=None,
+                  strata: pd.DataFrame | None = None, strata_methods: Iterable[str] | None = None) -> ScoredMethods:
+    """Every method on the same targets under one profile (``options.profile``), per (mode, aspect).
+
+    Parameters as in :func:`score_methods`, and:
+
+    clusters : DataFrame ``protein, cluster`` (``core.homology.homology_clusters`` of the targets)
+        or a mapping protein -> cluster; every interval gets its cluster-level twin
+        ``*_cluster_low/high`` (clusters resampled; None: protein level only)
+    strata : DataFrame ``protein, aspect, identity_stratum`` (``core.homology.max_train_identity``)
+        of the targets; each method of ``strata_methods`` (None: all) with a VALID threshold gets
+        one :data:`STRATA_COLUMNS` row per (mode, aspect, stratum) holding targets
+
+    Returns
+    -------
+    :class:`ScoredMethods`; ``summary`` one row of :data:`SUMMARY_COLUMNS` per (method, mode, aspect).
+    """
+    toi = None if toi is None else sorted(set(toi))
+    ci_methods = None if ci_methods is None else set(ci_methods)
+    strata_methods = None if strata_methods is None else set(strata_methods)
+    taus = taus or {}
+    by_aspect_strata: dict[str, dict[str, str]] = {}
+    if strata is not None:
+        require_columns(strata, ("protein", "aspect", "identity_stratum"), "identity strata")
+        for aspect, rows in strata.groupby("aspect", sort=False):
+            by_aspect_strata[aspect] = dict(zip(rows["protein"].astype(str), rows["identity_stratum"]))
+    rows, curves, stratum_rows = [], [], []
+    cells = evaluation_cells(targets, ground_truth, known)
+    for name, predictions in methods.items():
+        require_columns(predictions, ("protein", "term", "aspect", "score"), f"predictions of {name}")
+        split = by_aspect(predictions)
+        cell_options = options if ci_methods is None or name in ci_methods else replace(options, n_boot=0)
+        with_strata = strata is not None and (strata_methods is None or name in strata_methods)
+        for (mode, aspect), cell in cells.items():
+            preds = cell_predictions(split, cell)
+            counts = {"profile": options.profile, "method": name, "mode": mode, "aspect": aspect,
+                      "n_targets": len(cell.targets), "truth_proteins": int(cell.truth["protein"].nunique()),
+                      "truth_pairs": len(cell.truth), "truth_sha256": frame_digest(cell.truth),
+                      "predicted_pairs": len(preds)}
+            tau = taus.get((name, mode, aspect))
+            labels = None
+            if with_strata and tau is not None:
+                known_labels = by_aspect_strata.get(aspect, {})
+                labels = {str(p): known_labels.get(str(p), IDENTITY_NO_HIT) for p in cell.proteins}
+            row, curve = score_cell(eval_ontology, cell, preds, cell_options, toi, tau, clusters, labels)
+            f_by_stratum = row.pop("_strata", None)
+            rows.append({**counts, **row})
+            if labels is not None:
+                sizes = pd.Series(list(labels.values())).value_counts()
+                for label in IDENTITY_ORDER:
+                    if label in sizes.index:
+                        stratum_rows.append({"profile": options.profile, "method": name, "mode": mode,
+                                             "aspect": aspect, "identity_stratum": label,
+                                             "n_targets": int(sizes[label]), "valid_tau": tau,
+                                             "f_at_valid_tau": (f_by_stratum or {}).get(label, float("nan"))})
+            if len(curve):
+                curves.append(curve.assign(profile=options.profile, method=name, mode=mode, aspect=aspect))
+    # no cell has a target (e.g. a window with no TEST growth): zero rows, every column still there
+    summary = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    ordered = [c for c in SUMMARY_COLUMNS if c in summary.columns]
+    summary = summary[ordered + [c for c in summary.columns if c not in ordered]]
+    return ScoredMethods(summary, pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(),
+                         pd.DataFrame(stratum_rows, columns=list(STRATA_COLUMNS)))
 
 
 def score_methods(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
                   known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
                   options: ScoringOptions = ScoringOptions(), toi: Iterable[str] | None = None,
                   ci_methods: Iterable[str] | None = None,
-                  taus: Mapping[tuple[str, str, str], float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  taus: Mapping[tuple[str, str, str], float] | None = None,
+                  clusters=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every method on the same targets, per (mode, aspect): one row of :data:`SUMMARY_COLUMNS` each.
 
     Parameters
@@ -243,35 +365,16 @@ def score_methods(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
     ci_methods : the methods given bootstrap CIs (None: all)
     taus : ``(method, mode, aspect) -> tau`` each method fixed on VALID (the ``*_at_valid_tau``
         columns); rows without one carry NaN there
+    clusters : sequence clusters of the targets (see :func:`score_profile`)
 
     Returns
     -------
     (summary, curves) : ``summary`` one row per (method, mode, aspect); ``curves`` the evaluator's
-        all-threshold rows with ``method, mode, aspect`` columns.
+        all-threshold rows with ``profile, method, mode, aspect`` columns.
     """
-    toi = None if toi is None else sorted(set(toi))
-    ci_methods = None if ci_methods is None else set(ci_methods)
-    taus = taus or {}
-    rows, curves = [], []
-    cells = evaluation_cells(targets, ground_truth, known)
-    for name, predictions in methods.items():
-        require_columns(predictions, ("protein", "term", "aspect", "score"), f"predictions of {name}")
-        split = by_aspect(predictions)
-        cell_options = options if ci_methods is None or name in ci_methods else replace(options, n_boot=0)
-        for (mode, aspect), cell in cells.items():
-            preds = cell_predictions(split, cell)
-            counts = {"method": name, "mode": mode, "aspect": aspect, "n_targets": len(cell.targets),
-                      "truth_proteins": int(cell.truth["protein"].nunique()), "truth_pairs": len(cell.truth),
-                      "truth_sha256": frame_digest(cell.truth), "predicted_pairs": len(preds)}
-            row, curve = score_cell(eval_ontology, cell, preds, cell_options, toi, taus.get((name, mode, aspect)))
-            rows.append({**counts, **row})
-            if len(curve):
-                curves.append(curve.assign(method=name, mode=mode, aspect=aspect))
-    # no cell has a target (e.g. a window with no TEST growth): zero rows, every column still there
-    summary = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    ordered = [c for c in SUMMARY_COLUMNS if c in summary.columns]
-    summary = summary[ordered + [c for c in summary.columns if c not in ordered]]
-    return summary, (pd.concat(curves, ignore_index=True) if curves else pd.DataFrame())
+    scored = score_profile(eval_ontology, targets, ground_truth, known, methods, options, toi, ci_methods, taus,
+                           clusters)
+    return scored.summary, scored.curves
 
 
 def recipe_valid_taus(recipe: Mapping[str, Any], names: Iterable[str] = ("recipe",),

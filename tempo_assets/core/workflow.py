@@ -263,7 +263,7 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, lab
 
 @dataclass(frozen=True)
 class TestTargets:
-    """The TEST cells a benchmark scores: growth, LAFA's filters when asked, and the evaluator."""
+    """The cells a benchmark scores under one profile: growth, LAFA's filters when ``lafa``, the evaluator."""
 
     targets: pd.DataFrame
     ground_truth: pd.DataFrame
@@ -272,10 +272,21 @@ class TestTargets:
     eval_ontology: Any
     toi: Any = None
     dropped: list = field(default_factory=list)
+    lafa: bool = False
+
+    def options(self, options: ScoringOptions) -> ScoringOptions:
+        """``options`` under this profile (``lafa``: prop fill, no orphans)."""
+        return replace(options, lafa=self.lafa)
 
 
 def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_ontology, lafa: bool) -> TestTargets:
-    """TEST growth as test_score scored it, plus LAFA's terms of interest and MF filter when ``lafa``."""
+    """Growth as test_score scored it (profile ``cafaeval``) or, with ``lafa``, under LAFA's conventions.
+
+    ``lafa``: terms of interest present in both ontologies, MF targets whose only new term is
+    protein binding dropped; ``eval_ontology`` must then be built without orphans. Targets whose
+    sequence changed between the two releases are already out of the growth (``growth_between``),
+    so both profiles score only sequences unchanged t0..t1; PK known terms are removed in both.
+    """
     from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
 
     g = growth.growth
@@ -285,7 +296,7 @@ def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_onto
         dropped = sorted(protein_binding_only_targets(g.ground_truth, g.known, ontology_t1))
         targets = targets[~((targets["aspect"] == "MF") & targets["protein"].isin(dropped))]
     return TestTargets(targets.reset_index(drop=True), g.ground_truth, g.known, growth.counts, eval_ontology,
-                       toi, dropped)
+                       toi, dropped, bool(lafa))
 
 
 def mark_rows(summary: pd.DataFrame, notes: Mapping[str, str], no_valid_tau: Iterable[str]) -> pd.DataFrame:
@@ -348,55 +359,126 @@ def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -
 
 def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: Iterable[str],
                recipe: Mapping[str, Any], options: ScoringOptions, source: str) -> pd.DataFrame:
-    """Every method's VALID threshold per (mode, aspect) (``core.scoring.valid_tau_table``).
+    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.scoring.valid_tau_table``).
 
     ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
-    each is scored on VALID (no bootstrap) and its threshold maximising F is kept. The recipe keeps
-    the one its frozen recipe fixed on VALID by the same rule; a method missing from ``older``
-    gets none (and a note).
+    each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
+    kept. Under ``cafaeval`` the recipe keeps the one its frozen recipe fixed on VALID by the same
+    rule (``tau_by_mode``; VALID selection scores with cafaeval's defaults, so ``test_score`` and
+    the benchmark read the recipe at one threshold). Under ``lafa`` the frozen thresholds were
+    chosen under other conventions, so the same rule is applied to ``recipe@t-1`` on the VALID
+    targets scored with LAFA's conventions (VALID data only, as every other method). A method
+    missing from ``older`` gets none (and a note).
     """
     names = list(methods)
-    scored = {m: older[m] for m in names if m in older and not (m == "recipe" and recipe.get("aspects"))}
+    frozen = not valid.lafa and bool(recipe.get("aspects"))
+    scored = {m: older[m] for m in names if m in older and not (m == "recipe" and frozen)}
     summary = pd.DataFrame()
     if scored:
         summary, _ = score_methods(valid.eval_ontology, valid.targets, valid.ground_truth, valid.known,
-                                   restrict(scored, valid.targets["protein"]), replace(options, n_boot=0),
-                                   toi=valid.toi)
-    return valid_tau_table(summary, names, recipe, source)
+                                   restrict(scored, valid.targets["protein"]),
+                                   replace(valid.options(options), n_boot=0), toi=valid.toi)
+    table = valid_tau_table(summary, names, recipe if frozen else None, source)
+    table.insert(0, "profile", valid.options(options).profile)
+    return table
 
 
-def benchmark_window(test: TestTargets, methods: Mapping[str, pd.DataFrame], older: Mapping[str, pd.DataFrame],
-                     valid: TestTargets, recipe: Mapping[str, Any], options: ScoringOptions, derived: list[str],
-                     decay: bool, valid_source: str, notes: Mapping[str, str] | None = None,
-                     method_status: pd.DataFrame | None = None) -> Benchmark:
-    """Summary at every method's VALID threshold, paired differences of it, decay and curves.
+@dataclass(frozen=True)
+class WindowHomology:
+    """A window's TEST targets' sequence clusters and identity to the t0 corpus (``core.homology``)."""
 
-    ``methods`` are trained at ``t0``, ``older`` at ``t-1`` (predicting the VALID targets and, for
-    ``decay``, the TEST targets); ``valid`` the VALID cells (``valid_source`` names them). Every
-    method in ``methods`` gets a VALID threshold from ``older`` (see :func:`valid_taus`) and its
-    older variant ``<method>@t-1`` reads the same one on TEST. ``notes`` mark rows (e.g. a
-    registered method's ``training date undeclared``); ``method_status`` is the registered methods'
-    eligibility on this window (``core.method_eligibility.method_eligibility``).
+    clusters: pd.DataFrame  # protein, cluster, cluster_size
+    identity: pd.DataFrame  # protein, aspect, mode, max_identity, nearest_train, identity_stratum
+    info: dict
+
+
+def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], corpus: KnnCorpus,
+                    corpus_sequences: pd.DataFrame, threads: int = 2) -> WindowHomology:
+    """Clusters of the TEST targets' t0 sequences and each target's max identity to the t0 corpus.
+
+    The corpus is the one the t0 methods are trained on (``knn_corpus`` at t0: proteins
+    experimentally annotated at t0); a target's identity counts only corpus proteins annotated
+    in the target's aspect (``core.homology.max_train_identity``). Clusters: connected
+    components of all-vs-all DIAMOND hits at ``MIN_IDENTITY`` % identity over ``MIN_COVERAGE`` %
+    of the query (docs/homology.md).
     """
-    from tempo_assets.core.benchmark import decay_table, paired_differences
+    from tempo_assets.core.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
 
-    tau_table = valid_taus(valid, older, methods, recipe, options, valid_source)
+    in_corpus = set(corpus["ids"])
+    sequences = {p: s for p, s in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
+    keys = targets[["protein", "aspect", "mode"]].drop_duplicates().reset_index(drop=True)
+    with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
+        clusters, identity = target_homology(keys, target_sequences, sequences,
+                                             corpus["annotations"][["protein", "aspect"]], workdir, threads=threads)
+    info = {"min_identity": MIN_IDENTITY, "min_coverage": MIN_COVERAGE, "n_proteins": int(len(clusters)),
+            "n_clusters": int(clusters["cluster"].nunique()) if len(clusters) else 0,
+            "largest_cluster": int(clusters["cluster_size"].max()) if len(clusters) else 0,
+            "identity_corpus": f"knn_corpus at t0 ({len(sequences)} proteins), hits at e-value 1e-3"}
+    return WindowHomology(clusters, identity, info)
+
+
+def score_one_profile(test: TestTargets, valid: TestTargets, methods: Mapping[str, pd.DataFrame],
+                      older: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any], options: ScoringOptions,
+                      decay: bool, valid_source: str, homology: WindowHomology | None):
+    """(summary, paired, decay, curves, valid_taus, strata) of every method under ``test``'s profile."""
+    from tempo_assets.core.benchmark import decay_table, paired_differences
+    from tempo_assets.core.scoring import score_profile
+
+    options = test.options(options)
+    source = f"{valid_source}, scored under {options.profile}"
+    tau_table = valid_taus(valid, older, methods, recipe, options, source)
     taus = taus_of(tau_table, OLDER)
     scored = dict(methods)
     if decay:
         scored.update({f"{m}{OLDER}": p for m, p in restrict(older, test.targets["protein"]).items()})
     args = (test.eval_ontology, test.targets, test.ground_truth, test.known)
+    clusters = None if homology is None else homology.clusters
+    newest = [m for m in scored if not m.endswith(OLDER)]
     # the older-cutoff variants get their interval from the paired bootstrap (newer - older)
-    summary, curves = score_methods(*args, scored, options=options, toi=test.toi,
-                                    ci_methods=[m for m in scored if not m.endswith(OLDER)], taus=taus)
+    result = score_profile(*args, scored, options=options, toi=test.toi, ci_methods=newest, taus=taus,
+                           clusters=clusters, strata=None if homology is None else homology.identity,
+                           strata_methods=newest)
     pairs = [(options.reference, b) for b in scored if b != options.reference and not b.endswith(OLDER)]
     pairs += [(m[: -len(OLDER)], m) for m in scored if m.endswith(OLDER)]
-    paired = paired_differences(*args, scored, pairs, options=options, toi=test.toi, taus=taus)
-    summary = mark_rows(summary, notes or {}, ())
-    return Benchmark(summary=summary, paired=paired, decay=decay_table(summary, paired, OLDER) if decay
-                     else pd.DataFrame(), methods=pd.DataFrame() if method_status is None else method_status,
-                     curves=curves, counts=test.counts, derived_releases=list(derived),
-                     lafa=options.lafa, dropped_protein_binding=list(test.dropped), valid_taus=tau_table)
+    paired = paired_differences(*args, scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
+    decayed = decay_table(result.summary, paired, OLDER) if decay else pd.DataFrame()
+    return result.summary, paired, decayed, result.curves, tau_table, result.strata
+
+
+def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], methods: Mapping[str, pd.DataFrame],
+                     older: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any], options: ScoringOptions,
+                     derived: list[str], decay: bool, valid_source: str, notes: Mapping[str, str] | None = None,
+                     method_status: pd.DataFrame | None = None, homology: WindowHomology | None = None) -> Benchmark:
+    """Every profile's summary at every method's VALID threshold, paired differences, decay, curves, strata.
+
+    ``profiles`` are ``(test, valid)`` cells per profile (:func:`benchmark_targets`, ``lafa`` first);
+    the predictions are computed once and only scored per profile. ``methods`` are trained at
+    ``t0``, ``older`` at ``t-1`` (predicting the VALID targets and, for ``decay``, the TEST
+    targets); ``valid_source`` names the VALID data. Every method gets a VALID threshold per
+    profile from ``older`` scored on VALID under that profile (see :func:`valid_taus`) and its
+    older variant ``<method>@t-1`` reads the same one on TEST. ``homology`` (:func:`window_homology`)
+    adds cluster-level intervals and F per identity stratum. ``notes`` mark rows (e.g. a
+    registered method's ``training date undeclared``); ``method_status`` is the registered methods'
+    eligibility on this window (``core.method_eligibility.method_eligibility``).
+    """
+    tables: list[tuple] = [score_one_profile(test, valid, methods, older, recipe, options, decay, valid_source,
+                                             homology) for test, valid in profiles]
+
+    def stacked(i: int) -> pd.DataFrame:
+        frames = [t[i] for t in tables if len(t[i])]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    summary = mark_rows(stacked(0), notes or {}, ())
+    dropped = sorted({p for test, _ in profiles for p in test.dropped})
+    empty = pd.DataFrame()
+    return Benchmark(summary=summary, paired=stacked(1), decay=stacked(2),
+                     methods=empty if method_status is None else method_status, curves=stacked(3),
+                     counts=profiles[0][0].counts, derived_releases=list(derived),
+                     profiles=[test.options(options).profile for test, _ in profiles],
+                     dropped_protein_binding=dropped, valid_taus=stacked(4), strata=stacked(5),
+                     identity=empty if homology is None else homology.identity,
+                     clusters=empty if homology is None else homology.clusters,
+                     homology={} if homology is None else dict(homology.info), n_boot=int(options.n_boot))
 
 
 def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str) -> str:
@@ -409,7 +491,8 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
 
 
 __all__ = [
-    "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "benchmark_targets", "benchmark_window",
+    "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "WindowHomology", "window_homology",
+    "score_one_profile", "benchmark_targets", "benchmark_window",
     "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
     "latest_recipe_key", "merge_embeddings", "method_predictions", "restrict", "union_query", "valid_taus", "neighbours_of", "release_growth", "reranker_labels",
     "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",

@@ -51,7 +51,7 @@ def test_every_method_scored_on_the_same_targets(tiny):
     # TEST growth is read once (test_growth) and shared: benchmark and test_score score the same cells
     assert f"test_growth[{window}]" in {s.get("artefact") for s in meta["sources"]}
     value = store.open("benchmark", window).value
-    summary = value["summary"]
+    summary = value["summary"][value["summary"]["profile"] == "cafaeval"]  # test_score's conventions
     scored = store.open("test_score", window).value.summary
     key = ["method", "mode", "aspect"]
     mine = summary[summary["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax", "valid_tau", "f_at_valid_tau"]]
@@ -65,7 +65,7 @@ def test_every_method_scored_on_the_same_targets(tiny):
     # BLAST ran (diamond, no mock) and found the family members the tiny archive plants
     assert summary[summary["method"] == "blast"]["fmax_oracle"].max() > 0
     assert summary[summary["method"] == "recipe"]["f_at_valid_tau"].notna().all()
-    paired = value["paired"]
+    paired = value["paired"][value["paired"]["profile"] == "cafaeval"]
     assert {("recipe", b) for b in BASELINES} <= set(zip(paired["a"], paired["b"]))
     assert set(value["decay"]["method"]) == {"recipe", *BASELINES}
 
@@ -119,11 +119,37 @@ def test_tempo_report_formats(tiny, monkeypatch, capsys, tmp_path):
     assert run_report(monkeypatch, tiny, "--format", "tsv") == 0
     lines = capsys.readouterr().out.strip().split("\n")
     header = lines[0].split("\t")
-    assert header[:4] == ["window", "mode", "aspect", "method"] and "derived" in header
+    assert header[:5] == ["window", "profile", "mode", "aspect", "method"] and "derived" in header
     assert len(lines) == len(summary) + 1
+    tsv = pd.read_csv(__import__("io").StringIO("\n".join(lines)), sep="\t")
+    # every method under both profiles, with the headline and its protein- and cluster-level CIs
+    assert set(tsv["profile"]) == {"lafa", "cafaeval"}
+    pairs = set(zip(tsv["profile"], tsv["method"]))
+    assert pairs == {(p, m) for p in ("lafa", "cafaeval") for m in set(tsv["method"])}
+    # (a cell without VALID targets has no VALID threshold, hence no headline)
+    newest = tsv[~tsv["method"].str.endswith(OLDER) & tsv["valid_tau"].notna()]
+    assert set(newest["profile"]) == {"lafa", "cafaeval"}
+    for column in ("f_at_valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
+                   "f_at_valid_tau_cluster_high", "fmax_oracle_cluster_low", "f_micro_w_at_valid_tau"):
+        assert newest[column].notna().all(), column
+    assert run_report(monkeypatch, tiny, "--format", "tsv", "--by", "identity") == 0
+    by = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out), sep="\t", keep_default_na=False)
+    strata = by[by["identity_stratum"] != "all"]
+    assert set(strata["identity_stratum"]) <= {"<30", "30-60", "60-90", ">=90"} and len(strata)
+    assert (by["identity_stratum"] == "all").sum() == len(summary)
+    # per (profile, method, cell) the strata's targets add up to the cell's
+    cells = strata.groupby(["profile", "method", "mode", "aspect"])["n_targets"].sum()
+    whole = by[by["identity_stratum"] == "all"].set_index(["profile", "method", "mode", "aspect"])["n_targets"]
+    assert (cells == whole.loc[cells.index].astype(int)).all()
     assert run_report(monkeypatch, tiny, "--window", window, "--format", "md") == 0
     text = capsys.readouterr().out
     assert "| recipe |" in text and "Paired bootstrap" in text
+    # the gate's verdict heads the page, then the title
+    assert text.startswith("> **Quality gate") and "\n# Tempo benchmark report: window" in text
+    assert text.index("# Tempo benchmark report") < text.index("Profile `lafa`") < text.index("Profile `cafaeval`")
+    nan = re.search(r"\bnan\b", text, flags=re.IGNORECASE)
+    assert "**Legend**" in text and not nan, text[max(0, nan.start() - 300):nan.end() + 100]
+    assert "p_value" in text and "| 0 |" not in text.split("## Decay")[1].split("##")[0]
     assert run_report(monkeypatch, tiny, "--format", "md") == 0
     assert "| ready " in capsys.readouterr().out
     out = tmp_path / "archive.html"
@@ -152,19 +178,43 @@ def test_derived_release_marks_every_number(tiny, monkeypatch, capsys):
         assert run_report(monkeypatch, tiny, "--format", "md") == 0
         text = capsys.readouterr().out
         rows = [line for line in text.splitlines() if re.match(rf"\| {tiny['window']} \| (NK|LK|PK) \|", line)]
-        assert rows and all("(derived)" in line for line in rows)
+        assert rows and all(line.rstrip().endswith("| yes |") for line in rows)
+        # the caveat once, not in every cell
+        assert text.count("Derived releases:") == 1
     finally:
         manifest.write_text(original, encoding="utf-8")
 
 
-def test_lafa_conventions_option(tiny):
-    resources = dict(tiny["resources"], benchmark_config=BenchmarkResource(bootstrap_samples=0, lafa=True,
-                                                                         decay=False))
-    result = dg.materialize(ASSETS, selection=["benchmark"], partition_key=tiny["window"],
-                            instance=tiny["instance"], resources=resources)
-    assert result.success
+def test_both_profiles_side_by_side(tiny):
+    """Every method under lafa and cafaeval; the recipe's cafaeval row is test_score's; clusters recorded."""
     value = tiny["store"].open("benchmark", tiny["window"]).value
-    assert value["lafa"] is True and set(value["summary"]["method"]) == {"recipe", *BASELINES}
+    summary = value["summary"]
+    assert value["profiles"] == ["lafa", "cafaeval"]
+    for frame in ("summary", "paired", "decay", "valid_taus", "curves", "strata"):
+        assert set(value[frame]["profile"]) == {"lafa", "cafaeval"}, frame
+    methods = {"recipe", *BASELINES} | {f"{m}{OLDER}" for m in ("recipe", *BASELINES)}
+    for profile in ("lafa", "cafaeval"):
+        assert set(summary[summary["profile"] == profile]["method"]) == methods
+    newest = summary[~summary["method"].str.endswith(OLDER) & summary["valid_tau"].notna()]
+    assert set(newest["profile"]) == {"lafa", "cafaeval"}
+    for column in ("f_at_valid_tau_low", "f_at_valid_tau_cluster_low", "fmax_oracle_cluster_high",
+                   "f_micro_w_at_valid_tau"):
+        assert newest[column].notna().all(), column
+    assert (newest["f_at_valid_tau_cluster_low"] <= newest["f_at_valid_tau"] + 1e-12).all()
+    # the lafa VALID thresholds are fixed on VALID under LAFA's conventions, the recipe's too
+    taus = value["valid_taus"]
+    lafa_recipe = taus[(taus["profile"] == "lafa") & (taus["method"] == "recipe")]
+    assert lafa_recipe["source"].str.startswith(f"valid_evaluation_set[{tiny['window']}]").all()
+    assert lafa_recipe["source"].str.endswith("scored under lafa").all()
+    cafa_recipe = taus[(taus["profile"] == "cafaeval") & (taus["method"] == "recipe")].dropna(subset=["valid_tau"])
+    assert set(cafa_recipe["source"]) == {"frozen_recipe tau_by_mode (VALID selection)"}
+    info = value["homology"]
+    assert info["min_identity"] == 30.0 and info["n_clusters"] == value["clusters"]["cluster"].nunique()
+    meta = tiny["store"].read_meta("benchmark", tiny["window"])
+    assert meta["n_clusters"] == info["n_clusters"] and "profiles" in meta
+    identity = value["identity"]
+    assert set(identity["identity_stratum"]) <= {"<30", "30-60", "60-90", ">=90"}
+    assert len(identity) == len(value["identity"].drop_duplicates(["protein", "aspect", "mode"]))
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium")
@@ -178,7 +228,9 @@ def test_window_report_renders_its_images_in_chromium(tiny, tmp_path):
                      encoding="utf-8")
     dom = run_chromium(["--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], tmp_path)
     states = re.search(r'id="tempo-img-check">([^<]*)<', dom).group(1).split()
-    assert len(states) == html.count("<img") and all(s.startswith("ok:800x500") for s in states), states
+    # curves 800x500; the identity-strata plots (one per profile) 1200x800
+    assert len(states) == html.count("<img") and all(s.startswith(("ok:800x500", "ok:1200x800")) for s in states)
+    assert sum(s.startswith("ok:1200x800") for s in states) == 2 == html.count("by identity stratum")
     shot = tmp_path / "shot.png"
     run_chromium(["--window-size=1200,2000", f"--screenshot={shot}", probe.as_uri()], tmp_path)
     assert shot.exists() and shot.stat().st_size > 10_000

@@ -226,9 +226,11 @@ def test_benchmark_scores_eligible_methods_beside_the_baselines(scored):
     assert "method:flood" not in names
     # eligible: on exactly the recipe's and the baselines' targets, with its t-1 run beside the older baselines
     assert {"recipe", "naive", "method:freqprior@1", "method:blast", f"method:freqprior@1{OLDER}"} <= names
-    targets = summary.set_index(["method", "mode", "aspect"])["n_targets"]
-    for (mode, aspect), n in targets.loc["recipe"].items():
-        assert targets.loc[("method:freqprior@1", mode, aspect)] == n == targets.loc[("naive", mode, aspect)]
+    targets = summary.set_index(["profile", "method", "mode", "aspect"])["n_targets"]
+    for profile in ("lafa", "cafaeval"):  # both profiles score every method
+        for (mode, aspect), n in targets.loc[(profile, "recipe")].items():
+            assert targets.loc[(profile, "method:freqprior@1", mode, aspect)] == n \
+                == targets.loc[(profile, "naive", mode, aspect)]
     rows = summary[summary["method"] == "method:freqprior@1"]
     assert set(rows["note"]) == {UNDECLARED} and rows["fmax_oracle_low"].notna().any()
     paired = value["paired"]

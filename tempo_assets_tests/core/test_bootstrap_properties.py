@@ -108,3 +108,69 @@ def test_paired_headline_reads_each_method_at_its_own_valid_tau(ontology):
     missing = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
                                  BenchmarkOptions(n_boot=20, seed=3), taus={("a", "NK", "BP"): 0.2}).iloc[0]
     assert pd.isna(missing["delta"]) and "no VALID threshold for b" in missing["note"]
+
+
+def simulate_families(rng: np.random.Generator, n_families: int = 30, easy: float = 0.9, hard: float = 0.1):
+    """:func:`simulate` with homologous families: a family is easy (leaf hit with prob ``easy``) or
+    hard (``hard``) with probability 1/2, so hits are correlated within a family and the population
+    q is ``(easy + hard) / 2``. Returns (truth, predictions, protein -> family)."""
+    sizes = 1 + rng.poisson(6, size=n_families)
+    family = np.repeat(np.arange(n_families), sizes)
+    q = np.where(rng.random(n_families) < 0.5, easy, hard)[family]
+    proteins = [f"P{i:04d}" for i in range(family.size)]
+    hit = rng.random(family.size) < q
+    truth = pd.DataFrame({"protein": proteins, "term": LEAF})
+    rows = [(p, ROOTS["BP"], 0.5) for p in proteins] + [(p, LEAF, 0.5) for p, h in zip(proteins, hit) if h]
+    return truth, pd.DataFrame(rows, columns=["protein", "term", "score"]), dict(zip(proteins, family))
+
+
+@pytest.mark.slow  # ~15-30 s: 120 datasets x 2 levels x 200 replicates through the evaluator
+def test_scorer_cluster_intervals_cover_where_protein_intervals_do_not(ontology):
+    """The scorer's own path (bootstrap_ci at a fixed tau, clusters=...): on correlated families the
+    protein bootstrap under-covers the population F, the cluster bootstrap covers it (issue 11.3)."""
+    rng = np.random.default_rng(11)
+    target, n_sim = population_fmax(0.5), 120
+    covered = {"protein": 0, "cluster": 0}
+    widths = {"protein": [], "cluster": []}
+    for sim in range(n_sim):
+        truth, preds, family = simulate_families(rng)
+        ci = bootstrap_ci(ontology, truth, preds, metric="f", n_boot=200, seed=sim, tau=0.5,
+                          clusters=family)["biological_process"]
+        covered["protein"] += ci["low"] <= target <= ci["high"]
+        covered["cluster"] += ci["cluster_low"] <= target <= ci["cluster_high"]
+        widths["protein"].append(ci["high"] - ci["low"])
+        widths["cluster"].append(ci["cluster_high"] - ci["cluster_low"])
+        assert ci["n_clusters"] == len(set(family.values()))
+    assert covered["protein"] / n_sim < 0.8, covered
+    assert covered["cluster"] / n_sim >= 0.88, covered
+    assert np.mean(widths["cluster"]) > 1.8 * np.mean(widths["protein"]), widths
+
+
+def test_one_bootstrap_code_path_singleton_clusters_are_the_protein_bootstrap(ontology):
+    truth, preds, _ = simulate_families(np.random.default_rng(3))
+    singletons = {p: i for i, p in enumerate(truth["protein"])}
+    ci = bootstrap_ci(ontology, truth, preds, n_boot=150, seed=4, clusters=singletons)["biological_process"]
+    plain = bootstrap_ci(ontology, truth, preds, n_boot=150, seed=4)["biological_process"]
+    assert (ci["cluster_low"], ci["cluster_high"]) == (ci["low"], ci["high"]) == (plain["low"], plain["high"])
+    assert "cluster_low" not in plain
+    # the paired bootstrap likewise, and its p-value
+    from tempo_assets.core.evaluation import paired_bootstrap
+
+    worse = preds[(preds["term"] != LEAF) | (preds.index % 2 == 0)]
+    both = paired_bootstrap(ontology, truth, preds, worse, n_boot=150, seed=4, clusters=singletons)["biological_process"]
+    assert (both["cluster_low"], both["cluster_high"], both["cluster_p_value"]) == (
+        both["low"], both["high"], both["p_value"])
+
+
+def test_subset_estimates_equal_scoring_the_subset_alone(ontology):
+    """F of a stratum (subsets=...) is the evaluator's F on that stratum's proteins alone."""
+    truth, preds, family = simulate_families(np.random.default_rng(8))
+    labels = {p: ("a" if f % 3 else "b") for p, f in family.items()}
+    out = bootstrap_ci(ontology, truth, preds, n_boot=0, tau=0.5, subsets=labels)["biological_process"]
+    assert "low" not in out
+    for label in ("a", "b"):
+        keep = [p for p, x in labels.items() if x == label]
+        alone = bootstrap_ci(ontology, truth[truth["protein"].isin(keep)], preds[preds["protein"].isin(keep)],
+                             n_boot=0, tau=0.5)["biological_process"]
+        assert out["subsets"][label]["estimate"] == pytest.approx(alone["estimate"], abs=1e-12)
+        assert out["subsets"][label]["n_proteins"] == len(keep)

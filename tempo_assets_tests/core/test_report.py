@@ -68,7 +68,9 @@ def make_curves(tmp_path, seed: int = 0) -> dict[str, pd.DataFrame]:
     return curves
 
 
-def make_results(seed: int = 0, derived_window: str | None = WINDOWS[1]) -> pd.DataFrame:
+def make_results(seed: int = 0, derived_window: str | None = WINDOWS[1],
+                 profiles: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Random results; with ``profiles`` every row under each (``profile`` column), cluster CIs too."""
     rng = np.random.default_rng(seed)
     rows = []
     for window in WINDOWS:
@@ -76,8 +78,12 @@ def make_results(seed: int = 0, derived_window: str | None = WINDOWS[1]) -> pd.D
             for aspect in ("CC", "BP", "MF"):
                 for method in METHODS:
                     f = float(rng.uniform(0.2, 0.7))
-                    rows.append(dict(
-                        window=window, mode=mode, aspect=aspect, method=method, f_at_valid_tau=f - 0.02,
+                    for profile in (profiles or (None,)):
+                        extra = {} if profile is None else dict(
+                            profile=profile, f_at_valid_tau_cluster_low=f - 0.1, f_at_valid_tau_cluster_high=f + 0.04,
+                            f_micro_w_at_valid_tau=f - 0.06)
+                        rows.append(dict(
+                        **extra, window=window, mode=mode, aspect=aspect, method=method, f_at_valid_tau=f - 0.02,
                         f_at_valid_tau_low=f - 0.07, f_at_valid_tau_high=f + 0.01, fmax_oracle=f,
                         fmax_oracle_low=f - 0.04, fmax_oracle_high=f + 0.03, wfmax=f - 0.1,
                         smin=float(rng.uniform(3, 20)), f_micro_w=f - 0.05,
@@ -289,10 +295,14 @@ def test_markdown_table():
     body = [line for line in lines[2:] if line.startswith("| ")]
     assert len(body) == len(results)
     assert all(line.count(" | ") == lines[0].count(" | ") for line in body)
-    derived_lines = [line for line in body if "(derived)" in line]
+    # a derived row is marked once, in its `derived` column; the caveat is written once
+    derived_lines = [line for line in body if line.endswith("| yes |")]
     assert len(derived_lines) == int(results["derived"].sum())
     assert all(line.startswith(f"| {WINDOWS[1]}") for line in derived_lines)
-    assert "(derived): the number rests on a derived release" in text
+    assert text.count(report.DERIVED_CAVEAT) == 1 and "(derived)" not in text
+    # the legend says what each column means and labels the oracle numbers
+    assert "**Legend**" in text and report.ORACLE_NOTE in text
+    assert all(f"`{column}`" in text for column, _ in report.COLUMN_LEGEND)
     first = results.iloc[0]
     assert f"{first['fmax_oracle']:.3f} [{first['fmax_oracle_low']:.3f}, {first['fmax_oracle_high']:.3f}]" in text
     assert (f"{first['f_at_valid_tau']:.3f} [{first['f_at_valid_tau_low']:.3f}, "
@@ -306,10 +316,11 @@ def test_tsv_round_trip():
     results = make_results()
     text = results_to_tsv(results)
     back = pd.read_csv(io.StringIO(text), sep="\t")
-    assert list(back.columns) == report.RESULT_COLUMNS
+    assert list(back.columns) == [c for c in report.RESULT_COLUMNS if c in results.columns]
     # the headline leads, at each method's VALID threshold, for every method
-    assert report.RESULT_COLUMNS[4:10] == ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high",
-                                           "wf_at_valid_tau", "s_at_valid_tau"]
+    assert report.RESULT_COLUMNS[5:14] == ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high",
+                                           "f_at_valid_tau_cluster_low", "f_at_valid_tau_cluster_high",
+                                           "wf_at_valid_tau", "s_at_valid_tau", "f_micro_w_at_valid_tau"]
     assert len(back) == len(results)
     key = ["window", "mode", "aspect", "method"]
     merged = back.merge(results, on=key, suffixes=("", "_orig"))
@@ -318,3 +329,61 @@ def test_tsv_round_trip():
         np.testing.assert_allclose(merged[column], merged[column + "_orig"], rtol=1e-5)
     assert (merged["n_targets"] == merged["n_targets_orig"]).all()
     assert (merged["derived"] == merged["derived_orig"]).all()
+
+
+def test_both_profiles_lafa_first_with_their_statements():
+    results = make_results(profiles=("cafaeval", "lafa"))  # given in the other order
+    text = results_to_markdown(results)
+    assert text.index("### Profile `lafa`") < text.index("### Profile `cafaeval`")
+    for profile, statement in report.PROFILE_STATEMENTS.items():
+        assert text.count(statement) == 1, profile
+    first = results.iloc[0]
+    # protein-level [low, high] then cluster-level c[low, high]
+    assert (f"{first['f_at_valid_tau']:.3f} [{first['f_at_valid_tau_low']:.3f}, {first['f_at_valid_tau_high']:.3f}] "
+            f"c[{first['f_at_valid_tau_cluster_low']:.3f}, {first['f_at_valid_tau_cluster_high']:.3f}]") in text
+    back = pd.read_csv(io.StringIO(results_to_tsv(results)), sep="\t")
+    assert list(back.columns[:5]) == ["window", "profile", "mode", "aspect", "method"]
+    assert set(back["profile"]) == {"lafa", "cafaeval"}
+    assert back.groupby("profile").size().to_dict() == {"lafa": len(results) // 2, "cafaeval": len(results) // 2}
+    assert back["profile"].iloc[0] == "lafa"  # report order: LAFA's first within a window
+    html = render_archive_report(results, {"windows": list(WINDOWS)})
+    assert html.index("Profile lafa") < html.index("Profile cafaeval")
+
+
+@pytest.mark.parametrize("p, n_boot, text", [(0.0, 100, "< 0.01"), (0.0, 1000, "< 0.001"), (0.04, 100, "0.04"),
+                                             (float("nan"), 100, "\u2013"), (None, 100, "\u2013"), (0.0, None, "< 1/n_boot")])
+def test_p_values_are_never_zero(p, n_boot, text):
+    assert report.format_p_value(p, n_boot) == text
+
+
+def test_interval_tables_print_no_nan_and_no_zero_p():
+    decay = pd.DataFrame({"profile": ["lafa", "cafaeval"], "method": ["naive", "knn"], "mode": "NK", "aspect": "MF",
+                          "delta": [0.1, float("nan")], "delta_low": [0.05, float("nan")], "p_value": [0.0, 0.5],
+                          "note": [None, float("nan")]})
+    text = report.interval_table_markdown(decay, 100)
+    assert "nan" not in text.lower() and "< 0.01" in text and "| 0 " not in text and "0.1000" in text
+
+
+def test_provenance_is_a_table_not_json():
+    html = report._provenance_table({"window": "w", "catalog": [{"window": "a", "status": "ready"},
+                                                                {"window": "b", "status": "stale"}],
+                                     "clusters": {"n_clusters": 5, "min_identity": 30.0}, "profiles": ["lafa", "cafaeval"]})
+    assert "<pre>" not in html and "{" not in html and "<th class=\"text\">status</th>" in html
+    assert "lafa, cafaeval" in html and "<td class=\"text\">stale</td>" in html
+    text = report.provenance_markdown({"window": "w", "catalog": [{"window": "a", "status": "ready"}]})
+    assert text.startswith("| key | value |") and re.search(r"\| window +\| status +\|", text) and "{" not in text
+
+
+def test_identity_strata_plot_and_markdown():
+    rows = [dict(window=WINDOWS[0], profile=profile, method=method, mode=mode, aspect=aspect, identity_stratum=stratum,
+                 n_targets=n, valid_tau=0.3, f_at_valid_tau=f, derived=False)
+            for profile in ("lafa", "cafaeval") for method in METHODS for mode in ("NK", "PK") for aspect in ("BP", "MF")
+            for stratum, n, f in (("<30", 10, 0.2), ("30-60", 5, 0.4), (">=90", 1, 0.9))]
+    strata = pd.DataFrame(rows)
+    png = report.plot_identity_strata(strata[strata["profile"] == "lafa"])
+    assert png_size(png) == report.LONGITUDINAL_PIXELS
+    text = report.strata_to_markdown(strata)
+    assert text.index("profile `lafa`") < text.index("profile `cafaeval`")
+    assert "0.900 (n=1)" in text and "| <30 " in text and "60-90" not in text.split("Each cell")[0]
+    with pytest.raises(ReportInputError):
+        report.plot_identity_strata(strata.drop(columns=["n_targets"]))

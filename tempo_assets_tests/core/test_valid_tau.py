@@ -37,7 +37,7 @@ def run(valid: Cells, test: Cells):
     proteins = list(valid.targets["protein"]) + list(test.targets["protein"])
     newer = {"m": predictions(test.targets["protein"]), "n": predictions(test.targets["protein"])}
     older = {"m": predictions(proteins)}  # "n" has no predictions at t-1
-    return benchmark_window(test, newer, older, valid, {}, BenchmarkOptions(n_boot=20, reference="m"), [], True,
+    return benchmark_window([(test, valid)], newer, older, {}, BenchmarkOptions(n_boot=20, reference="m"), [], True,
                             "VALID cells of the test")
 
 
@@ -62,7 +62,7 @@ def test_baseline_valid_tau_comes_from_valid_data_only(ontology):
     assert other["valid_tau"].isna().all() and set(other["note"]) == {"no VALID targets in this cell"}
     # the older variant is read at the same threshold on TEST
     assert base.summary.set_index("method").loc[f"m{OLDER}", "valid_tau"] == tau
-    assert nk_bp(base.valid_taus).loc["m", "source"] == "VALID cells of the test"
+    assert nk_bp(base.valid_taus).loc["m", "source"] == "VALID cells of the test, scored under cafaeval"
 
     # planting a change in TEST (its truth flips to the wrong term) moves TEST numbers, not the threshold
     planted = run(valid, cells(ontology, "T", 30, truth_term=lambda i: WRONG))
