@@ -72,6 +72,7 @@ import pandas as pd
 from tempo_assets.core.arrays import concat_ranges as _ranges
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write, open_binary, open_text
+from tempo_assets.core.progress import Progress
 
 __all__ = [
     "EvalOntology",
@@ -1408,8 +1409,10 @@ def _resampled_counts(rng: np.random.Generator, n_boot: int, n_p: int, chunk: in
 
     Yields arrays of shape (size, n_p); the draws are identical for every caller with one seed.
     """
+    progress = Progress("bootstrap", n_boot, "replicates")
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
+        progress.update(start)
         draws = rng.integers(0, n_p, size=(size, n_p))
         counts = np.zeros((size, n_p))
         np.add.at(counts, (np.repeat(np.arange(size), n_p), draws.ravel()), 1)
