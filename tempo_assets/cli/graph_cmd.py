@@ -280,6 +280,7 @@ def celery_launcher(instance, store, echo):
     """``launch(job, key, run_config, selection, where)`` running one job through the celery
     executor; checks first that the run's storage, the object store and the workers are shared."""
     import uuid
+    import warnings
 
     import dagster as dg
     from dagster._core.definitions.reconstruct import ReconstructableRepository
@@ -306,7 +307,9 @@ def celery_launcher(instance, store, echo):
             runs = instance.get_runs(filters=dg.RunsFilter(tags={LAUNCH_TAG: tag}), limit=1)
             return runs[0].run_id if runs else None
 
-        with ProgressWatch(instance, run_id, echo, where):
+        with ProgressWatch(instance, run_id, echo, where), warnings.catch_warnings():
+            # dagster-celery registers its step task again for every submission; celery warns each time
+            warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
             return dg.execute_job(repository.get_reconstructable_job(job), instance, run_config=run_config,
                                   tags=tags, raise_on_error=False, asset_selection=selection)
 
