@@ -267,7 +267,7 @@ class ProgressWatch:
                 entry = record.event_log_entry
                 message = entry.user_message or ""
                 if entry.dagster_event is None and entry.step_key and message.startswith(PREFIX):
-                    latest[entry.step_key] = message[len(PREFIX):]
+                    latest[entry.step_key] = message
             for step, line in latest.items():
                 if self.shown.get(step) != line:
                     self.shown[step] = line
