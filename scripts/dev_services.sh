@@ -10,8 +10,19 @@
 #   eval "$(scripts/dev_services.sh start)"   # start what is not running; print export lines
 #   scripts/dev_services.sh env               # the export lines of the running services
 #   scripts/dev_services.sh status            # one line per service
-#   scripts/dev_services.sh stop              # stop them (PostgreSQL's data is kept)
+#   scripts/dev_services.sh workers N         # start N celery workers (dagster-celery's app)
+#   scripts/dev_services.sh stop-workers      # stop the workers (by their recorded pids)
+#   scripts/dev_services.sh stop              # stop workers and servers (PostgreSQL's data is kept)
 #   scripts/dev_services.sh clean             # stop, then delete the state folder
+#
+# A worker shares nothing with the launcher but PostgreSQL and the object store: it runs in its
+# own folder $STATE/workers/wN/ with its own DAGSTER_HOME (a copy of docs/deploy/dagster.yaml),
+# its own TMPDIR and embedding cache, TEMPO_ARTEFACTS on S3 and TEMPO_EXECUTOR=celery; the
+# variables of `env` are its environment, except those the caller has set (the caller's win:
+# a test points them at its own bucket prefix or database). It is `celery -A dagster_celery.app
+# worker` on queue `dagster`, prefork pool of one process, named tempo-wN@<host>, started with
+# setsid (its pid is its process group) and stopped by that pid: SIGTERM (warm shutdown: the
+# running step ends first), after $TEMPO_WORKER_STOP_S (default 60) s SIGKILL of its group.
 #
 # `start` and `env` print only `export NAME=value` lines on stdout (progress goes to stderr).
 # Ports: $TEMPO_PG_PORT, $TEMPO_S3_PORT, $TEMPO_REDIS_PORT when set (a port already taken is
@@ -238,6 +249,92 @@ start_redis() {
     || die "redis-server did not answer on 127.0.0.1:$port within 30 s: see $STATE/redis.log"
 }
 
+# -- celery workers -------------------------------------------------------------------------------
+worker_ids() {
+  local file
+  for file in "$STATE"/workers/w*.pid; do
+    [ -e "$file" ] || continue
+    file=${file##*/}; echo "${file%.pid}"
+  done
+}
+
+worker_pid() {  # the recorded pid of worker $1 if alive and still that worker
+  local file="$STATE/workers/$1.pid" pid
+  [ -f "$file" ] || return 1
+  pid=$(cat "$file")
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "tempo-$1@" || return 1
+  echo "$pid"
+}
+
+worker_env() {  # export the variables of `env`, the caller's own values winning
+  local line name
+  while IFS= read -r line; do
+    name=${line#export }; name=${name%%=*}
+    [ -n "${!name:-}" ] || eval "$line"
+  done < <(print_env)
+}
+
+cmd_workers() {
+  local count=${1:-2} i id dir pid celery started=0
+  [[ "$count" =~ ^[1-9][0-9]*$ ]] || die "workers N: N must be a positive number, got '$count'"
+  all_running || die "not every service is running: scripts/dev_services.sh start"
+  celery=$(dirname "$PY")/celery
+  [ -x "$celery" ] || die "$celery is missing: install the production extra (bash scripts/setup.sh --test)"
+  mkdir -p "$STATE/workers"
+  for ((i = 1; i <= count; i++)); do
+    id=w$i dir=$STATE/workers/w$i
+    if pid=$(worker_pid "$id"); then log "worker $id already running (pid $pid)"; continue; fi
+    mkdir -p "$dir/dagster_home" "$dir/tmp" "$dir/config"
+    cp "$DAGSTER_YAML" "$dir/dagster_home/dagster.yaml"
+    (
+      worker_env
+      case "$TEMPO_ARTEFACTS" in
+        *://*) ;;
+        *) die "TEMPO_ARTEFACTS=$TEMPO_ARTEFACTS is a local folder: workers share only the object store" ;;
+      esac
+      # dagster_celery reads the broker and result backend from this module on its path
+      printf 'broker_url = %s\nresult_backend = %s\nbroker_connection_retry_on_startup = True\n' \
+        "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" \
+        "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" > "$dir/config/dagster_celery_config.py"
+      export DAGSTER_HOME=$dir/dagster_home TMPDIR=$dir/tmp TEMPO_CACHE=$dir/dagster_home/embedding_cache
+      export TEMPO_EXECUTOR=celery PYTHONPATH=$REPO:$dir/config
+      cd "$dir"
+      setsid "$celery" -A dagster_celery.app worker --pool prefork --concurrency 1 \
+        --prefetch-multiplier 1 -Q dagster -n "tempo-$id@%h" --loglevel INFO \
+        >"$dir/worker.log" 2>&1 </dev/null &
+      echo $! > "$STATE/workers/$id.pid"
+    )
+    started=$((started + 1))
+  done
+  # a worker is up once it answers a ping on the broker
+  for id in $(worker_ids); do
+    pid=$(worker_pid "$id") || die "worker $id exited at start: see $STATE/workers/$id/worker.log"
+    wait_for "worker $id (pid $pid)" 120 grep -q "tempo-$id@.* ready" "$STATE/workers/$id/worker.log" \
+      || die "worker $id did not get ready within 120 s: see $STATE/workers/$id/worker.log"
+  done
+  log "$started worker(s) started; $(worker_ids | wc -l) running"
+}
+
+cmd_stop_workers() {
+  local id pid deadline
+  for id in $(worker_ids); do
+    if pid=$(worker_pid "$id"); then
+      kill -TERM "$pid" 2>/dev/null || true
+      deadline=$((SECONDS + ${TEMPO_WORKER_STOP_S:-60}))
+      while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+      if kill -0 "$pid" 2>/dev/null; then
+        log "worker $id (pid $pid) outlived SIGTERM: SIGKILL of its process group"
+        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+      fi
+      log "worker $id (pid $pid) stopped"
+    fi
+    # its pool processes are in its process group: none may outlive it
+    kill -KILL -- "-$(cat "$STATE/workers/$id.pid")" 2>/dev/null || true
+    rm -f "$STATE/workers/$id.pid"
+  done
+}
+
 # -- the instance and the environment -------------------------------------------------------------
 write_dagster_home() {
   mkdir -p "$STATE/dagster_home"
@@ -303,11 +400,15 @@ cmd_status() {
       echo "$service: stopped"; rc=3
     fi
   done
+  for service in $(worker_ids); do
+    if pid=$(worker_pid "$service"); then echo "worker $service: running (pid $pid)"; else echo "worker $service: stopped"; fi
+  done
   return $rc
 }
 
 cmd_stop() {
   local pid
+  cmd_stop_workers
   # PostgreSQL: SIGINT is its fast shutdown (SIGKILL of the postmaster would orphan its backends,
   # so the escalation is SIGQUIT, its immediate shutdown)
   if pid=$(pid_of postgres postgres); then
@@ -345,5 +446,7 @@ case "${1:-}" in
   status) cmd_status ;;
   stop) cmd_stop ;;
   clean) cmd_clean ;;
-  *) echo "usage: scripts/dev_services.sh start|env|status|stop|clean" >&2; exit 2 ;;
+  workers) cmd_workers "${2:-2}" ;;
+  stop-workers) cmd_stop_workers ;;
+  *) echo "usage: scripts/dev_services.sh start|env|status|workers N|stop-workers|stop|clean" >&2; exit 2 ;;
 esac

@@ -26,6 +26,7 @@ from tempo_assets.resources import (
     ArchiveResource, ArtefactStoreResource, EmbedderResource, GridResource, WarehouseResource,
     default_archive_root, default_artefacts_root, default_cache_root, default_warehouse_url,
 )
+from tempo_assets.executors import tempo_executor
 from tempo_assets.sensors import JOBS, archive_sensor, weekly_archive_check
 
 ASSETS = [
@@ -67,4 +68,7 @@ defs = dg.Definitions(
     sensors=[archive_sensor],
     schedules=[weekly_archive_check],
     resources=build_resources(),
+    # $TEMPO_EXECUTOR=celery: every job's steps go to the celery workers (tempo_assets/executors.py);
+    # unset, Dagster's default executor
+    executor=tempo_executor(),
 )

@@ -19,7 +19,7 @@ import pytest
 # the SQL warehouse models: the evaluation sets scoring reads come from them, so they run too
 from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS  # noqa: F401 (re-exported for tests)
 # the production path's servers (PostgreSQL, S3, redis) for the tests marked `production`
-from tempo_assets_tests.services import dev_services  # noqa: F401
+from tempo_assets_tests.services import dev_services, services_state  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_ARCHIVE = REPO / "data"

@@ -45,9 +45,15 @@ def services_call(state: Path, command: str, timeout: float = 300,
 
 
 @pytest.fixture(scope="session")
-def dev_services(tmp_path_factory) -> Iterator[dict[str, str]]:
+def services_state(tmp_path_factory) -> Path:
+    """The state folder of the session's servers (``TEMPO_SERVICES_DIR`` of ``dev_services``)."""
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session")
+def dev_services(services_state) -> Iterator[dict[str, str]]:
     """PostgreSQL, S3 (moto) and redis on 127.0.0.1 for the session: the exported variables."""
-    state = tmp_path_factory.mktemp("services")
+    state = services_state
     try:
         started = services_call(state, "start")
         if started.returncode != 0:

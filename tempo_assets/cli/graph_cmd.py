@@ -10,6 +10,10 @@ from pathlib import Path
 # test_growth and test_score share a pool (``pool="test_score"``): a limit of 1 serialises their
 # steps across runs, so queued TEST reads and scorings wait for one another (the claims still decide)
 DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+# core/progress.py's lines (logger tempo.progress) become events of the step that logs them
+PYTHON_LOGS = "python_logs:\n  managed_python_loggers:\n    - tempo.progress\n  python_log_level: INFO\n"
+# the run tag that finds a run launched by execute_job (the celery path) while it runs
+LAUNCH_TAG = "tempo/launch"
 # the SQL warehouse models; the window evaluation sets that scoring reads come from them
 WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_growth", "valid_evaluation_set")
 
@@ -20,8 +24,10 @@ def ensure_dagster_home() -> Path:
 
     home = Path(default_dagster_home())
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(DAGSTER_YAML, encoding="utf-8")
+    yaml = home / "dagster.yaml"
+    # written by tempo (now, or by a version before progress lines): tempo's own content
+    if not yaml.exists() or yaml.read_text(encoding="utf-8") == DAGSTER_YAML:
+        yaml.write_text(DAGSTER_YAML + PYTHON_LOGS, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -34,7 +40,12 @@ def ensure_test_pool(instance) -> bool:
     """
     from tempo_assets.assets.scoring import TEST_POOL
 
-    return bool(instance.event_log_storage.initialize_concurrency_limit_to_default(TEST_POOL))
+    storage = instance.event_log_storage
+    # a row that exists already (e.g. `dagster instance concurrency set`) is kept: Dagster's
+    # initialisation inserts first, and on PostgreSQL the failed insert aborts its transaction
+    if TEST_POOL in storage.get_concurrency_keys():
+        return True
+    return bool(storage.initialize_concurrency_limit_to_default(TEST_POOL))
 
 
 def current_plan():
@@ -94,9 +105,17 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     (the Python, audit and SQL warehouse checks) in the instance; otherwise it stops with the
     reason (status ``blocked``). ``catalog_job`` (the cross-window catalog) runs every time.
     ``exclude`` names assets left out of every step; the run stops at the first failed or
-    blocked step. A line is printed when each run starts and when it ends. Dagster's console
+    blocked step. A line is printed when each run starts and when it ends, and, while it runs,
+    the latest progress line of each running step (``core/progress.py``). Dagster's console
     log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING); the event log
-    in the instance keeps everything.
+    in the instance keeps everything. ``$TEMPO_RUN_CONFIG`` names a YAML file of run config
+    merged into every run (e.g. ``resources: {grid: {config: {bootstrap_samples: 20}}}``).
+
+    With ``TEMPO_EXECUTOR=celery`` each run goes through ``dagster.execute_job`` on the module's
+    definitions (``tempo_assets.definitions``), whose jobs use the celery executor: every step is
+    a task that a worker process picks up from the broker. The workers build their resources from
+    their own environment, so ``resources`` must be ``None`` then, the instance must be one they
+    share (PostgreSQL) and the artefact store an object store.
     """
     log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
     import uuid
@@ -116,13 +135,25 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     from tempo_assets.sensors import JOBS
     from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
+    from tempo_assets.executors import executor_kind
+
+    distributed = executor_kind() == "celery"
+    if distributed:
+        from tempo_assets.core.errors import TempoInputError
+
+        if resources is not None:
+            raise TempoInputError("TEMPO_EXECUTOR=celery: the workers build the resources from their own "
+                                  "environment; unset it to run with resources given in code")
     resources = resources or build_resources()
     store = resources["artefact_store"].store() if "artefact_store" in resources else open_artefact_store()
+    store.location.check()  # an object store that is down fails here, naming its endpoint
     archive = open_archive(resources["archive"].root)
     plan = plan_partitions(archive)
     defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
                           jobs=JOBS + METHOD_JOBS, resources=resources)
-    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    run_config = merged_run_config({"loggers": {"console": {"config": {"log_level": log_level}}}})
+    if distributed:
+        launch = celery_launcher(instance, store, echo)
     # a method's bundle and predictions are built once per (cutoff, method) and kept (a failed run is
     # recorded as its status); they are not part of the staleness graph
     method_assets = {"method_bundle_job": ["method_bundle"], "method_job": ["method_predictions"]}
@@ -141,12 +172,19 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
             echo(f"{where}: blocked, not run: {'; '.join(step.blocked + step.waiting)}")
             report.append((job, key, "blocked", 0.0))
             break
-        run_id = str(uuid.uuid4())
-        echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
+        selection = [dg.AssetKey(name) for name in step.todo]
         started = time.perf_counter()
-        result = defs.resolve_job_def(job).execute_in_process(
-            run_config=run_config, instance=instance, partition_key=key, raise_on_error=False, run_id=run_id,
-            asset_selection=[dg.AssetKey(name) for name in step.todo])
+        if distributed:
+            echo(f"{where}: started on the celery workers ({', '.join(step.todo)})")
+            result = launch(job, key, run_config, selection, where)
+            run_id = result.run_id
+        else:
+            run_id = str(uuid.uuid4())
+            echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
+            with ProgressWatch(instance, lambda: run_id, echo, where):
+                result = defs.resolve_job_def(job).execute_in_process(
+                    run_config=run_config, instance=instance, partition_key=key, raise_on_error=False,
+                    run_id=run_id, asset_selection=selection)
         seconds = time.perf_counter() - started
         status = "ok" if result.success else "FAILED"
         touches_test = {"test_growth", "test_score"} & set(step.todo)
@@ -159,6 +197,123 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
         if not result.success:
             break
     return report
+
+
+def merged_run_config(base: dict) -> dict:
+    """``base`` with the YAML run config of ``$TEMPO_RUN_CONFIG`` merged in (its keys win)."""
+    import yaml
+
+    from tempo_assets.core.errors import TempoInputError
+
+    path = os.environ.get("TEMPO_RUN_CONFIG", "").strip()
+    if not path:
+        return base
+    try:
+        extra = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise TempoInputError(f"cannot read the run config of TEMPO_RUN_CONFIG: {exc}", path=path) from exc
+    if not isinstance(extra, dict):
+        raise TempoInputError("run config is not a mapping", path=path)
+
+    def merge(a: dict, b: dict) -> dict:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    return merge(base, extra)
+
+
+class ProgressWatch:
+    """While a run executes, print the newest progress line of each of its steps (a thread that
+    reads the run's new event-log records every ``$TEMPO_PROGRESS_POLL`` s, default 2)."""
+
+    def __init__(self, instance, run_id, echo, where: str):
+        import threading
+
+        self.instance, self.run_id, self.echo, self.where = instance, run_id, echo, where
+        self.poll = float(os.environ.get("TEMPO_PROGRESS_POLL", "2"))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="tempo-progress", daemon=True)
+        self.cursor = None
+        self.shown: dict[str, str] = {}
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.poll):
+            try:
+                self.read()
+            except Exception:  # noqa: BLE001 - a progress line is never worth failing the run
+                continue
+
+    def read(self) -> None:
+        from tempo_assets.core.progress import PREFIX
+
+        run_id = self.run_id()
+        if run_id is None:
+            return
+        while True:
+            found = self.instance.get_records_for_run(run_id, cursor=self.cursor, limit=500)
+            self.cursor = found.cursor
+            latest: dict[str, str] = {}
+            for record in found.records:
+                entry = record.event_log_entry
+                message = entry.user_message or ""
+                if entry.dagster_event is None and entry.step_key and message.startswith(PREFIX):
+                    latest[entry.step_key] = message
+            for step, line in latest.items():
+                if self.shown.get(step) != line:
+                    self.shown[step] = line
+                    self.echo(f"{self.where}: {step}: {line}")
+            if not found.has_more:
+                return
+
+
+def celery_launcher(instance, store, echo):
+    """``launch(job, key, run_config, selection, where)`` running one job through the celery
+    executor; checks first that the run's storage, the object store and the workers are shared."""
+    import uuid
+    import warnings
+
+    import dagster as dg
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.executors import check_celery
+
+    if instance.is_ephemeral or type(instance.run_storage).__name__.startswith("Sqlite"):
+        raise TempoInputError("TEMPO_EXECUTOR=celery needs an instance the workers share: PostgreSQL run "
+                              "and event storage (docs/deploy/dagster.yaml), not SQLite", path=instance.root_directory)
+    if store.local:
+        raise TempoInputError("TEMPO_EXECUTOR=celery needs artefacts on an object store the workers share "
+                              "(TEMPO_ARTEFACTS=s3://bucket/prefix), not a local folder", path=str(store.location))
+    workers = check_celery()
+    echo(f"celery: {len(workers)} worker(s) on the broker: {', '.join(workers)}")
+    repository = ReconstructableRepository.for_module("tempo_assets.definitions", "defs",
+                                                      working_directory=os.getcwd())
+
+    def launch(job: str, key: str | None, run_config: dict, selection, where: str):
+        tag = uuid.uuid4().hex
+        tags = {LAUNCH_TAG: tag, **({"dagster/partition": key} if key else {})}
+
+        def run_id():
+            runs = instance.get_runs(filters=dg.RunsFilter(tags={LAUNCH_TAG: tag}), limit=1)
+            return runs[0].run_id if runs else None
+
+        with ProgressWatch(instance, run_id, echo, where), warnings.catch_warnings():
+            # dagster-celery registers its step task again for every submission; celery warns each time
+            warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
+            return dg.execute_job(repository.get_reconstructable_job(job), instance, run_config=run_config,
+                                  tags=tags, raise_on_error=False, asset_selection=selection)
+
+    return launch
 
 
 def _init(args) -> int:

@@ -1,7 +1,6 @@
 """The artefact store: typed values in open formats, a JSON sidecar, committed by one pointer switch.
 
-Layout under a :class:`Location` (a local folder today; an object store can implement the same
-five methods)::
+Layout under a :class:`Location` (a local folder, or an object store through universal-pathlib)::
 
     <asset>/<partition>/artefact.json                  the sidecar: binding, sha256, file; the pointer
     <asset>/<partition>/versions/<version>/value.<ext> the value (parquet, txt, json, or a typed
@@ -81,6 +80,8 @@ class Location(Protocol):
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> list[str]: ...  # immediate children names
     def delete_tree(self, prefix: str) -> None: ...
+    def create(self, key: str, data: bytes) -> bool: ...  # only if absent, atomic; False if taken
+    def check(self) -> None: ...  # raise TempoInputError naming the store when it cannot be used
 
 
 class LocalLocation:
@@ -109,6 +110,16 @@ class LocalLocation:
     def delete_tree(self, prefix: str) -> None:
         shutil.rmtree(self.path(prefix), ignore_errors=True)
 
+    def create(self, key: str, data: bytes) -> bool:
+        """``data`` at ``key`` only if nothing is there (a hard link of a fsynced temporary file)."""
+        from tempo_assets.core.test_claims import create_bytes_if_absent
+
+        self.path(key).parent.mkdir(parents=True, exist_ok=True)
+        return create_bytes_if_absent(self.path(key), data)
+
+    def check(self) -> None:
+        """A local folder needs no server: it is created on first write."""
+
     def __str__(self) -> str:
         return str(self.root)
 
@@ -117,9 +128,12 @@ class ObjectLocation:
     """An object-store URL (``s3://bucket/prefix``) through universal-pathlib / fsspec.
 
     One object is written by one PUT, which the store makes visible whole or not at all, so
-    ``write_bytes`` is atomic as the interface asks. ``AWS_ENDPOINT_URL`` (a local S3 server such
-    as moto's) is passed to the client; listings are not cached, so another process's writes are
-    seen at once.
+    ``write_bytes`` is atomic as the interface asks. ``create`` is a conditional PUT
+    (``If-None-Match: *``, fsspec's ``mode="create"``): the store answers 412 to every writer but
+    the first. ``AWS_ENDPOINT_URL`` (a local S3 server such as moto's) is passed to the client;
+    listings are not cached, so another process's writes are seen at once. Connection attempts are
+    bounded (``TEMPO_S3_CONNECT_TIMEOUT``, default 5 s, and few retries), so a store that is down
+    fails ``check`` within seconds rather than a step deep in a run.
     """
 
     def __init__(self, url: str):
@@ -127,8 +141,11 @@ class ObjectLocation:
 
         self.url = url.rstrip("/")
         options: dict[str, Any] = {"use_listings_cache": False}
-        if url.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
-            options["client_kwargs"] = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+        if url.startswith("s3://"):
+            timeout = float(os.environ.get("TEMPO_S3_CONNECT_TIMEOUT", "5"))
+            options["config_kwargs"] = {"connect_timeout": timeout, "retries": {"max_attempts": 2}}
+            if os.environ.get("AWS_ENDPOINT_URL"):
+                options["client_kwargs"] = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
         try:
             self.root = UPath(self.url, **options)
         except (ValueError, ImportError) as exc:  # an unknown protocol, or its filesystem not installed
@@ -155,8 +172,41 @@ class ObjectLocation:
         if folder.exists():
             folder.fs.rm(folder.path, recursive=True)
 
+    def create(self, key: str, data: bytes) -> bool:
+        target = self.path(key)
+        try:
+            target.fs.pipe_file(target.path, data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    def endpoint(self) -> str:
+        """The server this store talks to (``AWS_ENDPOINT_URL``, else the protocol's default)."""
+        return os.environ.get("AWS_ENDPOINT_URL") or f"the default {self.url.split('://')[0]} endpoint"
+
+    def check(self) -> None:
+        """Raise :class:`TempoInputError` naming the URL and endpoint when the store is unusable
+        (down, unknown bucket, refused credentials); the credentials are never in the message."""
+        try:
+            fs = self.root.fs
+            bucket = self.root.path.split("/", 1)[0]
+            fs.ls(bucket, refresh=True)
+        except Exception as exc:  # noqa: BLE001 - every client error means the same here
+            reason = _without_secrets(f"{type(exc).__name__}: {exc}")
+            raise TempoInputError(f"cannot reach the artefact store at endpoint {self.endpoint()}: {reason}",
+                                  path=self.url) from None
+
     def __str__(self) -> str:
         return self.url
+
+
+def _without_secrets(text: str) -> str:
+    """``text`` with the values of the credential variables masked."""
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        secret = os.environ.get(name)
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def open_location(root: str | os.PathLike) -> LocalLocation | ObjectLocation:

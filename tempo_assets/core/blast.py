@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -23,6 +22,7 @@ import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write
+from tempo_assets.core.progress import run_reporting
 
 __all__ = [
     "HIT_COLUMNS",
@@ -93,9 +93,13 @@ def _write_fasta(path: Path, sequences: Mapping[str, str]) -> None:
                 handle.write(seq[start:start + 60] + "\n")
 
 
+def _out_of(command: list[str]) -> Path | None:
+    return Path(command[command.index("--out") + 1]) if "--out" in command else None
+
+
 def _run(command: list[str], workdir: Path) -> None:
     try:
-        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, check=False)
+        done = run_reporting(command, workdir, f"diamond {command[1]}", watch=_out_of(command))
     except OSError as exc:  # the binary vanished or is not executable
         raise DiamondError(f"could not run {command[0]}: {exc}", path=command[0]) from exc
     if done.returncode != 0:

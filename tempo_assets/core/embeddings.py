@@ -32,6 +32,7 @@ import numpy as np
 
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write, sha256_file
+from tempo_assets.core.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -724,6 +725,7 @@ def embed_proteins(
     rows = cache.get(embedder_id, unique, dim=embedder.dim) if cache is not None else {}
     hits = len(rows)
     todo = [d for d in unique if d not in rows]
+    progress = Progress(f"embedding ({embedder_id})", len(todo), "sequences")
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
         matrix = np.asarray(embedder.embed([seq_of_digest[d] for d in batch]), dtype=np.float32)
@@ -732,6 +734,7 @@ def embed_proteins(
         if cache is not None:
             cache.put(embedder_id, batch, matrix)
         rows.update(zip(batch, matrix))
+        progress.advance(len(batch))
     out = np.zeros((len(ids), embedder.dim), dtype=np.float32)
     for row, acc in enumerate(ids):
         out[row] = rows[digest_of[acc]]

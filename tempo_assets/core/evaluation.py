@@ -73,6 +73,7 @@ import pandas as pd
 from tempo_assets.core.arrays import concat_ranges as _ranges
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write, open_binary, open_text
+from tempo_assets.core.progress import Progress
 
 __all__ = [
     "EvalOntology",
@@ -1429,7 +1430,10 @@ def _resampled_counts(codes: np.ndarray, n_boot: int, rng: np.random.Generator):
     """
     from tempo_assets.core.homology import cluster_resample_counts
 
-    return cluster_resample_counts(codes, n_boot, rng)
+    progress = Progress("bootstrap", n_boot, "replicates")
+    for counts in cluster_resample_counts(codes, n_boot, rng):
+        yield counts
+        progress.advance(len(counts))
 
 
 def _unit_codes(proteins: list[str], clusters) -> np.ndarray:

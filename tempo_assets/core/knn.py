@@ -10,6 +10,7 @@ import pandas as pd
 from tempo_assets.core.embeddings import normalize_rows
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.io import atomic_write
+from tempo_assets.core.progress import Progress
 
 NEIGHBOUR_COLUMNS = ["query", "neighbour", "similarity", "rank"]
 SCORE_COLUMNS = ["protein", "term", "aspect", "score"]
@@ -165,10 +166,11 @@ class KnnIndex:
         n = len(self)
         if n == 0 or len(qids) == 0:
             return _empty_neighbours()
-        frames = []
+        frames, progress = [], Progress("knn search", len(qids), "queries")
         for start in range(0, len(qids), batch_size):
             block = slice(start, start + batch_size)
             frames.append(self._search_block(qids[block], queries[block], k, exclude_self))
+            progress.update(min(start + batch_size, len(qids)))
         return pd.concat(frames, ignore_index=True)
 
     def _search_block(

@@ -34,6 +34,7 @@ import pandas as pd
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import candidate_features, prepare_neighbours
 from tempo_assets.core.io import digest_json
+from tempo_assets.core.progress import Progress
 from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells
 from tempo_assets.core.reranker import (
     RerankerInputError,
@@ -283,6 +284,7 @@ def select_recipe(
     rows: list[dict[str, Any]] = []
     curves: dict[tuple, pd.DataFrame] = {}
     n_targets: dict[tuple[str, str], int] = {}
+    fits = Progress("lightgbm grid", len(embedders) * len(ks) * len(spec.lgbm_params) * len(aspects), "fits")
     for name in embedders:
         train, valid = train_sets[name], valid_sets[name]
         cells = _CellScorer(scorer, valid, aspects, modes)
@@ -314,6 +316,7 @@ def select_recipe(
                 params_text = json.dumps(_jsonable(params), sort_keys=True)
                 cell = (name, k, "lgbm", pid)
                 for aspect in aspects:
+                    fits.advance()  # fits started
                     meta = {**base, "variant": "lgbm", "params_id": pid, "params": params_text,
                             "aspect": aspect}
                     tr_a = train_lab[train_lab["aspect"] == aspect]

@@ -161,17 +161,22 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def create_if_absent(path: Path, document: dict[str, Any]) -> bool:
-    """Write ``document`` as JSON at ``path`` only if nothing is there; ``False`` if something is.
+    """Write ``document`` as JSON at ``path`` only if nothing is there; ``False`` if something is."""
+    return create_bytes_if_absent(path, _document(document))
 
-    Atomic with its content: the JSON goes to a fsynced temporary file that is hard-linked to
+
+def create_bytes_if_absent(path: Path, data: bytes) -> bool:
+    """Write ``data`` at ``path`` only if nothing is there; ``False`` if something is.
+
+    Atomic with its content: the bytes go to a fsynced temporary file that is hard-linked to
     ``path`` (``link`` refuses an existing name). On a filesystem without hard links the name is
     created with ``O_CREAT | O_EXCL`` and then written (a crash may leave it empty, which still
     counts as taken: the safe side). Raises ``OSError`` when the folder cannot be written.
     """
-    text = json.dumps(document, sort_keys=True, indent=1) + "\n"
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "x", encoding="utf-8") as handle:
-        handle.write(text)
+    with open(tmp, "xb") as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     try:
@@ -185,8 +190,8 @@ def create_if_absent(path: Path, document: dict[str, Any]) -> bool:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
     finally:
@@ -196,41 +201,161 @@ def create_if_absent(path: Path, document: dict[str, Any]) -> bool:
     return True
 
 
-class ClaimStore:
-    """The TEST claims of one artefact store (see the module docstring for the layout)."""
+class _FolderFiles:
+    """The claim files in a local folder; the log is one ``O_APPEND`` file."""
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
+    def __init__(self, root: Path):
+        self.root = root
+
+    def where(self, name: str) -> Path:
+        return self.root / name
+
+    def read_text(self, name: str) -> str:  # FileNotFoundError when absent
+        return (self.root / name).read_text(encoding="utf-8")
+
+    def create(self, name: str, data: bytes) -> bool:
+        return create_bytes_if_absent(self.root / name, data)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.root.iterdir()] if self.root.is_dir() else []
+
+    def ensure(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def log_where(self) -> Path:
+        return self.root / LOG_NAME
+
+    def append_log(self, line: bytes) -> None:
+        fd = os.open(self.log_where, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def log_lines(self) -> list[tuple[str, str]]:
+        """``(where, line)`` of every log entry, oldest first."""
+        try:
+            lines = self.log_where.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        return [(f"{self.log_where}:{n}", line) for n, line in enumerate(lines, start=1)]
+
+
+class _ObjectFiles:
+    """The claim files on an object store (a ``core.artefacts`` Location under the claims prefix).
+
+    A claim or burn is a conditional create (``If-None-Match: *``); an object store has no
+    append, so every log entry is its own object ``test_claims.log/<time>-<uuid>.json``,
+    created once and never rewritten, read back in name (time) order.
+    """
+
+    def __init__(self, location):
+        self.location = location
+
+    def where(self, name: str) -> str:
+        return f"{self.location}/{name}"
+
+    def read_text(self, name: str) -> str:
+        try:
+            return self.location.read_bytes(name).decode("utf-8")
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a client error: the store cannot be read
+            raise OSError(f"{type(exc).__name__}: {exc}") from None
+
+    def create(self, name: str, data: bytes) -> bool:
+        try:
+            return self.location.create(name, data)
+        except FileExistsError:
+            return False
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise OSError(f"{type(exc).__name__}: {exc}") from None
+
+    def names(self) -> list[str]:
+        return self.location.list("")
+
+    def ensure(self) -> None:
+        """An object store has no folders to create."""
+
+    @property
+    def log_where(self) -> str:
+        return self.where(LOG_NAME)
+
+    def append_log(self, line: bytes) -> None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        self.create(f"{LOG_NAME}/{stamp}-{uuid.uuid4().hex}.json", line)
+
+    def log_lines(self) -> list[tuple[str, str]]:
+        names = sorted(n for n in self.location.list(LOG_NAME) if n.endswith(".json"))
+        return [(self.where(f"{LOG_NAME}/{n}"), self.location.read_bytes(f"{LOG_NAME}/{n}").decode("utf-8").strip())
+                for n in names]
+
+
+class ClaimStore:
+    """The TEST claims of one artefact store (see the module docstring for the layout).
+
+    ``root``: the claims folder, or a ``core.artefacts`` Location of the claims prefix on an
+    object store (``ClaimStore.of`` / ``ClaimStore.beside`` pick the right one).
+    """
+
+    def __init__(self, root):
+        if isinstance(root, (str, os.PathLike)) and "://" not in str(root):
+            self.root = Path(root)
+            self._files = _FolderFiles(self.root)
+        elif isinstance(root, str):
+            from tempo_assets.core.artefacts import open_location
+
+            self.root = root.rstrip("/")
+            self._files = _ObjectFiles(open_location(self.root))
+        else:
+            self.root = str(root)
+            self._files = _ObjectFiles(root)
 
     @classmethod
     def of(cls, store) -> "ClaimStore":
-        """The claims of a ``core.artefacts.ArtefactStore``: in its folder when it is local, else in
-        its local extras folder (an object-store deployment does not yet share claims between
-        machines: README limitations)."""
-        return cls.beside(store.root if store.root is not None else store.local_root)
+        """The claims of a ``core.artefacts.ArtefactStore``, in the store itself (its folder, or its
+        object store: every machine that shares the store shares its claims)."""
+        if store.root is not None:
+            return cls.beside(store.root)
+        return cls.beside(str(store.location))
 
     @classmethod
     def beside(cls, artefacts_root: str | Path) -> "ClaimStore":
-        """The claims kept in the artefact store at ``artefacts_root``."""
+        """The claims kept in the artefact store at ``artefacts_root`` (a folder or a URL)."""
+        if isinstance(artefacts_root, str) and "://" in artefacts_root:
+            return cls(f"{artefacts_root.rstrip('/')}/{CLAIMS_FOLDER}")
         return cls(Path(artefacts_root) / CLAIMS_FOLDER)
 
     @property
-    def log_path(self) -> Path:
-        return self.root / LOG_NAME
+    def log_path(self) -> Path | str:
+        return self._files.log_where
 
-    def claim_path(self, window: str, asset: str = "test_growth") -> Path:
+    def claim_path(self, window: str, asset: str = "test_growth") -> Path | str:
+        return self._files.where(self._claim_name(window, asset))
+
+    @staticmethod
+    def _claim_name(window: str, asset: str) -> str:
         if asset not in CLAIMED_ASSETS:
             raise TempoInputError(f"{asset!r} takes no TEST claim (only {', '.join(CLAIMED_ASSETS)})")
-        return self.root / f"{_checked(window)}.{asset}.claim.json"
+        return f"{_checked(window)}.{asset}.claim.json"
 
-    def burn_path(self, window: str) -> Path:
-        return self.root / f"{_checked(window)}.burned.json"
+    def burn_path(self, window: str) -> Path | str:
+        return self._files.where(self._burn_name(window))
+
+    @staticmethod
+    def _burn_name(window: str) -> str:
+        return f"{_checked(window)}.burned.json"
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _read(self, path: Path) -> dict[str, Any] | None:
+    def _read(self, name: str) -> dict[str, Any] | None:
+        path = self._files.where(name)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = self._files.read_text(name)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -248,7 +373,7 @@ class ClaimStore:
     def get(self, window: str, asset: str = "test_growth") -> TestClaim | None:
         """``asset``'s claim on ``window``, if one was taken."""
         path = self.claim_path(window, asset)
-        data = self._read(path)
+        data = self._read(self._claim_name(window, asset))
         if data is None:
             return None
         if not data:
@@ -263,7 +388,7 @@ class ClaimStore:
     def burn_of(self, window: str) -> Burn | None:
         """The release that burned ``window``, if any."""
         path = self.burn_path(window)
-        data = self._read(path)
+        data = self._read(self._burn_name(window))
         if data is None:
             return None
         try:
@@ -273,11 +398,13 @@ class ClaimStore:
 
     def windows(self) -> list[str]:
         """Every window with a claim or a burn, sorted."""
-        if not self.root.is_dir():
-            return []
+        try:
+            names = self._files.names()
+        except OSError as exc:
+            raise ClaimUnavailable(f"cannot list the claim store: {exc}", path=str(self.root)) from exc
         suffixes = [f".{a}.claim.json" for a in CLAIMED_ASSETS] + [".burned.json"]
-        keys = {p.name[:-len(s)] for p in self.root.iterdir() if not p.name.startswith(".")
-                for s in suffixes if p.name.endswith(s)}
+        keys = {name[:-len(s)] for name in names if not name.startswith(".")
+                for s in suffixes if name.endswith(s)}
         return sorted(keys)
 
     def status(self, window: str, is_scored: Callable[[str], bool]) -> ClaimStatus | None:
@@ -311,31 +438,21 @@ class ClaimStore:
     def append_log(self, event: str, window: str, **fields: Any) -> None:
         """Append one JSON line to the log (``O_APPEND``: concurrent writers never interleave a line)."""
         entry = {"at": _now(), "event": event, "window": window, "by": _who(), "pid": os.getpid(), **fields}
-        line = (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8")
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self._files.append_log((json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
 
     def log(self) -> list[dict[str, Any]]:
         """Every entry of the log, oldest first."""
-        try:
-            lines = self.log_path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
         entries = []
-        for number, line in enumerate(lines, start=1):
+        for where, line in self._files.log_lines():
             try:
                 entries.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise TempoInputError(f"corrupt log line: {exc}", path=self.log_path, line=number) from exc
+                raise TempoInputError(f"corrupt log line: {exc}", path=where) from exc
         return entries
 
     def _ensure_root(self) -> None:
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self._files.ensure()
         except OSError as exc:
             raise ClaimUnavailable(f"cannot create the claim store: {exc}; refusing to read or score TEST unclaimed",
                                    path=self.root) from exc
@@ -359,7 +476,7 @@ class ClaimStore:
         claim = TestClaim(window=window, run_id=str(run_id), claimed_at=_now(), host=socket.gethostname(),
                           pid=os.getpid(), asset=asset)
         try:
-            taken = create_if_absent(path, claim.to_dict())
+            taken = self._files.create(self._claim_name(window, asset), _document(claim.to_dict()))
         except OSError as exc:
             raise ClaimUnavailable(f"cannot write the claim: {exc}; refusing to read or score TEST unclaimed",
                                    path=path) from exc
@@ -398,13 +515,17 @@ class ClaimStore:
                     claim_run_id=state.claim.run_id)
         path = self.burn_path(window)
         try:
-            if not create_if_absent(path, burn.to_dict()):
+            if not self._files.create(self._burn_name(window), _document(burn.to_dict())):
                 raise TempoInputError(f"TEST of window {window} was burned meanwhile", path=path)
             self.append_log("released", window, reason=burn.reason, claim_run_id=burn.claim_run_id,
                             state="burned")
         except OSError as exc:
             raise ClaimUnavailable(f"cannot record the release: {exc}", path=path) from exc
         return burn
+
+
+def _document(document: dict[str, Any]) -> bytes:
+    return (json.dumps(document, sort_keys=True, indent=1) + "\n").encode("utf-8")
 
 
 def _checked(window: str) -> str:

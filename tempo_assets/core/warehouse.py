@@ -789,6 +789,10 @@ class Warehouse:
             raise WarehouseError(f"unknown check {name!r} (known: {', '.join(self._checks)})")
         check = self._checks[name]
         params = self._bind(check, params)
+        if self.engine.dialect.name == "postgresql":  # fresh statistics, as before a mart (a check may run first)
+            with self.engine.begin() as conn:
+                for relation in (t for t in self.metadata.tables if re.search(rf"\b{t}\b", check.sql)):
+                    conn.execute(text(f"analyze {relation}"))
         with self.engine.connect() as conn:
             result = conn.execute(text(_statement(check.sql)), params)
             return pd.DataFrame(result.fetchall(), columns=list(result.keys()))

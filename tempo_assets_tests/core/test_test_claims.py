@@ -162,3 +162,51 @@ def test_audit_test_once_counts_both_assets_and_every_read():
     # a read recorded by a claim, without a materialisation, counts too
     found = check_test_once(once, [record("test_growth", 1, "z", **{"tempo/test_read": "z"})])
     assert [f.message.split(";")[0] for f in found] == [f"TEST of window {WINDOW} was read by 2 runs (a, z)"]
+
+
+def _race_on(url: str, run_id: str, start, results) -> None:
+    start.wait()
+    try:
+        ClaimStore(url).claim(WINDOW, run_id)
+        results.put((run_id, "won"))
+    except ClaimRefused as exc:
+        results.put((run_id, exc.state))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
+        results.put((run_id, f"error {type(exc).__name__}: {exc}"))
+
+
+@pytest.mark.production
+def test_claims_on_the_object_store_one_of_many_processes_wins(dev_services, monkeypatch):
+    """The claim on S3 (moto's server) is a conditional PUT: 8 processes race, exactly one wins,
+    a burn there refuses both assets, and no local folder is involved."""
+    import uuid
+
+    from tempo_assets.core.artefacts import ArtefactStore
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(name, dev_services[name])
+    root = f"{dev_services['TEMPO_ARTEFACTS']}/claims-{uuid.uuid4().hex[:12]}"
+    url = ClaimStore.of(ArtefactStore(root)).root
+    assert url == f"{root}/_test_claims"
+    context = multiprocessing.get_context("spawn")  # fresh clients: no shared connection pool
+    start, results = context.Event(), context.Queue()
+    runs = [f"run-{i}" for i in range(8)]
+    procs = [context.Process(target=_race_on, args=(url, r, start, results)) for r in runs]
+    for proc in procs:
+        proc.start()
+    start.set()
+    outcome = dict(results.get(timeout=120) for _ in runs)
+    for proc in procs:
+        proc.join(30)
+    winners = [r for r, state in outcome.items() if state == "won"]
+    assert len(winners) == 1 and set(outcome.values()) == {"won", "claimed"}, outcome
+    store = ClaimStore.beside(root)
+    assert store.get(WINDOW).run_id == winners[0] and store.windows() == [WINDOW]
+    events = [(e["event"], e["run_id"]) for e in store.log()]
+    assert events.count(("claimed", winners[0])) == 1 and len(events) == len(runs)
+    burn = store.release(WINDOW, "killed mid-run", never_scored)
+    assert burn.claim_run_id == winners[0] and store.status(WINDOW, never_scored).state == "burned"
+    for asset in CLAIMED_ASSETS:
+        with pytest.raises(ClaimRefused, match="is burned"):
+            store.claim(WINDOW, "later", asset=asset)
+    assert [e["event"] for e in store.log()][-3:] == ["released", "refused", "refused"]

@@ -1,0 +1,91 @@
+"""Which executor runs the steps of Tempo's jobs: in-process (the default) or dagster-celery.
+
+``TEMPO_EXECUTOR`` picks it: unset or ``in_process`` keeps every step in the launching process
+(``tempo materialize``) or Dagster's default multiprocess executor (``dagster`` CLI, the UI);
+``celery`` puts every step on the celery queue ``dagster`` of the broker ``TEMPO_BROKER_URL``
+(``redis://...``, printed by ``scripts/dev_services.sh start``), where worker processes
+(``scripts/dev_services.sh workers N``) pick them up. The workers share nothing with the launcher
+but the Dagster instance's PostgreSQL storage and the artefact store (``TEMPO_ARTEFACTS=s3://...``).
+
+The broker URL is given to Dagster as ``{"env": "TEMPO_BROKER_URL"}``, so a password in it is
+never stored in a run's config; messages name the broker with its password masked.
+"""
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import dagster as dg
+
+from tempo_assets.core.errors import TempoInputError
+
+EXECUTORS = ("in_process", "celery")
+CELERY_QUEUE = "dagster"
+
+
+def executor_kind() -> str:
+    """``$TEMPO_EXECUTOR`` (``in_process`` when unset); anything else is an error naming it."""
+    kind = (os.environ.get("TEMPO_EXECUTOR") or "in_process").strip().lower().replace("-", "_")
+    if kind not in EXECUTORS:
+        raise TempoInputError(f"TEMPO_EXECUTOR={os.environ.get('TEMPO_EXECUTOR')!r} is not one of "
+                              f"{', '.join(EXECUTORS)}")
+    return kind
+
+
+def broker_url() -> str:
+    url = os.environ.get("TEMPO_BROKER_URL", "").strip()
+    if not url:
+        raise TempoInputError("TEMPO_EXECUTOR=celery needs TEMPO_BROKER_URL (the broker, e.g. "
+                              "redis://127.0.0.1:6379/0; `scripts/dev_services.sh start` prints it)")
+    return url
+
+
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def tempo_executor() -> dg.ExecutorDefinition | None:
+    """The executor ``$TEMPO_EXECUTOR`` names; ``None`` for Dagster's default."""
+    if executor_kind() != "celery":
+        return None
+    from dagster_celery import celery_executor
+
+    # results travel back through the broker's redis too (the default rpc:// needs AMQP)
+    return celery_executor.configured({
+        "broker": {"env": "TEMPO_BROKER_URL"},
+        "backend": {"env": "TEMPO_BROKER_URL"},
+        "config_source": {"worker_prefetch_multiplier": 1, "task_track_started": True,
+                          "broker_connection_retry_on_startup": False},
+    }, name="celery")
+
+
+def check_celery(timeout: float = 5.0) -> list[str]:
+    """The names of the celery workers answering on the broker; raise naming the broker when it is
+    down or no worker listens (a run would otherwise wait for ever on its first step)."""
+    from celery import Celery
+
+    url = broker_url()
+    app = Celery("tempo-check", broker=url, backend=url)
+    app.conf.broker_connection_retry_on_startup = False
+    app.conf.broker_connection_max_retries = 1
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+        replies = app.control.inspect(timeout=timeout, destination=None).active_queues() or {}
+    except Exception as exc:  # noqa: BLE001 - every transport error means the same here
+        raise TempoInputError(f"cannot reach the celery broker: {type(exc).__name__}: "
+                              f"{str(exc).replace(url, masked(url))}", path=masked(url)) from None
+    finally:
+        app.close()
+    workers = sorted(name for name, queues in replies.items()
+                     if any(q.get("name") == CELERY_QUEUE for q in queues or []))
+    if not workers:
+        raise TempoInputError(f"no celery worker listens on queue {CELERY_QUEUE!r} of this broker: start "
+                              "some (`scripts/dev_services.sh workers 2`) or unset TEMPO_EXECUTOR",
+                              path=masked(url))
+    return workers
