@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -140,8 +141,8 @@ def to_markdown(table: pd.DataFrame, recipes: dict[str, dict], note: str, paired
     return "\n".join(lines) + "\n"
 
 
-def materialise_demo(root: Path, lafa: bool = False):
-    """``data/`` copied under ``root`` and materialised; returns the store."""
+def materialise_demo(root: Path, lafa: bool = False, source: Path | None = None):
+    """``source`` (default ``data/``) copied under ``root`` and materialised; returns the store and its windows."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
@@ -153,7 +154,7 @@ def materialise_demo(root: Path, lafa: bool = False):
     from tempo_assets.resources import open_archive
 
     archive = root / "archive"
-    shutil.copytree(REPO / "data", archive)
+    shutil.copytree(source or REPO / "data", archive)
     home = root / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
@@ -172,6 +173,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artefacts", type=Path, help="an existing artefact store (default: materialise data/)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "demo_results.md")
+    parser.add_argument("--mouse", type=int, metavar="N", default=0,
+                        help="also build a seeded sample of N mouse proteins from ../shared/data/goa_archive "
+                             "(the mouse archive of tempo_assets_tests/test_materialize_mouse.py, never seen by "
+                             "the code) and report it after data/")
     parser.add_argument("--lafa", action="store_true",
                         help="materialise with LAFA's conventions (BenchmarkResource(lafa=True)); with "
                              "--artefacts, say the store was materialised so")
@@ -189,6 +194,30 @@ def main() -> None:
         table = demo_results_table(store, windows)
         paired = paired_table(store, windows)
         recipes = {w: store.open("frozen_recipe", w).value["recipe"] for w in windows}
+        mouse_lines: list[str] = []
+        if args.mouse:
+            sys.path.insert(0, str(REPO))
+            from tempo_assets_tests.test_materialize_mouse import build_mouse_archive
+
+            build = Path(tmp) / "mouse_build"
+            build.mkdir()
+            mouse_started = time.perf_counter()
+            m_store, m_windows = materialise_demo(Path(tmp) / "mouse", lafa=args.lafa,
+                                                  source=build_mouse_archive(build, args.mouse))
+            m_paired = paired_table(m_store, m_windows)
+            m_recipes = {w: m_store.open("frozen_recipe", w).value["recipe"] for w in m_windows}
+            mouse_lines = [f"# Mouse: a seeded sample of {args.mouse} mouse proteins (an archive the code never saw)", "",
+                           "Built by `build_mouse_archive` of `tempo_assets_tests/test_materialize_mouse.py` "
+                           f"(`tempo release add/derive`; 2016-01-15 and 2017-06-15 derived from the 2019 GAF), "
+                           f"materialised with the same code and grid; {time.perf_counter() - mouse_started:.0f} s.",
+                           ""]
+            for window, recipe in m_recipes.items():
+                mouse_lines += [f"Frozen recipe of `{window}`: " + "; ".join(
+                    f"{a}: {c.get('variant')} k={c.get('k')}"
+                    + (f" candidates={c.get('candidates')} features={c.get('features')}" if c.get("variant") == "lgbm"
+                       else "") for a, c in sorted(recipe.get("aspects", {}).items())), ""]
+            mouse_lines += paired_markdown(m_paired, args.lafa)
+            print(m_paired.to_string(index=False))
     how = "read from an already materialised store" if args.artefacts else "materialised in a fresh tmp instance"
     note = (f"Artefacts {how} (default grid: K in (5, 10), one LightGBM setting, candidate sets knn and "
             "knn+diamond+goa+prior, every feature; kmer embeddings); "
@@ -196,7 +225,7 @@ def main() -> None:
     from tempo_assets.core.io import atomic_write
 
     with atomic_write(args.out) as handle:
-        handle.write(to_markdown(table, recipes, note, paired_markdown(paired, args.lafa)))
+        handle.write(to_markdown(table, recipes, note, paired_markdown(paired, args.lafa) + mouse_lines))
     print(table.to_string(index=False))
     print(paired.to_string(index=False))
     print(f"wrote {args.out}")
