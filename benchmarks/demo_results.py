@@ -219,7 +219,8 @@ def main() -> None:
             mouse_lines += paired_markdown(m_paired, args.lafa)
             print(m_paired.to_string(index=False))
     how = "read from an already materialised store" if args.artefacts else "materialised in a fresh tmp instance"
-    note = (f"Artefacts {how} (default grid: K in (5, 10), one LightGBM setting, candidate sets knn and "
+    command = "`.venv/bin/python benchmarks/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) + "`"
+    note = (f"Command: {command}. Artefacts {how} (default grid: K in (5, 10), one LightGBM setting, candidate sets knn and "
             "knn+diamond+goa+prior, every feature; kmer embeddings); "
             f"{time.perf_counter() - started:.0f} s.")
     from tempo_assets.core.io import atomic_write
