@@ -123,21 +123,45 @@ class EmbedderResource(dg.ConfigurableResource):
 class GridResource(dg.ConfigurableResource):
     """The VALID selection grid: small by default so the demo stays fast; widen it by config.
 
-    ``lgbm_params_json`` is a JSON list of LightGBM hyperparameter sets (``[]`` = KNN only).
+    ``lgbm_params_json`` is a JSON list of LightGBM hyperparameter sets (``[]`` = KNN only);
+    ``candidate_sets`` the candidate sources united (``core.candidates.parse_sources``) and
+    ``feature_sets`` the feature sets (``core.candidates.FEATURE_SETS``) each setting is tried with.
+    ``GridResource.full()`` is the wider grid of ``tempo materialize --grid full`` (real runs).
     """
 
     ks: list[int] = [5, 10]
     lgbm_params_json: str = '[{"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 100}]'
+    candidate_sets: list[str] = ["knn", "knn+diamond+goa+prior"]
+    feature_sets: list[str] = ["all"]
     early_stopping_rounds: int = 20
     bootstrap_samples: int = 100
     seed: int = 0
+
+    @classmethod
+    def full(cls, **overrides: Any) -> "GridResource":
+        """The wide grid: more K, every candidate set, both feature sets, four LightGBM settings."""
+        import json
+
+        params = [{"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 200},
+                  {"num_leaves": 15, "learning_rate": 0.05, "min_data_in_leaf": 20, "n_estimators": 400},
+                  {"num_leaves": 31, "learning_rate": 0.05, "min_data_in_leaf": 50, "n_estimators": 400},
+                  {"num_leaves": 63, "learning_rate": 0.03, "min_data_in_leaf": 50, "n_estimators": 800,
+                   "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1}]
+        values = {"ks": [5, 10, 25], "lgbm_params_json": json.dumps(params),
+                  "candidate_sets": ["knn", "knn+diamond", "knn+goa", "knn+diamond+goa", "knn+diamond+goa+prior"],
+                  "feature_sets": ["knn", "all"], **overrides}
+        return cls(**values)
 
     def selection_grid(self) -> dict[str, Any]:
         """The fields of ``core.selection.SelectionGrid``."""
         import json
 
         return {"ks": tuple(self.ks), "lgbm_params": tuple(json.loads(self.lgbm_params_json)),
-                "early_stopping_rounds": self.early_stopping_rounds, "seed": self.seed}
+                "early_stopping_rounds": self.early_stopping_rounds, "seed": self.seed,
+                "candidate_sets": tuple(self.candidate_sets), "feature_sets": tuple(self.feature_sets)}
+
+
+GRIDS = {"default": GridResource, "full": GridResource.full}
 
 
 class WarehouseResource(dg.ConfigurableResource):

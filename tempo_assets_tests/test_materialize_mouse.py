@@ -62,20 +62,20 @@ def tempo(*args: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def build_mouse_archive(root: Path) -> Path:
+def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS) -> Path:
     src = root / "src"
     src.mkdir()
     fasta = SHARED / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"
     gaf14, gaf19 = SHARED / "goa" / "goa_mouse_2014-09-29.gaf.gz", SHARED / "goa" / "goa_mouse_2019-01-14.gaf.gz"
     pool = sorted(experimental_proteins(gaf19) & sequence_ids(fasta))
-    proteins = set(random.Random(SEED).sample(pool, N_PROTEINS))
+    proteins = set(random.Random(SEED).sample(pool, n_proteins))
     subset_fasta(fasta, src / "mouse.fasta", proteins)
     subset_gaf(gaf14, src / "goa_mouse_2014-09-29.sample.gaf", proteins)
     subset_gaf(gaf19, src / "goa_mouse_2019-01-14.sample.gaf", proteins)
     archive = root / "archive"
     obo14, obo19 = SHARED / "go" / "go_2014-10-27.obo.gz", SHARED / "go" / "go_2019-01-27.obo.gz"
     common = ["--fasta", str(src / "mouse.fasta"), "--fasta-date", "2014-01-31", "--provenance", "derived",
-              "--note", f"seeded sample of {N_PROTEINS} mouse proteins (test)"]
+              "--note", f"seeded sample of {n_proteins} mouse proteins (test)"]
     tempo("release", "add", str(archive), "--id", "2014-09-29", "--gaf", str(src / "goa_mouse_2014-09-29.sample.gaf"),
           "--obo", str(obo14), *common)
     tempo("release", "add", str(archive), "--id", "2019-01-14", "--gaf", str(src / "goa_mouse_2019-01-14.sample.gaf"),

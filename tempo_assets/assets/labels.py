@@ -26,10 +26,12 @@ def reranker_labels(
     seq_prev, seq_now = sequences.get(prev), sequences.get(cutoff)
     growth = release_growth(ann_prev.value, ann_now.value, onto_now.value, seq_prev.value, seq_now.value,
                             emb_prev.value["ids"])
-    source = labelled_candidates(corpus, emb_prev.value, growth, onto_prev.value, max(grid.ks))
+    source = labelled_candidates(corpus, emb_prev.value, growth, onto_prev.value, max(grid.ks), seq_prev.value,
+                                 ann_prev.value)
     removals = RemovalLog()
     log_growth(removals, growth)
     return dg.Output(source, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=[emb_prev, ann_prev, ann_now, onto_prev, onto_now, seq_prev, seq_now],
         candidate_release=prev, targets=len(growth.targets), neighbour_rows=len(source.neighbours),
+        homology_hits=len(source.hits), nonexp_rows=len(source.nonexp),
         **removal_metadata(context, artefact_store, removals)))

@@ -123,12 +123,13 @@ def test_growth(
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
          "test_growth": role_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
-         "ontology": role_in("refit")},
+         "ontology": role_in("refit"), "sequences": role_in("refit"), "release_annotations": role_in("refit")},
 )
 def test_score(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, test_growth: Artefact, knn_corpus: ArtefactSet,
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet, ontology: ArtefactSet,
+    sequences: ArtefactSet, release_annotations: ArtefactSet,
 ) -> Iterator[dg.Output]:
     """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once.
 
@@ -139,11 +140,12 @@ def test_score(
     recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
     if not claim_or_refuse(context, artefact_store, window.key, SCORE_KEY):
         return
-    corpus, labels, ia, emb, onto_t0 = (s.get(t0) for s in (knn_corpus, reranker_labels, ia_weights, embeddings,
-                                                            ontology))
+    corpus, labels, ia, emb, onto_t0, seq_t0, ann_t0 = (s.get(t0) for s in (
+        knn_corpus, reranker_labels, ia_weights, embeddings, ontology, sequences, release_annotations))
     growth = test_growth.value.growth
     scores, methods = score_test(recipe, growth, corpus.value, labels.value, emb.value, onto_t0.value,
-                                 eval_ontology(archive, t1, ia.value), grid.ks, grid.bootstrap_samples, grid.seed)
+                                 eval_ontology(archive, t1, ia.value), grid.ks, grid.bootstrap_samples, grid.seed,
+                                 seq_t0.value, ann_t0.value)
     if growth.targets.empty:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash
         context.log.warning(f"test_score[{window.key}]: TEST (t0, t1] has no growth target: zero rows scored")
     removals = RemovalLog()
@@ -152,7 +154,7 @@ def test_score(
     recipe_rows = scores.summary[scores.summary["method"] == "recipe"]
     headline = {f"{column}_{r.mode}_{r.aspect}": float(getattr(r, column)) for r in recipe_rows.itertuples()
                 for column in ("f_at_valid_tau", "valid_tau", "fmax_oracle") if column in recipe_rows}
-    read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0]
+    read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0, seq_t0, ann_t0]
     yield dg.Output(scores, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],

@@ -14,26 +14,33 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridR
     partitions_def=WINDOWS, group_name="selection",
     ins={"valid_evaluation_set": role_in("valid", dg.IdentityPartitionMapping()), "knn_corpus": role_in("train"),
          "reranker_labels": role_in("train"), "ia_weights": role_in("train"), "embeddings": role_in("train"),
-         "ontology": role_in("train")},
+         "ontology": role_in("train"), "sequences": role_in("train"), "release_annotations": role_in("train")},
 )
 def valid_selection(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, valid_evaluation_set: Artefact, knn_corpus: ArtefactSet,
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet, ontology: ArtefactSet,
+    sequences: ArtefactSet, release_annotations: ArtefactSet,
 ) -> dg.Output:
     """One row per (config, aspect, mode) of the grid scored on VALID (t-1, t0]; TRAIN read at t-1 only."""
     window = parse_window_key(context.partition_key)
     old, new = window.growth_span("valid")
-    corpus, labels, ia, emb, onto_old = (s.get(old) for s in (knn_corpus, reranker_labels, ia_weights, embeddings,
-                                                              ontology))
+    corpus, labels, ia, emb, onto_old, seq_old, ann_old = (s.get(old) for s in (
+        knn_corpus, reranker_labels, ia_weights, embeddings, ontology, sequences, release_annotations))
     growth = valid_evaluation_set.value.growth  # the warehouse's VALID set (window_role 'valid')
+    # the grid is scored under cafaeval's conventions, the ones test_score scores the frozen recipe
+    # under; benchmark's lafa profile fixes the recipe's threshold on VALID under LAFA's by the rule
+    # every method follows (core.workflow.valid_taus)
     selection, methods = select_on_valid(grid.selection_grid(), window, corpus.value, labels.value, emb.value,
-                                         growth, onto_old.value, eval_ontology(archive, new, ia.value))
+                                         growth, onto_old.value, eval_ontology(archive, new, ia.value),
+                                         seq_old.value, ann_old.value)
     removals = RemovalLog()
     log_growth(removals, growth)
     log_evaluation(removals, growth, methods)
-    read = [valid_evaluation_set, corpus, labels, ia, emb, onto_old]
+    read = [valid_evaluation_set, corpus, labels, ia, emb, onto_old, seq_old, ann_old]
     return dg.Output(selection, metadata=binding_metadata(
         archive.cutoff_of(new), artefacts=read, window=window.key, window_role="valid",
-        grid_rows=len(selection.grid), valid_targets=len(growth.targets), excluded_by_sequence=len(growth.removed),
+        profile="cafaeval", grid_rows=len(selection.grid), grid=dg.MetadataValue.json(grid.selection_grid()),
+        grid_table=dg.MetadataValue.md(selection.grid.to_markdown(index=False)), valid_targets=len(growth.targets),
+        excluded_by_sequence=len(growth.removed),
         **removal_metadata(context, artefact_store, removals)))

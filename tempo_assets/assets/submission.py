@@ -19,7 +19,8 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridR
 def submission(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
     artefact_store: ArtefactStoreResource, frozen_recipe: WindowArtefactSet, knn_corpus: Artefact,
-    reranker_labels: Artefact, embeddings: Artefact, ontology: Artefact,
+    reranker_labels: Artefact, embeddings: Artefact, ontology: Artefact, sequences: Artefact,
+    release_annotations: Artefact,
 ) -> dg.Output:
     """One CAFA row per (protein, term) predicted at the cutoff from inputs dated <= cutoff."""
     from tempo_assets.core.selection import apply_recipe
@@ -33,17 +34,17 @@ def submission(
     frozen = frozen_recipe.get(key)  # refuses a recipe read past the cutoff
     recipe = verify_recipe(frozen)
     source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ontology.value,
-                              max(grid.ks))
+                              max(grid.ks), sequences=sequences.value, annotations=release_annotations.value)
     # the same leave-one-out IA counts the recipe's rerankers were trained on
     predictions = apply_recipe(recipe, source.neighbours, source.corpus_annotations, reranker_labels.value,
-                               ia=source.ia, term_depth=source.term_depth)
+                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "submission.tsv"
         stats = write_cafa_submission(predictions, path, author="Tempo", model=1, keywords=["k-nearest neighbors"])
         text = path.read_text(encoding="utf-8")
     removals = RemovalLog()
     log_submission(removals, predictions)
-    read = [knn_corpus, reranker_labels, embeddings, ontology, frozen]
+    read = [knn_corpus, reranker_labels, embeddings, ontology, sequences, release_annotations, frozen]
     return dg.Output(text, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=read, recipe_window=key, recipe_hash=frozen.meta["recipe_hash"],
         rows=int(stats.get("rows", 0)) if isinstance(stats, dict) else 0, targets=len(embeddings.value["ids"]),

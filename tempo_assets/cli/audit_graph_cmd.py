@@ -81,8 +81,14 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
 
     The corpus is every protein with a sequence and an experimental term at that release
     (k-mer embeddings); ``sample`` of them, seeded, are the queries; IA counts come from the
-    same corpus. Nothing of ``release`` itself is read.
+    same corpus; the queries' DIAMOND hits in the corpus sequences and their non-experimental
+    annotations per evidence group are the recipe's other candidate sources. Nothing of
+    ``release`` itself is read.
     """
+    import tempfile
+
+    from tempo_assets.core.blast import homology_hits
+    from tempo_assets.core.candidates import HIT_TOP, nonexp_groups
     import numpy as np
 
     from tempo_assets.core.annotations import clean_annotations, propagate_annotations, split_by_evidence
@@ -100,7 +106,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
     reader = CutoffReader(archive, archive.cutoff_of(prev))
     ontology = reader.ontology(prev)
     frame, _ = reader.gaf_frame(prev)
-    experimental, _ = split_by_evidence(frame)
+    experimental, non_experimental = split_by_evidence(frame)
     cleaned, _ = clean_annotations(experimental, ontology)
     sequences = reader.sequences(prev)
     propagated = propagate_annotations(cleaned, ontology)
@@ -116,7 +122,13 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
     k = int(k or 25)
     neighbours = KnnIndex.build(ids, matrix).search(queries, matrix[picks], k, exclude_self=True)
     depth = {t: float(ontology.depth(t)) for t in corpus["term"].unique()}
-    inputs = FeatureInputs(neighbours, corpus, ia=ia_counts(corpus, ontology), term_depth=depth, k=k)
+    with tempfile.TemporaryDirectory(prefix="tempo_audit_") as workdir:
+        hits = homology_hits({p: sequences[p] for p in queries}, {p: sequences[p] for p in ids}, workdir,
+                             threads=1, top=HIT_TOP)
+    nonexp_cleaned, _ = clean_annotations(non_experimental, ontology)
+    nonexp = nonexp_groups(nonexp_cleaned, ontology, queries)
+    inputs = FeatureInputs(neighbours, corpus, ia=ia_counts(corpus, ontology), term_depth=depth, k=k, hits=hits,
+                           nonexp=nonexp)
     return inputs, queries, prev
 
 

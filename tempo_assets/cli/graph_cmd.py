@@ -357,7 +357,13 @@ def _materialize(args) -> int:
         print(f"tempo: error: unknown cutoff {args.cutoff!r} (see `tempo cutoffs`)", file=sys.stderr)
         return 2
     target = "all" if args.all else ("window" if args.window else "cutoff")
-    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance)
+    resources = None
+    if getattr(args, "grid", "default") != "default":
+        from tempo_assets.definitions import build_resources
+        from tempo_assets.resources import GRIDS
+
+        resources = build_resources(grid=GRIDS[args.grid]())
+    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, resources=resources)
     failed = any(status in ("FAILED", "blocked") for _, _, status, _ in report)
     if not failed:
         print_outputs(report)
@@ -428,6 +434,9 @@ def register(subparsers) -> None:
     group.add_argument("--all", action="store_true", help="every window through test_score and the latest submission")
     group.add_argument("--window", metavar="KEY", help="one window through test_score")
     group.add_argument("--cutoff", metavar="KEY", help="one cutoff's submission")
+    parser.add_argument("--grid", choices=("default", "full"), default="default",
+                        help="the VALID selection grid: default (small, the demo in minutes) or full "
+                             "(more K, every candidate and feature set, four LightGBM settings; real runs)")
     parser.set_defaults(func=_materialize)
     parser = subparsers.add_parser(
         "status", help="one line per artefact: <asset>[<partition>] <state> <reason>",

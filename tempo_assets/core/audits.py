@@ -24,7 +24,8 @@ import pandas as pd
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.features import KEY_COLUMNS, candidate_features, compare_protein_features
+from tempo_assets.core.candidates import SOURCES, recipe_features
+from tempo_assets.core.features import KEY_COLUMNS, compare_protein_features
 from tempo_assets.core.ia import IaCounts
 from tempo_assets.core.windows import ASSET_ROLE, POSITIONS, ROLE_BOUND, try_parse_window_key
 
@@ -49,12 +50,21 @@ class FeatureInputs:
     term_depth: pd.Series | Mapping[str, float] | None = None
     k: int | None = None
     ia_source: IaCounts | None = None
+    # the recipe's other candidate sources (core.candidates): DIAMOND hits and non-experimental
+    # annotations of the queries, and the sources united (every source: every feature is audited)
+    hits: pd.DataFrame | None = None
+    nonexp: pd.DataFrame | None = None
+    sources: tuple[str, ...] = SOURCES
 
     def restricted_to(self, proteins: Iterable[str]) -> "FeatureInputs":
-        """The same inputs with only the neighbour rows of ``proteins`` as queries."""
+        """The same inputs with only the neighbour (and hit, non-experimental) rows of ``proteins`` as queries."""
         keep = set(map(str, proteins))
         rows = self.neighbours[self.neighbours["query"].astype(str).isin(keep)]
-        return replace(self, neighbours=rows.reset_index(drop=True))
+        hits = None if self.hits is None else self.hits[self.hits["query"].astype(str).isin(keep)]
+        nonexp = None if self.nonexp is None else self.nonexp[self.nonexp["protein"].astype(str).isin(keep)]
+        return replace(self, neighbours=rows.reset_index(drop=True),
+                       hits=None if hits is None else hits.reset_index(drop=True),
+                       nonexp=None if nonexp is None else nonexp.reset_index(drop=True))
 
     def without_protein(self, protein: str) -> "FeatureInputs":
         """The inputs with ``protein``'s own labels removed from every one of them."""
@@ -84,9 +94,10 @@ ExtraFeatures = Callable[[pd.DataFrame, FeatureInputs], pd.DataFrame]
 
 
 def build_features(inputs: FeatureInputs, extra_features: ExtraFeatures | None = None) -> pd.DataFrame:
-    """``candidate_features`` over ``inputs``, then ``extra_features`` when given."""
-    features = candidate_features(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia,
-                                  term_depth=inputs.term_depth, k=inputs.k)
+    """``candidates.recipe_features`` over ``inputs`` (every source, every feature), then ``extra_features``."""
+    features = recipe_features(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia,
+                               term_depth=inputs.term_depth, k=inputs.k, hits=inputs.hits, nonexp=inputs.nonexp,
+                               sources=inputs.sources)
     if extra_features is not None:
         features = extra_features(features, inputs)
         missing = [c for c in KEY_COLUMNS if c not in features.columns]
@@ -104,6 +115,8 @@ def sample_proteins(inputs: FeatureInputs, n: int, seed: int = 0) -> list[str]:
     if int(n) < 1:
         raise TempoInputError(f"sample size must be >= 1, got {n}", path="--sample")
     queries = set(inputs.neighbours["query"].astype(str))
+    if inputs.hits is not None:
+        queries |= set(inputs.hits["query"].astype(str))
     pool = sorted(queries & inputs.labelled_proteins())
     if len(pool) <= n:
         return pool
@@ -478,4 +491,4 @@ def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
                                                               rtol=0.0, atol=1e-12):
             source = counts
     return FeatureInputs(value["neighbours"], corpus, ia=ia, term_depth=value.get("term_depth"),
-                         k=k, ia_source=source)
+                         k=k, ia_source=source, hits=value.get("hits"), nonexp=value.get("nonexp"))

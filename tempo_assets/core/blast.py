@@ -32,6 +32,7 @@ __all__ = [
     "blast_term_scores",
     "diamond_hits",
     "find_diamond",
+    "homology_hits",
 ]
 
 HIT_COLUMNS = ["query", "subject", "pident", "bitscore", "evalue"]
@@ -287,3 +288,40 @@ def blast_term_scores(hits: pd.DataFrame, corpus_annotations: pd.DataFrame) -> p
     best = best.rename(columns={"query": "protein"})
     best = best.sort_values(["protein", "aspect", "term"], kind="mergesort")
     return best[SCORE_COLUMNS].reset_index(drop=True)
+
+
+HOMOLOGY_COLUMNS = ["query", "subject", "pident", "bitscore", "qcov", "scov"]
+
+
+def homology_hits(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str, str], workdir: str | Path,
+                  threads: int = 1, sensitivity: str | None = None, top: int = 25,
+                  evalue: float = 1e-3) -> pd.DataFrame:
+    """DIAMOND hits of ``query_sequences`` in ``corpus_sequences`` for the recipe's homology features.
+
+    Like :func:`diamond_hits` (self hits dropped, one row per pair: its best HSP by bitscore) with
+    the HSP's query and subject coverage (``qcovhsp``, ``scovhsp``, percent) and at most ``top``
+    subjects per query besides the query itself (DIAMOND is asked for ``top + 1``, so a query
+    that is in the corpus keeps ``top`` others whether or not it is).
+
+    Returns ``query, subject, pident, bitscore, qcov, scov`` sorted by query, bitscore desc, subject.
+    """
+    output = run_blastp(query_sequences, corpus_sequences, workdir, ("pident", "bitscore", "qcovhsp", "scovhsp"),
+                        "homology.tsv", threads, evalue, int(top) + 1, sensitivity)
+    if output is None or output.stat().st_size == 0:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("query", "subject") else np.float64)
+                             for c in HOMOLOGY_COLUMNS})
+    frame = pd.read_csv(output, sep="\t", header=None, names=HOMOLOGY_COLUMNS, dtype={"query": str, "subject": str},
+                        keep_default_na=False, engine="c")
+    for column in HOMOLOGY_COLUMNS[2:]:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.isna().any():
+            line = int(np.flatnonzero(values.isna().to_numpy())[0]) + 1
+            raise DiamondError(f"diamond output has a non-numeric {column} {frame[column].iloc[line - 1]!r}",
+                               path=output, line=line)
+        frame[column] = values.astype(np.float64)
+    frame = frame[frame["query"] != frame["subject"]]
+    frame = frame.sort_values(["query", "subject", "bitscore", "pident"], ascending=[True, True, False, False],
+                              kind="mergesort").drop_duplicates(["query", "subject"], keep="first")
+    frame = frame.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True], kind="mergesort")
+    frame = frame.groupby("query", sort=False).head(int(top))
+    return frame[HOMOLOGY_COLUMNS].reset_index(drop=True)

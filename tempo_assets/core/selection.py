@@ -25,14 +25,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.features import candidate_features, prepare_neighbours
+from tempo_assets.core.candidates import SOURCES, feature_set, parse_sources, recipe_features
+from tempo_assets.core.features import prepare_neighbours
 from tempo_assets.core.io import digest_json
 from tempo_assets.core.progress import Progress
 from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells
@@ -47,7 +48,7 @@ RECIPE_FORMAT = "tempo-recipe-1"
 OBJECTIVE = "mean over modes with VALID targets of per-mode Fmax, per aspect"
 
 GRID_COLUMNS: tuple[str, ...] = (
-    "embedder", "k", "variant", "params_id", "params", "aspect", "mode", "n_targets",
+    "embedder", "k", "variant", "candidates", "features", "params_id", "params", "aspect", "mode", "n_targets",
     "fmax", "tau", "coverage", "best_iteration", "objective", "status", "selected",
 )
 
@@ -67,7 +68,10 @@ class CandidateSource:
     ``neighbours`` (``query, neighbour, similarity[, rank]``, searched at ``K_max``) and the
     propagated ``corpus_annotations`` they were searched in; ``ground_truth``
     (``protein, term, aspect[, mode]``) and ``known`` (``protein, term, aspect``) of the growth
-    that labels the candidates; ``ia`` and ``term_depth`` term weights for the features.
+    that labels the candidates; ``ia`` and ``term_depth`` term weights for the features;
+    ``hits`` (DIAMOND hits of the queries in the same corpus, ``blast.homology_hits``) and
+    ``nonexp`` (the queries' non-experimental annotations at the cutoff per evidence group,
+    ``candidates.nonexp_groups``), the other candidate sources of ``core.candidates``.
     """
 
     neighbours: pd.DataFrame
@@ -76,11 +80,13 @@ class CandidateSource:
     known: pd.DataFrame | None = None
     ia: pd.Series | Mapping[str, float] | None = None
     term_depth: pd.Series | Mapping[str, float] | None = None
+    hits: pd.DataFrame | None = None
+    nonexp: pd.DataFrame | None = None
 
-    def features(self, k: int) -> pd.DataFrame:
-        """Candidate features from the top ``k`` neighbours."""
-        return candidate_features(self.neighbours, self.corpus_annotations, ia=self.ia,
-                                  term_depth=self.term_depth, k=k)
+    def features(self, k: int, sources: str | Sequence[str] = SOURCES) -> pd.DataFrame:
+        """Candidates of ``sources`` (top ``k`` KNN neighbours) with every feature of ``core.candidates``."""
+        return recipe_features(self.neighbours, self.corpus_annotations, ia=self.ia, term_depth=self.term_depth,
+                               k=k, hits=self.hits, nonexp=self.nonexp, sources=parse_sources(sources))
 
     def labelled(self, features: pd.DataFrame) -> pd.DataFrame:
         """``features`` restricted to the growth targets, known terms removed, ``label`` set."""
@@ -88,6 +94,9 @@ class CandidateSource:
             raise SelectionInputError("this candidate source has no ground truth to label with",
                                       path="CandidateSource.ground_truth")
         return label_candidates(features, self.ground_truth, self.known)
+
+    def with_neighbours(self, neighbours: pd.DataFrame) -> "CandidateSource":
+        return replace(self, neighbours=neighbours)
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,10 @@ class SelectionGrid:
     embedders: tuple[str, ...] | None = None
     early_stopping_rounds: int = 20
     seed: int = 0
+    # candidate sets (``core.candidates.parse_sources``: "knn+diamond+goa+prior") and feature sets
+    # (``core.candidates.FEATURE_SETS``) every LightGBM setting is tried with
+    candidate_sets: tuple[str, ...] = ("knn", "knn+diamond+goa+prior")
+    feature_sets: tuple[str, ...] = ("all",)
 
     @classmethod
     def coerce(cls, grid: "SelectionGrid | Mapping[str, Any]") -> "SelectionGrid":
@@ -116,7 +129,7 @@ class SelectionGrid:
             if unknown:
                 raise SelectionInputError(f"unknown grid key(s) {sorted(unknown)}", path="grid")
             values = dict(grid)
-            for key in ("ks", "lgbm_params", "embedders"):
+            for key in ("ks", "lgbm_params", "embedders", "candidate_sets", "feature_sets"):
                 if values.get(key) is not None:
                     values[key] = tuple(values[key])
             out = cls(**values)
@@ -125,7 +138,22 @@ class SelectionGrid:
                                       path="grid")
         if not out.ks or any(int(k) < 1 for k in out.ks):
             raise SelectionInputError(f"ks must be positive integers, got {out.ks}", path="grid.ks")
+        if out.lgbm_params and (not out.candidate_sets or not out.feature_sets):
+            raise SelectionInputError("candidate_sets and feature_sets must not be empty", path="grid")
+        for spec in out.candidate_sets:
+            parse_sources(spec)
+        for name in out.feature_sets:
+            feature_set(name)
         return out
+
+
+_NEEDS = {"diamond": "hits", "goa": "nonexp"}
+
+
+def missing_inputs(candidates: str, *sources: CandidateSource) -> list[str]:
+    """The inputs (``hits``, ``nonexp``) a candidate set needs that one of ``sources`` lacks."""
+    return sorted({_NEEDS[s] for s in parse_sources(candidates) if s in _NEEDS
+                   for source in sources if getattr(source, _NEEDS[s]) is None})
 
 
 def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer:
@@ -284,7 +312,8 @@ def select_recipe(
     rows: list[dict[str, Any]] = []
     curves: dict[tuple, pd.DataFrame] = {}
     n_targets: dict[tuple[str, str], int] = {}
-    fits = Progress("lightgbm grid", len(embedders) * len(ks) * len(spec.lgbm_params) * len(aspects), "fits")
+    fits = Progress("lightgbm grid", len(embedders) * len(ks) * len(spec.candidate_sets) * len(spec.feature_sets)
+                    * len(spec.lgbm_params) * len(aspects), "fits")
     for name in embedders:
         train, valid = train_sets[name], valid_sets[name]
         cells = _CellScorer(scorer, valid, aspects, modes)
@@ -298,45 +327,58 @@ def select_recipe(
             base = {"embedder": name, "k": k}
             nb_k = valid_nb[valid_nb["rank"] <= k]
             knn = plain(nb_k, valid.corpus_annotations, k)
-            cell = (name, k, "none", -1)
+            cell = (name, k, "none", "knn", "", -1)
             for aspect in aspects:
                 for row in cells.score(cell, aspect, knn[knn["aspect"] == aspect]):
-                    rows.append({**base, "variant": "none", "params_id": -1, "params": "",
+                    rows.append({**base, "variant": "none", "candidates": "knn", "features": "",
+                                 "params_id": -1, "params": "",
                                  "aspect": aspect, "best_iteration": -1, **row})
             if not spec.lgbm_params:
                 continue
-            train_rows = CandidateSource(train_nb, train.corpus_annotations, train.ground_truth,
-                                         train.known, train.ia, train.term_depth)
-            train_lab = train_rows.labelled(train_rows.features(k))
-            valid_src = CandidateSource(valid_nb, valid.corpus_annotations, valid.ground_truth,
-                                        valid.known, valid.ia, valid.term_depth)
-            valid_feat = valid_src.features(k)
-            valid_lab = valid_src.labelled(valid_feat)
-            for pid, params in enumerate(spec.lgbm_params):
-                params_text = json.dumps(_jsonable(params), sort_keys=True)
-                cell = (name, k, "lgbm", pid)
-                for aspect in aspects:
-                    fits.advance()  # fits started
-                    meta = {**base, "variant": "lgbm", "params_id": pid, "params": params_text,
-                            "aspect": aspect}
-                    tr_a = train_lab[train_lab["aspect"] == aspect]
-                    try:
-                        model = train_reranker(
-                            tr_a, params, valid=valid_lab[valid_lab["aspect"] == aspect],
-                            early_stopping_rounds=spec.early_stopping_rounds, seed=spec.seed)
-                    except RerankerInputError:
-                        # Too few TRAIN rows of one class: the reranker cannot exist here.
-                        for mode in modes:
-                            rows.append({**meta, "mode": mode,
-                                         "n_targets": cells.n_targets(aspect, mode),
-                                         "fmax": np.nan, "tau": np.nan, "coverage": np.nan,
-                                         "best_iteration": -1, "status": "untrainable"})
-                        continue
-                    feat_a = valid_feat[valid_feat["aspect"] == aspect]
-                    preds = feat_a[["protein", "term", "aspect"]].assign(
-                        score=model.predict(feat_a))
-                    for row in cells.score(cell, aspect, preds):
-                        rows.append({**meta, "best_iteration": model.best_iteration, **row})
+            train_k, valid_k = train.with_neighbours(train_nb), valid.with_neighbours(valid_nb)
+            for cand in spec.candidate_sets:
+                lacking = missing_inputs(cand, train_k, valid_k)
+                if lacking:
+                    # a source without DIAMOND hits or non-experimental annotations cannot offer this set
+                    rows.extend({**base, "variant": "lgbm", "candidates": cand, "features": fset, "params_id": pid,
+                                 "params": json.dumps(_jsonable(params), sort_keys=True), "aspect": aspect,
+                                 "mode": mode, "n_targets": cells.n_targets(aspect, mode), "fmax": np.nan,
+                                 "tau": np.nan, "coverage": np.nan, "best_iteration": -1,
+                                 "status": f"missing_{'_'.join(lacking)}"}
+                                for fset in spec.feature_sets for pid, params in enumerate(spec.lgbm_params)
+                                for aspect in aspects for mode in modes)
+                    continue
+                train_lab = train_k.labelled(train_k.features(k, cand))
+                valid_feat = valid_k.features(k, cand)
+                valid_lab = valid_k.labelled(valid_feat)
+                for fset in spec.feature_sets:
+                    columns = feature_set(fset)
+                    for pid, params in enumerate(spec.lgbm_params):
+                        params_text = json.dumps(_jsonable(params), sort_keys=True)
+                        cell = (name, k, "lgbm", cand, fset, pid)
+                        for aspect in aspects:
+                            fits.advance()  # fits started
+                            meta = {**base, "variant": "lgbm", "candidates": cand, "features": fset,
+                                    "params_id": pid, "params": params_text, "aspect": aspect}
+                            tr_a = train_lab[train_lab["aspect"] == aspect]
+                            try:
+                                model = train_reranker(
+                                    tr_a, params, valid=valid_lab[valid_lab["aspect"] == aspect],
+                                    early_stopping_rounds=spec.early_stopping_rounds, seed=spec.seed,
+                                    feature_columns=columns)
+                            except RerankerInputError:
+                                # Too few TRAIN rows of one class: the reranker cannot exist here.
+                                for mode in modes:
+                                    rows.append({**meta, "mode": mode,
+                                                 "n_targets": cells.n_targets(aspect, mode),
+                                                 "fmax": np.nan, "tau": np.nan, "coverage": np.nan,
+                                                 "best_iteration": -1, "status": "untrainable"})
+                                continue
+                            feat_a = valid_feat[valid_feat["aspect"] == aspect]
+                            preds = feat_a[["protein", "term", "aspect"]].assign(
+                                score=model.predict(feat_a))
+                            for row in cells.score(cell, aspect, preds):
+                                rows.append({**meta, "best_iteration": model.best_iteration, **row})
         curves.update(cells.curves)
 
     frame = pd.DataFrame(rows)
@@ -346,34 +388,40 @@ def select_recipe(
     for aspect, choice in recipe["aspects"].items():
         mask = ((frame["embedder"] == recipe["embedder"]) & (frame["aspect"] == aspect)
                 & (frame["k"] == choice["k"]) & (frame["variant"] == choice["variant"])
+                & (frame["candidates"] == choice.get("candidates", "knn"))
+                & (frame["features"] == (choice.get("features") or ""))
                 & (frame["params_id"] == choice["params_id"]))
         frame.loc[mask, "selected"] = True
     frame = frame[list(GRID_COLUMNS)].sort_values(
-        ["embedder", "aspect", "k", "variant", "params_id", "mode"], kind="mergesort")
+        ["embedder", "aspect", "k", "variant", "candidates", "features", "params_id", "mode"], kind="mergesort")
     return frame.reset_index(drop=True), recipe
 
 
 def _objectives(frame: pd.DataFrame) -> np.ndarray:
-    keys = ["embedder", "k", "variant", "params_id", "aspect"]
+    keys = ["embedder", "k", "variant", "candidates", "features", "params_id", "aspect"]
     ok = frame["status"] == "ok"
     means = frame[ok].groupby(keys)["fmax"].mean().rename("_objective")
     return frame[keys].join(means, on=keys)["_objective"].to_numpy(dtype=np.float64)
 
 
-def _best_cell(cells: pd.DataFrame) -> pd.Series | None:
-    """Highest objective; ties go to the smaller K, then the earlier hyperparameter set."""
+def _best_cell(cells: pd.DataFrame, spec: "SelectionGrid | None" = None) -> pd.Series | None:
+    """Highest objective; ties go to the smaller K, then the earlier candidate set, feature set and
+    hyperparameter set of the grid."""
     cells = cells[np.isfinite(cells["objective"].to_numpy(dtype=np.float64))]
     if cells.empty:
         return None
-    ordered = cells.assign(_neg=-cells["objective"]).sort_values(
-        ["_neg", "k", "params_id"], kind="mergesort")
+    cand_order = {c: i for i, c in enumerate(spec.candidate_sets)} if spec is not None else {}
+    feat_order = {f: i for i, f in enumerate(spec.feature_sets)} if spec is not None else {}
+    ordered = cells.assign(_neg=-cells["objective"], _c=cells["candidates"].map(cand_order).fillna(-1),
+                           _f=cells["features"].map(feat_order).fillna(-1)).sort_values(
+        ["_neg", "k", "_c", "_f", "params_id"], kind="mergesort")
     return ordered.iloc[0]
 
 
 def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: SelectionGrid,
             embedders: Sequence[str], aspects: Sequence[str], modes: Sequence[str],
             window: Any, n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
-    cells = frame.drop_duplicates(["embedder", "k", "variant", "params_id", "aspect"])
+    cells = frame.drop_duplicates(["embedder", "k", "variant", "candidates", "features", "params_id", "aspect"])
     best_by_embedder: dict[str, tuple[float, dict[str, Any]]] = {}
     for name in embedders:
         chosen: dict[str, Any] = {}
@@ -381,18 +429,19 @@ def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: Sel
         for aspect in aspects:
             mine = cells[(cells["embedder"] == name) & (cells["aspect"] == aspect)]
             plain = _best_cell(mine[mine["variant"] == "none"])
-            lgbm = _best_cell(mine[mine["variant"] == "lgbm"])
+            lgbm = _best_cell(mine[mine["variant"] == "lgbm"], spec)
             if plain is None:
                 # No VALID target in this aspect: nothing to choose on; fall back to plain KNN.
-                chosen[aspect] = _aspect_entry(spec, name, aspect, int(max(spec.ks)), "none", -1,
-                                               None, curves, modes, None, None, n_targets)
+                chosen[aspect] = _aspect_entry(spec, name, aspect, int(max(spec.ks)), "none", "knn", "",
+                                               -1, None, curves, modes, None, None, n_targets)
                 continue
             pick = plain
             if lgbm is not None and float(lgbm["objective"]) > float(plain["objective"]):
                 pick = lgbm
             scores.append(float(pick["objective"]))
             chosen[aspect] = _aspect_entry(
-                spec, name, aspect, int(pick["k"]), str(pick["variant"]), int(pick["params_id"]),
+                spec, name, aspect, int(pick["k"]), str(pick["variant"]), str(pick["candidates"]),
+                str(pick["features"]), int(pick["params_id"]),
                 int(pick["best_iteration"]) if pick["variant"] == "lgbm" else None,
                 curves, modes, float(pick["objective"]), float(plain["objective"]), n_targets)
         score = float(np.mean(scores)) if scores else -math.inf
@@ -408,7 +457,8 @@ def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: Sel
         "seed": int(spec.seed),
         "grid": {"embedders": list(embedders), "ks": sorted(int(k) for k in spec.ks),
                  "lgbm_params": [_jsonable(p) for p in spec.lgbm_params],
-                 "early_stopping_rounds": int(spec.early_stopping_rounds)},
+                 "early_stopping_rounds": int(spec.early_stopping_rounds),
+                 "candidate_sets": list(spec.candidate_sets), "feature_sets": list(spec.feature_sets)},
         "aspects": best_by_embedder[best_name][1],
     }
 
@@ -417,12 +467,12 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: str,
-                  params_id: int, n_estimators: int | None,
+def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: str, candidates: str,
+                  features: str, params_id: int, n_estimators: int | None,
                   curves: Mapping[tuple, pd.DataFrame], modes: Sequence[str],
                   objective: float | None, plain_objective: float | None,
                   n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
-    cell = (name, k, variant, params_id, aspect)
+    cell = (name, k, variant, candidates, features, params_id, aspect)
     mode_curves = {m: curves.get(cell + (m,)) for m in modes}
     tau_by_mode, fmax_by_mode = {}, {}
     for mode, curve in mode_curves.items():
@@ -438,6 +488,8 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
     return {
         "k": int(k),
         "variant": variant,
+        "candidates": candidates,
+        "features": features or None,
         "params_id": int(params_id),
         "params": params,
         "n_estimators": n_estimators,
@@ -469,6 +521,8 @@ def apply_recipe(
     term_depth: pd.Series | Mapping[str, float] | None = None,
     embedder: str | None = None,
     plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
+    hits: pd.DataFrame | None = None,
+    nonexp: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Score new candidates with a frozen recipe, refitting rerankers at the new cutoff.
 
@@ -487,6 +541,10 @@ def apply_recipe(
     ia, term_depth : term weights for the scored candidates' features
     embedder : str, optional
         When given, must equal the recipe's embedder.
+    hits, nonexp : the scored proteins' DIAMOND hits in the corpus and non-experimental
+        annotations (``CandidateSource.hits``/``nonexp``); required when a chosen candidate set
+        uses them. An aspect's choice without ``candidates``/``features`` (a recipe frozen before
+        they existed) is the KNN candidates with the KNN features.
 
     Returns
     -------
@@ -502,8 +560,9 @@ def apply_recipe(
     plain = plain_scores or _default_plain_scores
     seed = int(recipe.get("seed", 0))
     outputs = []
-    train_cache: dict[int, pd.DataFrame] = {}
-    score_cache: dict[int, pd.DataFrame] = {}
+    train_cache: dict[tuple, pd.DataFrame] = {}
+    score_cache: dict[tuple, pd.DataFrame] = {}
+    scored = CandidateSource(neighbours, corpus_annotations, ia=ia, term_depth=term_depth, hits=hits, nonexp=nonexp)
     for aspect, choice in sorted(recipe["aspects"].items()):
         k = int(choice["k"])
         nb = prepare_neighbours(neighbours, k)
@@ -516,14 +575,20 @@ def apply_recipe(
             raise SelectionInputError(f"aspect {aspect}: variant {choice['variant']!r} with "
                                       f"n_estimators {choice.get('n_estimators')!r}",
                                       path=f"recipe.aspects.{aspect}")
-        if k not in train_cache:
-            train_cache[k] = train.labelled(train.features(k))
-            score_cache[k] = candidate_features(nb, corpus_annotations, ia=ia,
-                                                term_depth=term_depth, k=k)
-        rows = train_cache[k][train_cache[k]["aspect"] == aspect]
+        cand = choice.get("candidates") or "knn"
+        columns = feature_set(choice.get("features") or "knn")
+        lacking = missing_inputs(cand, train, scored)
+        if lacking:
+            raise SelectionInputError(f"aspect {aspect}: candidate set {cand!r} needs {lacking} of the training "
+                                      "and scored proteins, not given", path=f"recipe.aspects.{aspect}")
+        key = (k, cand)
+        if key not in train_cache:
+            train_cache[key] = train.labelled(train.features(k, cand))
+            score_cache[key] = scored.with_neighbours(nb).features(k, cand)
+        rows = train_cache[key][train_cache[key]["aspect"] == aspect]
         params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
-        model = train_reranker(rows, params, valid=None, seed=seed)
-        feats = score_cache[k][score_cache[k]["aspect"] == aspect]
+        model = train_reranker(rows, params, valid=None, seed=seed, feature_columns=columns)
+        feats = score_cache[key][score_cache[key]["aspect"] == aspect]
         outputs.append(feats[["protein", "term", "aspect"]].assign(score=model.predict(feats)))
     columns = ["protein", "term", "aspect", "score"]
     if not outputs:

@@ -98,31 +98,81 @@ def neighbours_of(corpus: Mapping[str, Any], embedded: Mapping[str, Any], protei
     return corpus_index(corpus).search(ids, matrix, k, exclude_self=True)
 
 
+HOMOLOGY_THREADS = 2  # DIAMOND threads of the recipe's homology source (fixed: equal inputs, equal hits)
+
+
+def recipe_hits(proteins: Iterable[str], query_sequences: Mapping[str, str], corpus: Mapping[str, Any],
+                corpus_sequences: pd.DataFrame, groups: Sequence[Iterable[str]] | None = None) -> pd.DataFrame:
+    """DIAMOND hits (``blast.homology_hits``) of ``proteins`` in the sequences of ``corpus``' proteins.
+
+    ``groups`` (protein sets covering ``proteins``) are searched one DIAMOND run each, a protein in
+    the first group holding it (DIAMOND picks its algorithm by the number of queries, see
+    :func:`every_method`); without them all proteins are one run.
+    """
+    from tempo_assets.core.blast import homology_hits
+    from tempo_assets.core.candidates import HIT_TOP
+
+    in_corpus = set(corpus["ids"])
+    subjects = {p: q for p, q in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
+    wanted = [p for p in dict.fromkeys(map(str, proteins)) if p in query_sequences]
+    seen: set[str] = set()
+    parts = []
+    for group in (groups or [wanted]):
+        chosen = [p for p in dict.fromkeys(map(str, group)) if p not in seen and p in query_sequences]
+        chosen = [p for p in chosen if p in set(wanted)]
+        seen.update(chosen)
+        if chosen or not parts:
+            with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
+                parts.append(homology_hits({p: query_sequences[p] for p in chosen}, subjects, workdir,
+                                           threads=HOMOLOGY_THREADS, top=HIT_TOP))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
 def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins, ontology, k: int,
-                     growth: Growth | None = None) -> CandidateSource:
+                     growth: Growth | None = None, sequences: pd.DataFrame | None = None,
+                     annotations: Mapping[str, Any] | None = None,
+                     query_sequences: Mapping[str, str] | None = None,
+                     query_groups: Sequence[Iterable[str]] | None = None) -> CandidateSource:
     """Neighbours of ``proteins`` in ``corpus`` with term weights (a ``core.selection.CandidateSource``).
 
     IA and depth come from ``corpus`` and ``ontology`` (the candidate release), IA as counts so each
     candidate's IA leaves its own protein out (the golden rule). With ``growth`` the source also
-    carries the ground truth (with its ``mode``) and known terms.
+    carries the ground truth (with its ``mode``) and known terms. With ``sequences`` (the candidate
+    release's ``sequences`` frame) it carries the DIAMOND hits of ``proteins`` (their sequences from
+    ``query_sequences``, else from ``sequences``) in the corpus proteins' sequences; with
+    ``annotations`` (the candidate release's ``release_annotations``) the proteins' non-experimental
+    annotations per evidence group: the recipe's other candidate sources (``core.candidates``).
     """
+    from tempo_assets.core.candidates import nonexp_groups
     from tempo_assets.core.ia import ia_counts
 
+    proteins = list(dict.fromkeys(map(str, proteins)))
     neighbours = neighbours_of(corpus, embedded, proteins, k)
     depth = term_depths(ontology, corpus["annotations"]["term"].unique())
+    hits = nonexp = None
+    if sequences is not None:
+        queries = query_sequences if query_sequences is not None else dict(zip(sequences["protein"],
+                                                                                 sequences["sequence"]))
+        hits = recipe_hits(proteins, queries, corpus, sequences, query_groups)
+    if annotations is not None:
+        nonexp = nonexp_groups(annotations["non_experimental_cleaned"], ontology, proteins)
     return CandidateSource(
         neighbours=neighbours, corpus_annotations=corpus["annotations"],
         ground_truth=None if growth is None else growth.ground_truth,
         known=None if growth is None else growth.known,
-        ia=ia_counts(corpus["annotations"], ontology), term_depth=depth)
+        ia=ia_counts(corpus["annotations"], ontology), term_depth=depth, hits=hits, nonexp=nonexp)
 
 
-def reranker_labels(corpus: KnnCorpus, embedded_prev: Embeddings, growth: Growth, ontology_prev, k: int
-                    ) -> CandidateSource:
-    """Labelled candidates of a cutoff: growth (prev, cutoff] targets searched in the prev corpus."""
-    # IA and depth bound to the candidate release (prev), never to the label release
+def reranker_labels(corpus: KnnCorpus, embedded_prev: Embeddings, growth: Growth, ontology_prev, k: int,
+                    sequences_prev: pd.DataFrame | None = None,
+                    annotations_prev: ReleaseAnnotations | None = None) -> CandidateSource:
+    """Labelled candidates of a cutoff: growth (prev, cutoff] targets searched in the prev corpus.
+
+    Every candidate source reads the candidate release (prev): KNN and DIAMOND in its corpus, its
+    non-experimental annotations, its IA and depth; never the label release.
+    """
     return candidate_source(corpus, embedded_prev, growth.targets["protein"].unique(), ontology_prev, k,
-                            growth=growth)
+                            growth=growth, sequences=sequences_prev, annotations=annotations_prev)
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,7 +204,7 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
 
     return {
         "recipe": apply_recipe(recipe, source.neighbours, source.corpus_annotations, train_source,
-                               ia=source.ia, term_depth=source.term_depth),
+                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp),
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }
@@ -202,7 +252,9 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: 
     from tempo_assets.core.baselines import goa_nonexperimental_scores
 
     proteins = targets["protein"].unique()
-    source = candidate_source(trained.corpus, query_embedded, proteins, trained.ontology, max(ks))
+    source = candidate_source(trained.corpus, query_embedded, proteins, trained.ontology, max(ks),
+                              sequences=trained.sequences, annotations=trained.annotations,
+                              query_sequences=query_sequences, query_groups=query_groups)
     methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks))
     in_corpus = set(trained.corpus["ids"])
     corpus_sequences = {p: s for p, s in zip(trained.sequences["protein"], trained.sequences["sequence"])
@@ -225,34 +277,74 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: 
 # VALID, TEST and the benchmark
 
 
+def lafa_valid_growth(growth: Growth, ontology_t_minus_1, ontology_t0) -> tuple[Growth, frozenset[str]]:
+    """VALID growth under LAFA's conventions, as ``benchmark_targets`` applies them to TEST.
+
+    MF targets whose only new term is protein binding are dropped (targets and ground truth); the
+    terms of interest are those live in both ontologies.
+    """
+    from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
+
+    toi = lafa_terms_of_interest(ontology_t_minus_1, ontology_t0)
+    dropped = protein_binding_only_targets(growth.ground_truth, growth.known, ontology_t0)
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[~((frame["aspect"] == "MF") & frame["protein"].isin(dropped))].reset_index(drop=True)
+
+    return replace(growth, targets=keep(growth.targets), ground_truth=keep(growth.ground_truth)), toi
+
+
 def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, labels: CandidateSource,
-                    embedded: Embeddings, growth: Growth, ontology_t_minus_1, eval_ontology
+                    embedded: Embeddings, growth: Growth, ontology_t_minus_1, eval_ontology,
+                    sequences: pd.DataFrame | None = None, annotations: ReleaseAnnotations | None = None,
+                    lafa: bool = False, ontology_t0=None,
                     ) -> tuple[ValidSelection, dict[str, pd.DataFrame]]:
-    """The VALID grid and recipe, and the recipe beside plain KNN and naive on the same VALID targets."""
-    from tempo_assets.core.selection import select_recipe
+    """The VALID grid and recipe, and the recipe beside plain KNN and naive on the same VALID targets.
+
+    ``sequences`` and ``annotations`` are the ``t-1`` release's (the VALID candidates' DIAMOND hits
+    and non-experimental annotations); without them only KNN candidate sets can be selected.
+    With ``lafa`` the grid is scored under LAFA's conventions, as ``benchmark`` scores VALID and
+    TEST with ``lafa`` (terms of interest of ``ontology_t_minus_1`` and ``ontology_t0``,
+    ``prop fill``, ``eval_ontology`` built without orphans, MF protein-binding-only targets dropped),
+    so the recipe's threshold and choices are made under the conventions it is reported under.
+    """
+    from tempo_assets.core.selection import cafa_scorer, select_recipe
 
     ks = grid["ks"]
-    valid = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t_minus_1, max(ks),
-                             growth=growth)
+    toi = None
+    scored_growth = growth
+    if lafa:
+        if ontology_t0 is None:
+            raise TempoInputError("a LAFA selection needs the t0 ontology (terms of interest)", path="select_on_valid")
+        scored_growth, toi = lafa_valid_growth(growth, ontology_t_minus_1, ontology_t0)
+    valid = candidate_source(corpus, embedded, scored_growth.targets["protein"].unique(), ontology_t_minus_1,
+                             max(ks), growth=scored_growth, sequences=sequences, annotations=annotations)
+    scorer = cafa_scorer(eval_ontology, toi=None if toi is None else sorted(toi), prop="fill" if lafa else "max")
     grid_frame, recipe = select_recipe(grid, train_sets={corpus["embedder_id"]: labels},
-                                       valid_sets={corpus["embedder_id"]: valid}, eval_ontology=eval_ontology,
+                                       valid_sets={corpus["embedder_id"]: valid}, scorer=scorer,
                                        window=window.key)
-    methods = method_predictions(recipe, valid, labels, growth.targets, k_plain=min(ks))
-    summary, _ = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,
-                               ScoringOptions(n_boot=0))
+    recipe["profile"] = "lafa" if lafa else "cafaeval"
+    methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks))
+    summary, _ = score_methods(eval_ontology, scored_growth.targets, scored_growth.ground_truth, scored_growth.known,
+                               methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
     return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary), methods
 
 
 def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, labels: CandidateSource,
-               embedded: Embeddings, ontology_t0, eval_ontology, ks, n_boot: int, seed: int
+               embedded: Embeddings, ontology_t0, eval_ontology, ks, n_boot: int, seed: int,
+               sequences: pd.DataFrame | None = None, annotations: ReleaseAnnotations | None = None,
                ) -> tuple[Scores, dict[str, pd.DataFrame]]:
     """The frozen recipe refit at t0 beside plain KNN and naive, scored once on TEST growth.
+
+    ``sequences`` and ``annotations`` are the ``t0`` release's (the recipe's DIAMOND and
+    non-experimental GOA candidate sources, as ``every_method`` reads them for the benchmark).
 
     F at the threshold the recipe froze on VALID is the headline: per (mode, aspect) the threshold
     maximising F on VALID (``tau_by_mode``, the rule ``benchmark`` applies to every method, so
     both report the same recipe number); the recipe gets bootstrap CIs of it and of the oracle Fmax.
     """
-    source = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t0, max(ks))
+    source = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t0, max(ks),
+                              sequences=sequences, annotations=annotations)
     methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks))
     options = ScoringOptions(n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
     summary, curves = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,

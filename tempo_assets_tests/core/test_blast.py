@@ -164,6 +164,24 @@ def test_diamond_hits_on_synthetic_family(tmp_path):
     assert diamond_hits({}, corpus, tmp_path / "run3").empty
 
 
+@needs_diamond
+def test_homology_hits_carry_coverage_and_keep_top_others(tmp_path):
+    from tempo_assets.core.blast import HOMOLOGY_COLUMNS, homology_hits
+
+    rng = np.random.default_rng(11)
+    a = _random_protein(rng, 300)
+    corpus = {"QA": a, **{f"S{i}": _mutate(rng, a, 10 + 10 * i) for i in range(4)},
+              "HALF": a[:150] + _random_protein(rng, 150)}
+    hits = homology_hits({"QA": a}, corpus, tmp_path / "h", top=3)
+    assert list(hits.columns) == HOMOLOGY_COLUMNS
+    # the query itself is never a hit, and three others are kept although it is in the corpus
+    assert hits["subject"].tolist() == ["S0", "S1", "S2"]
+    assert (hits["qcov"] > 95).all() and (hits["scov"] > 95).all()
+    full = homology_hits({"QA": a}, corpus, tmp_path / "h2", top=10).set_index("subject")
+    assert full.loc["HALF", "qcov"] == pytest.approx(50.0, abs=3) and full.loc["HALF", "scov"] > 45
+    assert homology_hits({}, corpus, tmp_path / "h3").empty
+
+
 # --------------------------------------------------------------------------------------------
 # real Swiss-Prot 2014-01 sequences: human proteins and their mouse orthologs (shared symbol)
 

@@ -128,12 +128,15 @@ def selection():
 def test_grid_frame_holds_every_cell(selection):
     _, _, frame, recipe = selection
     assert list(frame.columns) == list(GRID_COLUMNS)
-    n_variants = 1 + len(GRID.lgbm_params)
+    n_variants = 1 + len(GRID.lgbm_params) * len(GRID.candidate_sets) * len(GRID.feature_sets)
     assert len(frame) == 2 * len(GRID.ks) * n_variants * 3 * 3
-    keys = frame[["embedder", "k", "variant", "params_id", "aspect", "mode"]]
+    keys = frame[["embedder", "k", "variant", "candidates", "features", "params_id", "aspect", "mode"]]
     assert not keys.duplicated().any()
+    # these sources have no DIAMOND hits nor non-experimental annotations: the wide set is recorded, not run
+    wide = frame[frame["candidates"] == "knn+diamond+goa+prior"]
+    assert len(wide) and set(wide["status"]) == {"missing_hits_nonexp"}
     cc = frame[frame["aspect"] == "CC"]
-    assert set(cc["status"]) <= {"no_targets", "untrainable"}
+    assert set(cc["status"]) <= {"no_targets", "untrainable", "missing_hits_nonexp"}
     ok = frame[frame["status"] == "ok"]
     assert ok["fmax"].between(0, 1).all() and (ok["n_targets"] > 0).all()
     assert frame["selected"].sum() == 3 * 3  # one cell per aspect, all its modes
@@ -234,7 +237,7 @@ def test_default_scorer_runs_the_cafa_evaluator(tmp_path):
                            "is_a: GO:0003674 ! mf\n")
     obo = tmp_path / "go.obo"
     obo.write_text("\n".join(stanzas))
-    grid = {"ks": (10,), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5}
+    grid = {"ks": (10,), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5, "candidate_sets": ("knn",)}
     frame, recipe = select_recipe(grid, train_sets={"kmer": make_source(1)},
                                   valid_sets={"kmer": make_source(3)},
                                   eval_ontology=EvalOntology.from_obo(obo),
@@ -245,3 +248,52 @@ def test_default_scorer_runs_the_cafa_evaluator(tmp_path):
     assert recipe["aspects"]["MF"]["valid_objective"] == pytest.approx(1.0)
     assert 0 < recipe["aspects"]["BP"]["plain_objective"] < recipe["aspects"]["BP"][
         "valid_objective"]
+
+
+def with_homology(source: CandidateSource, seed: int) -> CandidateSource:
+    """The source with DIAMOND hits that find five members of each query's family (and weak strangers)."""
+    from dataclasses import replace as _replace
+
+    from tempo_assets.core.candidates import NONEXP_COLUMNS
+
+    rng = np.random.default_rng(100 + seed)
+    corpus = source.corpus_annotations
+    members = sorted(p for p in corpus["protein"].unique() if "M" in p.split("F")[-1])
+    rows = []
+    for query in sorted(source.neighbours["query"].unique()):
+        family = int(query.split("Q")[1]) % FAMILIES
+        own = [m for m in members if m.split("F")[1].startswith(f"{family}M")]
+        others = [m for m in members if m not in own]
+        for m in rng.choice(own, size=5, replace=False):
+            rows.append((query, str(m), rng.uniform(60, 90), rng.uniform(300, 600), 95.0, 95.0))
+        for m in rng.choice(others, size=2, replace=False):
+            rows.append((query, str(m), rng.uniform(20, 30), rng.uniform(30, 50), 40.0, 40.0))
+    hits = pd.DataFrame(rows, columns=["query", "subject", "pident", "bitscore", "qcov", "scov"])
+    return _replace(source, hits=hits, nonexp=pd.DataFrame({c: pd.Series([], dtype=object) for c in NONEXP_COLUMNS}))
+
+
+def test_valid_selects_the_homology_candidates_when_they_carry_the_signal():
+    # an embedder that finds no family member (strangers and the decoy only), but DIAMOND finds the family
+    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
+    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
+    grid = {"ks": (10,), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5,
+            "candidate_sets": ("knn", "knn+diamond+goa+prior")}
+    frame, recipe = select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")
+    ok = frame[frame["status"] == "ok"]
+    wide = ok["candidates"] == "knn+diamond+goa+prior"
+    for aspect in ("BP", "MF"):
+        mine = ok["aspect"] == aspect
+        # better than plain KNN and than the reranker over KNN candidates (untrainable here: none is right)
+        assert ok[mine & wide]["objective"].max() > ok[mine & ~wide]["objective"].max() + 0.1
+        assert recipe["aspects"][aspect]["candidates"] == "knn+diamond+goa+prior"
+        assert recipe["aspects"][aspect]["features"] == "all"
+    scored = with_homology(make_source(5, family_neighbours=0), 5)
+    predictions = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
+                               hits=scored.hits, nonexp=scored.nonexp)
+    bp = predictions[predictions["aspect"] == "BP"]
+    truth = scored.ground_truth[(scored.ground_truth["aspect"] == "BP") & (scored.ground_truth["mode"] == "NK")]
+    assert flat_fmax_scorer(bp, truth, None, "BP")["f"].max() > 0.9
+    # a recipe that needs homology refuses to score proteins without it rather than degrade silently
+    with pytest.raises(TempoInputError, match="hits"):
+        apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
+                     nonexp=scored.nonexp)
