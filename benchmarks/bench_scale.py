@@ -226,7 +226,17 @@ def stage_embedding(window: Window, work: Path, state: dict):
     return tempo, peer, f"{len(window.sequences):,} sequences, {len(unique):,} unique; rows equal: {same}"
 
 
-def stage_knn(window: Window, work: Path, state: dict, threads: int):
+def combine(parts: list[Timing]) -> Timing:
+    """One Timing for consecutive measured parts: times summed, peaks maxed."""
+    return Timing(sum(p.wall for p in parts), sum(p.cpu for p in parts), parts[0].start_mib,
+                  max(p.peak_mib for p in parts), max(p.child_mib for p in parts))
+
+
+def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int):
+    """Both indexes built once, then the queries in chunks, faiss then Tempo on each chunk.
+
+    Interleaving keeps the two sides under the same load, and a run stopped early has measured
+    ratios and rates for the chunks done (printed as it goes)."""
     import faiss
 
     from tempo_assets.core.embeddings import normalize_rows
@@ -237,19 +247,30 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int):
     qrows = np.array([row_of[q] for q in window.queries], dtype=np.int64)
     queries = np.ascontiguousarray(matrix[qrows])
 
-    def raw_faiss():
+    def raw_build():
         faiss.omp_set_num_threads(threads)
         index = faiss.IndexFlatIP(matrix.shape[1])
         index.add(normalize_rows(matrix))
-        return index.search(normalize_rows(queries), K_MAX + 1)
+        return index
 
-    (sims, labels), peer = measure(raw_faiss)
-
-    def tempo_knn():
-        index = KnnIndex.build(ids, matrix, threads=threads)
-        return index.search(window.queries, queries, K_MAX, exclude_self=True)
-
-    neighbours, tempo = measure(tempo_knn)
+    raw_index, peer_build = measure(raw_build)
+    index, tempo_build = measure(KnnIndex.build, ids, matrix, threads=threads)
+    peers, tempos, labels, frames = [peer_build], [tempo_build], [], []
+    for start in range(0, len(window.queries), chunk):
+        block = slice(start, start + chunk)
+        (_, lab), peer = measure(lambda: raw_index.search(normalize_rows(queries[block]), K_MAX + 1))
+        frame, tempo = measure(index.search, window.queries[block], queries[block], K_MAX, exclude_self=True)
+        peers.append(peer)
+        tempos.append(tempo)
+        labels.append(lab)
+        frames.append(frame)
+        done = min(start + chunk, len(window.queries))
+        print(f"  knn {done:,}/{len(window.queries):,} queries: this chunk Tempo {tempo.wall:.1f} s "
+              f"(CPU {tempo.cpu:.1f}), faiss {peer.wall:.1f} s (CPU {peer.cpu:.1f}); so far Tempo "
+              f"{combine(tempos).wall:.1f} s, faiss {combine(peers).wall:.1f} s "
+              f"(builds {tempo_build.wall:.1f} / {peer_build.wall:.1f} s); load {_load()}", flush=True)
+    neighbours = pd.concat(frames, ignore_index=True)
+    labels = np.concatenate(labels)
     state["neighbours"] = neighbours
     # agreement: the faiss top-k without the self row, as neighbour sets
     id_arr = np.asarray(ids, dtype=object)
@@ -257,8 +278,10 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int):
     grouped = neighbours.groupby("query", sort=False)["neighbour"].apply(set)
     agree = np.mean([len(grouped.get(window.queries[i], set())
                          & (set(id_arr[labels[i]]) - {window.queries[i]})) / K_MAX for i in sample])
-    return tempo, peer, (f"{len(window.queries):,} queries x {len(ids):,} corpus, k={K_MAX}, "
-                         f"{threads} threads; neighbour overlap with faiss {agree:.4f}")
+    return combine(tempos), combine(peers), (
+        f"{len(window.queries):,} queries x {len(ids):,} corpus, k={K_MAX}, {threads} threads, "
+        f"chunks of {chunk:,}; index build Tempo {tempo_build.wall:.1f} s, faiss {peer_build.wall:.1f} s; "
+        f"neighbour overlap with faiss {agree:.4f}")
 
 
 def stage_features(window: Window, work: Path, state: dict):
@@ -390,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-obo", type=Path, default=ARCHIVE / "go" / "go_2019-01-27.obo.gz")
     parser.add_argument("--threads", type=int, default=2, help="faiss and DIAMOND threads (both sides)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--knn-chunk", type=int, default=50_000,
+                        help="queries per KNN chunk (faiss and Tempo alternate chunk by chunk)")
     parser.add_argument("--stages", default=",".join(STAGES),
                         help=f"comma-separated subset of {','.join(STAGES)} (later stages need earlier ones)")
     parser.add_argument("--work", type=Path, default=REPO / "bench_out" / "scale")
@@ -426,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     for stage in stages:
         fn = globals()[f"stage_{stage}"]
         extra = {"threads": args.threads} if stage in ("knn", "diamond") else {}
+        if stage == "knn":
+            extra["chunk"] = args.knn_chunk
         tempo, peer, note = fn(window, work, state, **extra)
         rows.append(row(stage, tempo, peer))
         notes.append(f"- {stage}: {note}")

@@ -33,7 +33,7 @@ def tiny_args(tmp_path: Path, proteins: str) -> list[str]:
     sequences = read_fasta(RELEASES / "2014-09-29" / "uniprot_sprot_2014-01-31_human.subset.fasta.gz")
     fasta = tmp_path / "tiny.fasta"
     write_fasta(fasta, {key: sequences[key] for key in list(sequences)[:400]})
-    return ["--proteins", proteins, "--fasta", str(fasta), "--work", str(tmp_path / "work"),
+    return ["--proteins", proteins, "--fasta", str(fasta), "--work", str(tmp_path / "work"), "--knn-chunk", "64",
             "--old-gaf", str(RELEASES / "2014-09-29" / "goa_human_2014-09-29.subset.gaf.gz"),
             "--new-gaf", str(RELEASES / "2019-01-14" / "goa_human_2019-01-14.subset.gaf.gz"),
             "--old-obo", str(RELEASES / "2014-09-29" / "go_2014-10-27.pruned.obo.gz"),
