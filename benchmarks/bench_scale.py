@@ -457,8 +457,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row(stage, tempo, peer))
         notes.append(f"- {stage}: {note}")
         total += tempo.wall
-        print(f"{stage}: Tempo {tempo.wall:.1f} s"
-              + ("" if peer is None else f", peer {peer.wall:.1f} s, ratio {tempo.wall / peer.wall:.2f}x")
+        print(f"{stage}: Tempo {tempo.wall:.1f} s (CPU {tempo.cpu:.1f}, peak RSS {tempo.peak_mib:,.0f} MiB)"
+              + ("" if peer is None else f", peer {peer.wall:.1f} s (CPU {peer.cpu:.1f}, peak RSS "
+                 f"{peer.peak_mib:,.0f} MiB), ratio {tempo.wall / peer.wall:.2f}x wall, "
+                 f"{tempo.cpu / max(peer.cpu, 1e-9):.2f}x CPU")
               + f"; {note}; load {_load()}", flush=True)
     print(f"\nload average after: {_load()}; Tempo's stages + window setup: {total:.1f} s "
           f"({total / 60:.1f} min); {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
