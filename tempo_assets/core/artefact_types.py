@@ -146,6 +146,9 @@ class Benchmark(FieldAccess):
     homology: dict = field(default_factory=dict)
     # bootstrap replicates behind every interval and p_value (a p_value 0 reads "< 1/n_boot")
     n_boot: int = 0
+    # benchmarks stored before both profiles were scored held one profile and this flag; kept so
+    # they still open (they are stale and rebuilt); None on every benchmark written since
+    lafa: bool | None = None
 
 
 @register_type

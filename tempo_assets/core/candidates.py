@@ -278,6 +278,7 @@ def recipe_features(
     out = flags.merge(knn.drop(columns=[c for c in _PER_CANDIDATE if c in knn.columns]), on=list(KEY_COLUMNS),
                       how="left")
     out = out.fillna(_KNN_ABSENT)
+    out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
     out = out.merge(hit_feats, on=list(KEY_COLUMNS), how="left")
     out[list(DIAMOND_COLUMNS[:4]) + ["dmd_vote", "dmd_hit_share"]] = out[
         list(DIAMOND_COLUMNS[:4]) + ["dmd_vote", "dmd_hit_share"]].fillna(0.0)
@@ -330,3 +331,20 @@ def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataF
     out = out.merge(share, on=["protein", "aspect"], how="left")
     out["aspect_neighbour_share"] = out["aspect_neighbour_share"].fillna(0.0)
     return out.drop(columns=["_tn"])
+
+
+def restrict_sources(features: pd.DataFrame, sources: str | Sequence[str]) -> pd.DataFrame:
+    """The candidates of ``sources`` out of a ``recipe_features`` frame built over more sources.
+
+    Equal to ``recipe_features(..., sources=sources)`` on the same inputs: the rows some source of
+    ``sources`` proposed, the other sources' flags cleared and ``n_candidates`` recounted (every
+    other feature of a candidate does not depend on which sources are united).
+    """
+    sources = parse_sources(sources)
+    flags = [f"src_{s}" for s in sources]
+    out = features[(features[flags] > 0).any(axis=1).to_numpy()].copy()
+    for name in SOURCE_COLUMNS:
+        if name not in flags:
+            out[name] = 0.0
+    out["n_candidates"] = out.groupby(["protein", "aspect"])["term"].transform("size").astype(np.float64)
+    return out.reset_index(drop=True)

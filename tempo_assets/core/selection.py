@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.candidates import SOURCES, feature_set, parse_sources, recipe_features
+from tempo_assets.core.candidates import SOURCES, feature_set, parse_sources, recipe_features, restrict_sources
 from tempo_assets.core.features import prepare_neighbours
 from tempo_assets.core.io import digest_json
 from tempo_assets.core.progress import Progress
@@ -336,6 +336,9 @@ def select_recipe(
             if not spec.lgbm_params:
                 continue
             train_k, valid_k = train.with_neighbours(train_nb), valid.with_neighbours(valid_nb)
+            # every candidate set is cut out of the union of all the sets' sources, built once per split
+            union = sorted({s for c in spec.candidate_sets for s in parse_sources(c)}, key=SOURCES.index)
+            built: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
             for cand in spec.candidate_sets:
                 lacking = missing_inputs(cand, train_k, valid_k)
                 if lacking:
@@ -348,8 +351,10 @@ def select_recipe(
                                 for fset in spec.feature_sets for pid, params in enumerate(spec.lgbm_params)
                                 for aspect in aspects for mode in modes)
                     continue
-                train_lab = train_k.labelled(train_k.features(k, cand))
-                valid_feat = valid_k.features(k, cand)
+                if not built:
+                    built["all"] = (train_k.features(k, union), valid_k.features(k, union))
+                train_lab = train_k.labelled(restrict_sources(built["all"][0], cand))
+                valid_feat = restrict_sources(built["all"][1], cand)
                 valid_lab = valid_k.labelled(valid_feat)
                 for fset in spec.feature_sets:
                     columns = feature_set(fset)

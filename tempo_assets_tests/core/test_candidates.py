@@ -141,3 +141,24 @@ def test_nonexp_groups_propagate_each_group(tmp_path):
     assert got == {("GO:0000002", "iea"), ("GO:0000001", "iea"), ("GO:0003674", "iea"),
                    ("GO:0000001", "similarity"), ("GO:0003674", "similarity")}
     assert set(rows["protein"]) == {"P"}
+
+
+@pytest.mark.parametrize("sources", ["knn", "knn+diamond", "knn+goa+prior", "knn+prior"])
+def test_a_candidate_set_cut_from_the_union_equals_the_set_built_alone(tmp_path, sources):
+    from tempo_assets.core.candidates import restrict_sources
+
+    inputs, _ = world_inputs(tmp_path, 1)
+    rng = np.random.default_rng(5)
+    queries = sorted(inputs.neighbours["query"].unique())
+    subjects = sorted(inputs.corpus_annotations["protein"].unique())
+    hits = pd.DataFrame([(q, s, float(rng.uniform(20, 100)), float(rng.uniform(30, 500)), 80.0, 70.0)
+                         for q in queries for s in rng.choice(subjects, size=4, replace=False)],
+                        columns=list(candidates.HIT_COLUMNS))
+    terms = inputs.corpus_annotations[["term", "aspect"]].drop_duplicates().to_numpy()
+    nonexp = pd.DataFrame([(q, *terms[i], "iea") for q in queries for i in rng.choice(len(terms), 3, replace=False)],
+                          columns=["protein", "term", "aspect", "group"])
+    args = dict(ia=inputs.ia, term_depth=inputs.term_depth, k=4, hits=hits, nonexp=nonexp, prior_top=3)
+    union = recipe_features(inputs.neighbours, inputs.corpus_annotations, sources=SOURCES, **args)
+    alone = recipe_features(inputs.neighbours, inputs.corpus_annotations, sources=sources, **args)
+    assert 0 < len(alone) < len(union)
+    pd.testing.assert_frame_equal(restrict_sources(union, sources), alone)
