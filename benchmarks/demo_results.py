@@ -60,18 +60,30 @@ def demo_results_table(store, windows, mode: str = "NK") -> pd.DataFrame:
 
 BASELINES = ("naive", "blast", "knn", "goa_nonexp")
 PAIRED_COLUMNS = ["window", "mode", "aspect", "baseline", "n_targets", "recipe", "baseline_f", "delta", "low", "high",
-                  "verdict"]
+                  "cluster_low", "cluster_high", "verdict"]
+PROFILES = ("lafa", "cafaeval")
+PROFILE_TEXT = {"lafa": "LAFA's conventions (terms of interest in both ontologies, known terms for PK, prop fill, "
+                        "no orphans, MF targets whose only new term is protein binding dropped)",
+                "cafaeval": "cafaeval 1.3.0's defaults"}
 
 
-def paired_table(store, windows) -> pd.DataFrame:
+def of_profile(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """The rows of one profile (a benchmark stored before profiles existed is ``cafaeval``)."""
+    if "profile" not in frame.columns:
+        return frame if profile == "cafaeval" else frame.iloc[0:0]
+    return frame[frame["profile"] == profile]
+
+
+def paired_table(store, windows, profile: str = "lafa") -> pd.DataFrame:
     """Per window, mode, aspect and baseline: both F at VALID tau on TEST and the paired bootstrap of recipe - baseline.
 
-    ``verdict``: ``recipe >`` when the paired CI lies above 0, ``baseline >`` when below, ``n.s.`` otherwise.
+    ``verdict``: ``recipe >`` when the paired CI (proteins resampled) lies above 0, ``baseline >`` when
+    below, ``n.s.`` otherwise; ``cluster_low/high`` is the same difference resampling sequence clusters.
     """
     rows = []
     for window in windows:
         bench = store.open("benchmark", window).value
-        summary, paired = bench["summary"], bench["paired"]
+        summary, paired = of_profile(bench["summary"], profile), of_profile(bench["paired"], profile)
         paired = paired[(paired["a"] == "recipe") & (paired["metric"] == "f_at_valid_tau")]
         f = summary.set_index(["method", "mode", "aspect"])
         for (mode, aspect), group in paired.groupby(["mode", "aspect"], sort=False):
@@ -85,34 +97,45 @@ def paired_table(store, windows) -> pd.DataFrame:
                              "n_targets": int(f.loc[("recipe", mode, aspect), "n_targets"]),
                              "recipe": f.loc[("recipe", mode, aspect), "f_at_valid_tau"],
                              "baseline_f": f.loc[(baseline, mode, aspect), "f_at_valid_tau"],
-                             "delta": row["delta"], "low": row["low"], "high": row["high"], "verdict": verdict})
+                             "delta": row["delta"], "low": row["low"], "high": row["high"],
+                             "cluster_low": row.get("cluster_low"), "cluster_high": row.get("cluster_high"),
+                             "verdict": verdict})
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
-def paired_markdown(table: pd.DataFrame, lafa: bool) -> list[str]:
+def paired_markdown(table: pd.DataFrame, profile: str) -> list[str]:
     """The recipe against every baseline, per window, mode and aspect (markdown lines)."""
-    profile = "LAFA's conventions (`BenchmarkResource(lafa=True)`)" if lafa else "cafaeval's defaults"
-    lines = ["## TEST: the recipe against every baseline (paired bootstrap)", "",
-             f"Profile: {profile}. F at each method's VALID threshold on TEST (`recipe`, `baseline_f`), the "
-             "paired bootstrap difference recipe - baseline on the same targets (`delta`, 95% CI `low`-`high`, "
-             "the benchmark's `paired` table). `recipe >`: CI above 0; `baseline >`: CI below 0; `n.s.`: CI "
-             "holds 0. Every recipe choice (candidate set, features, K, LightGBM setting, deploy, tau) was made "
-             "on VALID by `valid_selection`; no TEST number was looked at to make it.", ""]
+    lines = [f"## TEST, profile `{profile}`: the recipe against every baseline (paired bootstrap)", "",
+             f"Profile `{profile}`: {PROFILE_TEXT[profile]}. F at each method's VALID threshold on TEST "
+             "(`recipe`, `baseline_f`), the paired bootstrap difference recipe - baseline on the same targets "
+             "(`delta`, 95% CI `low`-`high` resampling proteins, `cluster_low`-`cluster_high` resampling sequence "
+             "clusters; the benchmark's `paired` table). `recipe >`: protein CI above 0; `baseline >`: below 0; "
+             "`n.s.`: it holds 0. Every recipe choice (candidate set, features, K, LightGBM setting, deploy, tau) "
+             "was made on VALID by `valid_selection`; no TEST number was looked at to make it.", ""]
     for window, group in table.groupby("window", sort=False):
         lines += [f"### Window `{window}`", ""]
         shown = group.drop(columns=["window"]).copy()
-        for column in ("recipe", "baseline_f", "delta", "low", "high"):
+        for column in ("recipe", "baseline_f", "delta", "low", "high", "cluster_low", "cluster_high"):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
         lines += [shown.to_markdown(index=False), ""]
     nk = table[table["mode"] == "NK"]
     naive = nk[nk["baseline"] == "naive"]
     met = naive[naive["recipe"] >= naive["baseline_f"]]
-    lines += [f"Goal (recipe F at VALID tau >= naive's in every NK aspect): met in {len(met)} of {len(naive)} "
-              "(window, aspect) cells"
+    lines += [f"Goal (recipe F at VALID tau >= naive's in every NK aspect), profile `{profile}`: met in {len(met)} "
+              f"of {len(naive)} (window, aspect) cells"
               + ("" if len(met) == len(naive) else ": not met in " + ", ".join(
                   f"{r.window.split('__')[0]} {r.aspect} ({r.recipe:.3f} < {r.baseline_f:.3f})"
                   for r in naive[naive["recipe"] < naive["baseline_f"]].itertuples())) + ".", ""]
     return lines
+
+
+def profile_sections(store, windows) -> tuple[list[str], dict[str, pd.DataFrame]]:
+    """Both profiles' paired tables, ``lafa`` first (markdown lines, and the tables)."""
+    lines, tables = [], {}
+    for profile in PROFILES:
+        tables[profile] = paired_table(store, windows, profile)
+        lines += paired_markdown(tables[profile], profile)
+    return lines, tables
 
 
 def to_markdown(table: pd.DataFrame, recipes: dict[str, dict], note: str, paired: list[str] | None = None) -> str:
@@ -144,12 +167,11 @@ def to_markdown(table: pd.DataFrame, recipes: dict[str, dict], note: str, paired
     return "\n".join(lines) + "\n"
 
 
-def materialise_demo(root: Path, lafa: bool = False, source: Path | None = None):
+def materialise_demo(root: Path, source: Path | None = None):
     """``source`` (default ``data/``) copied under ``root`` and materialised; returns the store and its windows."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
-    from tempo_assets.assets.benchmark import BenchmarkResource
     from tempo_assets.cli.graph_cmd import plan_steps, run_steps
     from tempo_assets.definitions import build_resources
     from tempo_assets.core.artefacts import ArtefactStore
@@ -165,7 +187,7 @@ def materialise_demo(root: Path, lafa: bool = False, source: Path | None = None)
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
     resources = build_resources(str(archive), str(root / "artefacts"), "sqlite:///" + str(root / "wh.sqlite"),
-                                str(root / "cache"), benchmark_config=BenchmarkResource(lafa=lafa))
+                                str(root / "cache"))
     report = run_steps(plan_steps(plan, "all"), instance, resources, echo=print)
     if any(status == "FAILED" for _, _, status, _ in report):
         raise SystemExit("materialisation failed")
@@ -180,9 +202,6 @@ def main() -> None:
                         help="also build a seeded sample of N mouse proteins from ../shared/data/goa_archive "
                              "(the mouse archive of tempo_assets_tests/test_materialize_mouse.py, never seen by "
                              "the code) and report it after data/")
-    parser.add_argument("--lafa", action="store_true",
-                        help="materialise with LAFA's conventions (BenchmarkResource(lafa=True)); with "
-                             "--artefacts, say the store was materialised so")
     args = parser.parse_args()
     from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.partitions import plan_partitions
@@ -193,9 +212,9 @@ def main() -> None:
         if args.artefacts:
             store, windows = ArtefactStore(args.artefacts), plan_partitions(open_archive(REPO / "data")).windows
         else:
-            store, windows = materialise_demo(Path(tmp), lafa=args.lafa)
+            store, windows = materialise_demo(Path(tmp))
         table = demo_results_table(store, windows)
-        paired = paired_table(store, windows)
+        paired_lines, paired = profile_sections(store, windows)
         recipes = {w: store.open("frozen_recipe", w).value["recipe"] for w in windows}
         mouse_lines: list[str] = []
         if args.mouse:
@@ -205,9 +224,8 @@ def main() -> None:
             build = Path(tmp) / "mouse_build"
             build.mkdir()
             mouse_started = time.perf_counter()
-            m_store, m_windows = materialise_demo(Path(tmp) / "mouse", lafa=args.lafa,
-                                                  source=build_mouse_archive(build, args.mouse))
-            m_paired = paired_table(m_store, m_windows)
+            m_store, m_windows = materialise_demo(Path(tmp) / "mouse", source=build_mouse_archive(build, args.mouse))
+            m_lines, m_paired = profile_sections(m_store, m_windows)
             m_recipes = {w: m_store.open("frozen_recipe", w).value["recipe"] for w in m_windows}
             mouse_lines = [f"# Mouse: a seeded sample of {args.mouse} mouse proteins (an archive the code never saw)", "",
                            "Built by `build_mouse_archive` of `tempo_assets_tests/test_materialize_mouse.py` "
@@ -219,8 +237,9 @@ def main() -> None:
                     f"{a}: {c.get('variant')} k={c.get('k')}"
                     + (f" candidates={c.get('candidates')} features={c.get('features')}" if c.get("variant") == "lgbm"
                        else "") for a, c in sorted(recipe.get("aspects", {}).items())), ""]
-            mouse_lines += paired_markdown(m_paired, args.lafa)
-            print(m_paired.to_string(index=False))
+            mouse_lines += m_lines
+            for profile, frame in m_paired.items():
+                print(f"mouse, profile {profile}:\n{frame.to_string(index=False)}")
     how = "read from an already materialised store" if args.artefacts else "materialised in a fresh tmp instance"
     command = "`.venv/bin/python benchmarks/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) + "`"
     note = (f"Command: {command}. Artefacts {how} (default grid: K in (5, 10), one LightGBM setting, candidate sets knn and "
@@ -229,9 +248,10 @@ def main() -> None:
     from tempo_assets.core.io import atomic_write
 
     with atomic_write(args.out) as handle:
-        handle.write(to_markdown(table, recipes, note, paired_markdown(paired, args.lafa) + mouse_lines))
+        handle.write(to_markdown(table, recipes, note, paired_lines + mouse_lines))
     print(table.to_string(index=False))
-    print(paired.to_string(index=False))
+    for profile, frame in paired.items():
+        print(f"profile {profile}:\n{frame.to_string(index=False)}")
     print(f"wrote {args.out}")
 
 

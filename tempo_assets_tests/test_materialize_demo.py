@@ -141,6 +141,10 @@ def test_valid_and_test_numbers_are_real_scores_on_shared_targets(demo_graph, tm
     recipes = {w: store.open("frozen_recipe", w).value["recipe"] for w in demo_graph.plan.windows}
     out.write_text(bench.to_markdown(table, recipes, "test run"), encoding="utf-8")
     assert out.read_text().count("| recipe ") == len(table) // 3
+    lines, paired = bench.profile_sections(store, demo_graph.plan.windows)  # lafa first, then cafaeval
+    assert list(paired) == ["lafa", "cafaeval"] and all(len(t) for t in paired.values())
+    assert lines[0].startswith("## TEST, profile `lafa`")
+    assert paired["lafa"]["cluster_low"].notna().all()
 
 
 def test_second_test_read_and_score_are_refused_and_the_stored_score_is_unchanged(demo_graph):
