@@ -197,7 +197,8 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     scores, methods = score_test(
         store.open("frozen_recipe", window.key).value["recipe"], empty, store.open("knn_corpus", t0).value,
         store.open("reranker_labels", t0).value, store.open("embeddings", t0).value, store.open("ontology", t0).value,
-        eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia), [3], 5, 0)
+        eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia), [3], 5, 0,
+        store.open("sequences", t0).value, store.open("release_annotations", t0).value)
     assert len(scores.summary) == 0
     assert list(scores.summary.columns)[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)
     assert int(scores.counts["targets"].sum()) == 0
