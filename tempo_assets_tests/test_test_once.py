@@ -113,6 +113,19 @@ class Copy:
         return {pid for pid, name, _ in lines if name == label}
 
 
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database through SQLite's backup API: the warehouse runs in WAL
+    mode, so copying its main file alone can miss committed rows still in the ``-wal`` file."""
+    import sqlite3
+
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
 @pytest.fixture()
 def fresh(unscored, tmp_path, monkeypatch):
     from dagster._core.instance.ref import InstanceRef
@@ -124,7 +137,7 @@ def fresh(unscored, tmp_path, monkeypatch):
     home, artefacts = tmp_path / "home", tmp_path / "artefacts"
     shutil.copytree(graph.home, home)
     shutil.copytree(graph.artefacts, artefacts)
-    shutil.copyfile(graph.root / "warehouse.sqlite", tmp_path / "warehouse.sqlite")
+    copy_sqlite(graph.root / "warehouse.sqlite", tmp_path / "warehouse.sqlite")
     warehouse = "sqlite:///" + str(tmp_path / "warehouse.sqlite")
     probe = tmp_path / "probe"
     probe.mkdir()
