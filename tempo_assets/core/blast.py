@@ -32,6 +32,7 @@ __all__ = [
     "blast_term_scores",
     "diamond_hits",
     "find_diamond",
+    "best_hsps",
     "homology_hits",
 ]
 
@@ -111,29 +112,33 @@ def _run(command: list[str], workdir: Path) -> None:
         )
 
 
-def _empty_hits() -> pd.DataFrame:
-    return pd.DataFrame({
-        "query": pd.Series([], dtype=object), "subject": pd.Series([], dtype=object),
-        "pident": pd.Series([], dtype=np.float64), "bitscore": pd.Series([], dtype=np.float64),
-        "evalue": pd.Series([], dtype=np.float64),
-    })
+def _empty_frame(names: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=object if c in ("query", "subject") else np.float64) for c in names})
 
 
-def _read_hits(path: Path) -> pd.DataFrame:
-    if path.stat().st_size == 0:
-        return _empty_hits()
-    frame = pd.read_csv(path, sep="\t", header=None, names=HIT_COLUMNS,
-                        dtype={"query": str, "subject": str}, keep_default_na=False,
-                        engine="c")
-    for column in ("pident", "bitscore", "evalue"):
+def best_hsps(output: Path | None, names: Sequence[str]) -> pd.DataFrame:
+    """DIAMOND's tabular ``output`` (columns ``names``: query, subject, then numeric ones) as one row per
+    (query, subject) pair, self hits dropped: the pair's best HSP by bitscore (then pident, then
+    evalue where present), sorted by query, bitscore descending, subject. ``None`` or an empty file
+    gives an empty frame; a non-numeric value raises :class:`DiamondError` naming file and line."""
+    names = list(names)
+    if output is None or output.stat().st_size == 0:
+        return _empty_frame(names)
+    frame = pd.read_csv(output, sep="\t", header=None, names=names, dtype={"query": str, "subject": str},
+                        keep_default_na=False, engine="c")
+    for column in names[2:]:
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = values.isna()
-        if bad.any():
-            line = int(np.flatnonzero(bad.to_numpy())[0]) + 1
+        if values.isna().any():
+            line = int(np.flatnonzero(values.isna().to_numpy())[0]) + 1
             raise DiamondError(f"diamond output has a non-numeric {column} "
-                               f"{frame[column].iloc[line - 1]!r}", path=path, line=line)
+                               f"{frame[column].iloc[line - 1]!r}", path=output, line=line)
         frame[column] = values.astype(np.float64)
-    return frame
+    frame = frame[frame["query"] != frame["subject"]]
+    ties = ["bitscore", "pident"] + (["evalue"] if "evalue" in names else [])
+    frame = frame.sort_values(["query", "subject", *ties], ascending=[True, True, False, False, True][:2 + len(ties)],
+                              kind="mergesort").drop_duplicates(["query", "subject"], keep="first")
+    frame = frame.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True], kind="mergesort")
+    return frame[names].reset_index(drop=True)
 
 
 def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str, str], workdir: str | Path,
@@ -225,17 +230,7 @@ def diamond_hits(
     """
     output = run_blastp(query_sequences, corpus_sequences, workdir, ("pident", "bitscore", "evalue"),
                         "hits.tsv", threads, evalue, max_target_seqs, sensitivity)
-    if output is None:
-        return _empty_hits()
-
-    hits = _read_hits(output)
-    hits = hits[hits["query"] != hits["subject"]]
-    hits = hits.sort_values(["query", "subject", "bitscore", "pident", "evalue"],
-                            ascending=[True, True, False, False, True], kind="mergesort")
-    hits = hits.drop_duplicates(["query", "subject"], keep="first")
-    hits = hits.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True],
-                            kind="mergesort")
-    return hits[HIT_COLUMNS].reset_index(drop=True)
+    return best_hsps(output, HIT_COLUMNS)
 
 
 def blast_term_scores(hits: pd.DataFrame, corpus_annotations: pd.DataFrame) -> pd.DataFrame:
@@ -307,21 +302,4 @@ def homology_hits(query_sequences: Mapping[str, str], corpus_sequences: Mapping[
     """
     output = run_blastp(query_sequences, corpus_sequences, workdir, ("pident", "bitscore", "qcovhsp", "scovhsp"),
                         "homology.tsv", threads, evalue, int(top) + 1, sensitivity)
-    if output is None or output.stat().st_size == 0:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("query", "subject") else np.float64)
-                             for c in HOMOLOGY_COLUMNS})
-    frame = pd.read_csv(output, sep="\t", header=None, names=HOMOLOGY_COLUMNS, dtype={"query": str, "subject": str},
-                        keep_default_na=False, engine="c")
-    for column in HOMOLOGY_COLUMNS[2:]:
-        values = pd.to_numeric(frame[column], errors="coerce")
-        if values.isna().any():
-            line = int(np.flatnonzero(values.isna().to_numpy())[0]) + 1
-            raise DiamondError(f"diamond output has a non-numeric {column} {frame[column].iloc[line - 1]!r}",
-                               path=output, line=line)
-        frame[column] = values.astype(np.float64)
-    frame = frame[frame["query"] != frame["subject"]]
-    frame = frame.sort_values(["query", "subject", "bitscore", "pident"], ascending=[True, True, False, False],
-                              kind="mergesort").drop_duplicates(["query", "subject"], keep="first")
-    frame = frame.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True], kind="mergesort")
-    frame = frame.groupby("query", sort=False).head(int(top))
-    return frame[HOMOLOGY_COLUMNS].reset_index(drop=True)
+    return best_hsps(output, HOMOLOGY_COLUMNS).groupby("query", sort=False).head(int(top)).reset_index(drop=True)

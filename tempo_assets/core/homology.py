@@ -39,7 +39,7 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from tempo_assets.core.blast import DiamondError, run_blastp
+from tempo_assets.core.blast import best_hsps, run_blastp
 from tempo_assets.core.errors import TempoInputError
 
 __all__ = [
@@ -69,26 +69,6 @@ _CHUNK = 100
 
 # --------------------------------------------------------------------------------------------
 # alignments
-
-
-def _empty_alignments() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=object if c in ("query", "subject") else np.float64)
-                         for c in ALIGNMENT_COLUMNS})
-
-
-def _read_alignments(path: Path) -> pd.DataFrame:
-    if path.stat().st_size == 0:
-        return _empty_alignments()
-    frame = pd.read_csv(path, sep="\t", header=None, names=ALIGNMENT_COLUMNS,
-                        dtype={"query": str, "subject": str}, keep_default_na=False, engine="c")
-    for column in ALIGNMENT_COLUMNS[2:]:
-        values = pd.to_numeric(frame[column], errors="coerce")
-        if values.isna().any():
-            line = int(np.flatnonzero(values.isna().to_numpy())[0]) + 1
-            raise DiamondError(f"diamond output has a non-numeric {column} "
-                               f"{frame[column].iloc[line - 1]!r}", path=path, line=line)
-        frame[column] = values.astype(np.float64)
-    return frame
 
 
 def diamond_alignments(
@@ -123,16 +103,7 @@ def diamond_alignments(
     output = run_blastp(query_sequences, corpus_sequences, workdir,
                         ("pident", "qcovhsp", "scovhsp", "bitscore", "evalue"), "alignments.tsv",
                         threads, evalue, max_target_seqs, sensitivity)
-    if output is None:
-        return _empty_alignments()
-    hits = _read_alignments(output)
-    hits = hits[hits["query"] != hits["subject"]]
-    hits = hits.sort_values(["query", "subject", "bitscore", "pident"],
-                            ascending=[True, True, False, False], kind="mergesort")
-    hits = hits.drop_duplicates(["query", "subject"], keep="first")
-    hits = hits.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True],
-                            kind="mergesort")
-    return hits[ALIGNMENT_COLUMNS].reset_index(drop=True)
+    return best_hsps(output, ALIGNMENT_COLUMNS)
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
