@@ -8,6 +8,7 @@ instance and folders.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -82,13 +83,155 @@ def materialise_archive(root: Path, archive: Path, exclude=(), target: str = "al
                              time.perf_counter() - started, env)
 
 
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database through SQLite's backup API: the warehouse runs in WAL
+    mode, so copying its main file alone can miss committed rows still in the ``-wal`` file."""
+    import sqlite3
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def copy_state(source: Path, target: Path) -> None:
+    """``source`` (an instance home, artefact store, cache or archive folder, or a graph root) copied to
+    ``target``, every SQLite database through :func:`copy_sqlite` (their ``-wal``/``-shm`` files are
+    not copied: the backup holds what they committed)."""
+    databases = (".db", ".sqlite")
+
+    def ignore(folder, names):
+        return [n for n in names if n.endswith(databases) or n.endswith(tuple(d + s for d in databases
+                                                                                 for s in ("-wal", "-shm")))]
+
+    shutil.copytree(source, target, ignore=ignore)
+    for suffix in databases:
+        for db in source.rglob("*" + suffix):
+            copy_sqlite(db, target / db.relative_to(source))
+
+
+GRAPH_FOLDERS = ("archive", "home", "artefacts", "cache", "warehouse.sqlite")
+
+
+def graph_from(build: Path, root: Path) -> MaterialisedGraph:
+    """A working copy under ``root`` of a graph materialised in ``build`` (:func:`demo_build`):
+    its own instance, store, cache and warehouse, the build left as it was.
+
+    Sidecars record archive files by their path inside the archive, so the copy's artefacts are as
+    current against the copied archive as the build's were against its own.
+    """
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    from tempo_assets.core.releases import open_archive
+    from tempo_assets.definitions import build_resources
+    from tempo_assets.partitions import plan_partitions
+    from tempo_assets.resources import GridResource
+
+    for name in GRAPH_FOLDERS:
+        source = build / name
+        if source.is_dir():
+            copy_state(source, root / name)
+        elif source.exists():
+            copy_sqlite(source, root / name)
+    done = json.loads((build / BUILT).read_text(encoding="utf-8"))
+    warehouse = "sqlite:///" + str(root / "warehouse.sqlite")
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(root / "home")))
+    resources = build_resources(str(root / "archive"), str(root / "artefacts"), warehouse, str(root / "cache"),
+                                grid=GridResource(bootstrap_samples=20))
+    env = {"DAGSTER_HOME": str(root / "home"), "TEMPO_ARCHIVE": str(root / "archive"),
+           "TEMPO_ARTEFACTS": str(root / "artefacts"), "TEMPO_WAREHOUSE_URL": warehouse,
+           "TEMPO_CACHE": str(root / "cache")}
+    return MaterialisedGraph(root, root / "archive", root / "home", root / "artefacts", instance,
+                             plan_partitions(open_archive(root / "archive")), resources,
+                             [tuple(r) for r in done["report"]], done["seconds"], env)
+
+
+BUILT = "materialised.json"  # written last in a demo build: its run report and time
+
+
+def run_folder(tmp_path_factory) -> Path:
+    """The folder of this pytest run: shared by its xdist workers (each has ``popen-gwN`` in it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_demo(folder: Path) -> Path:
+    """``data/`` materialised in ``folder / "demo_graph"`` once per test run, under a file lock.
+
+    Whoever takes the lock first builds (the background build ``pytest_collection_modifyitems``
+    starts, or the first test to need it); everyone else waits for it and then finds it built.
+    The build is never changed after: tests work on copies (:func:`graph_from`).
+    """
+    from filelock import FileLock
+
+    build = folder / "demo_graph"
+    with FileLock(str(folder / "demo_graph.lock")):
+        if not (build / BUILT).exists():
+            if build.exists():  # a build that was interrupted
+                shutil.rmtree(build)
+            build.mkdir(parents=True)
+            shutil.copytree(DEMO_ARCHIVE, build / "archive")
+            graph = materialise_archive(build, build / "archive")
+            graph.instance.dispose()
+            (build / BUILT).write_text(json.dumps({"report": graph.report, "seconds": graph.seconds}),
+                                       encoding="utf-8")
+    return build
+
+
+DEMO_FIXTURES = {"demo_graph", "demo_build"}
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected what will not run
+def pytest_collection_modifyitems(session, config, items):
+    """Files with a slow test first, files that need the materialised ``data/`` last.
+
+    With pytest-xdist the first worker starts ``python -m tempo_assets_tests.conftest RUN_FOLDER``
+    (it takes the build's lock) as soon as it has collected; every worker meanwhile runs the
+    tests that do not need it. Without xdist the first test that needs it builds it.
+    """
+    # whole files move (xdist runs a file on one worker, its tests in their order); among the
+    # others, files with a slow test go first, so that no long file is left for the end
+    def file_of(item) -> str:
+        return item.nodeid.split("::")[0]
+
+    files = {file_of(item) for item in items if DEMO_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    slow = {file_of(item) for item in items if item.get_closest_marker("slow")} - files
+    rank = {file_: (0 if file_ in slow else 1 if file_ not in files else 2) for file_ in map(file_of, items)}
+    items.sort(key=lambda item: rank[file_of(item)])  # stable: each file's tests keep their order
+    if not files:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0":
+        import subprocess
+        import sys
+
+        folder = run_folder(session.config._tmp_path_factory)
+        log = open(folder / "demo_graph_build.log", "w", encoding="utf-8")
+        config._tempo_demo_build = subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder)],
+                                                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+
+
+def pytest_unconfigure(config):
+    build = getattr(config, "_tempo_demo_build", None)
+    if build is not None and build.poll() is None:  # the run ended before the build did: stop it by its pid
+        build.kill()
+        build.wait()
+
+
 @pytest.fixture(scope="session")
-def demo_graph(tmp_path_factory) -> MaterialisedGraph:
-    """``data/`` copied to tmp and materialised: every window through test_score, the latest submission."""
-    root = tmp_path_factory.mktemp("demo_graph")
-    archive = root / "archive"
-    shutil.copytree(DEMO_ARCHIVE, archive)
-    graph = materialise_archive(root, archive)
+def demo_build(tmp_path_factory) -> Path:
+    """The folder of this run's materialised ``data/`` (:func:`build_demo`); never write to it."""
+    return build_demo(run_folder(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def demo_graph(demo_build, tmp_path_factory) -> MaterialisedGraph:
+    """``data/`` materialised: every window through test_score, the latest submission; this worker's
+    working copy of the run's build (tests may add runs and artefacts to it)."""
+    graph = graph_from(demo_build, tmp_path_factory.mktemp("demo_graph") / "graph")
     yield graph
     graph.instance.dispose()
 
@@ -98,3 +241,9 @@ def subprocess_env(graph: MaterialisedGraph) -> dict:
     env = dict(os.environ)
     env.update(graph.env)
     return env
+
+
+if __name__ == "__main__":  # the background build: python -m tempo_assets_tests.conftest RUN_FOLDER
+    import sys
+
+    build_demo(Path(sys.argv[1]))

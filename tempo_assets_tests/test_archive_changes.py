@@ -22,7 +22,7 @@ from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.core.releases import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import DEMO_ARCHIVE, materialise_archive, subprocess_env
+from tempo_assets_tests.conftest import graph_from, materialise_archive, subprocess_env
 
 NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "catalog_job"}
 REPO = Path(__file__).resolve().parents[1]
@@ -216,11 +216,11 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
 
 
 @pytest.mark.slow
-def test_deriving_a_release_into_a_copy_of_data(tmp_path):
-    """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``."""
-    archive = tmp_path / "archive"
-    shutil.copytree(DEMO_ARCHIVE, archive)
-    graph = materialise_archive(tmp_path, archive)
+def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path):
+    """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``
+    (a copy of the run's materialised ``data/``, as ``materialize --all`` left it)."""
+    graph = graph_from(demo_build, tmp_path / "graph")
+    archive = graph.archive
     try:
         assert all(s == "ok" for _, _, s, _ in graph.report), graph.report
         old_windows = list(graph.plan.windows)

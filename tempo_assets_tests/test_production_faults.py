@@ -1,4 +1,5 @@
-"""Endpoints of the production path that are down or wrong fail ``tempo materialize`` at start.
+"""Endpoints of the production path that are down, wrong or refuse the credentials fail
+``tempo materialize`` at start.
 
 The object store (S3) and, with ``TEMPO_EXECUTOR=celery``, the broker and its workers are checked
 before any run starts: one ``tempo: error:`` line naming the endpoint, no traceback, no
@@ -87,3 +88,68 @@ def test_a_broker_that_is_down_or_without_workers_fails_at_start(tmp_path, dev_s
     _assert_failed_at_start(_materialize(env), env, "no celery worker listens on queue 'dagster'", idle)
     env["TEMPO_EXECUTOR"] = "spark"
     _assert_failed_at_start(_materialize(env), env, "TEMPO_EXECUTOR='spark' is not one of in_process, celery")
+
+
+@pytest.fixture()
+def authenticating_s3(tmp_path):
+    """A moto S3 server of its own that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT``): its
+    first four requests make a bucket and an IAM user allowed S3, then every request must be signed
+    with that user's key. Started on a free 127.0.0.1 port and stopped by its pid."""
+    import time
+    import urllib.request
+
+    import boto3
+
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "moto.log", "w", encoding="utf-8")
+    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+                              env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"}, stdout=log,
+                              stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"moto_server did not start: {(tmp_path / 'moto.log').read_text()}")
+                time.sleep(0.2)
+        anyone = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "setup",
+                  "aws_secret_access_key": "setup"}
+        boto3.client("s3", **anyone).create_bucket(Bucket="locked")
+        iam = boto3.client("iam", **anyone)
+        iam.create_user(UserName="tempo")
+        iam.put_user_policy(UserName="tempo", PolicyName="s3", PolicyDocument=(
+            '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}'))
+        key = iam.create_access_key(UserName="tempo")["AccessKey"]
+        yield {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+               "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"], "AWS_DEFAULT_REGION": "us-east-1"}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def test_an_object_store_that_refuses_the_credentials_fails_at_start_naming_its_endpoint(
+        tmp_path, authenticating_s3, monkeypatch):
+    from tempo_assets.core.artefacts import ArtefactStore
+
+    wrong = {**authenticating_s3, "AWS_SECRET_ACCESS_KEY": "not-the-secret-" + authenticating_s3["AWS_SECRET_ACCESS_KEY"][:4]}
+    env = _env(tmp_path, wrong, TEMPO_ARTEFACTS="s3://locked/tempo")
+    last = _assert_failed_at_start(_materialize(env), env, "s3://locked/tempo",
+                                   f"endpoint {authenticating_s3['AWS_ENDPOINT_URL']}")
+    assert "PermissionError: The request signature we calculated does not match" in last, last
+    assert not (tmp_path / "home" / "artefacts").exists()
+    # the same store with the right key is usable: the refusal was the credentials, not the server
+    for name, value in authenticating_s3.items():
+        monkeypatch.setenv(name, value)
+    store = ArtefactStore("s3://locked/tempo")
+    store.location.check()
+    store.location.write_bytes("probe.txt", b"ok")
+    assert store.location.read_bytes("probe.txt") == b"ok"

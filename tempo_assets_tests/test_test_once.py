@@ -21,7 +21,7 @@ import pytest
 
 from tempo_assets.core.test_claims import ClaimStore
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
-from tempo_assets_tests.conftest import REPO, materialise_archive
+from tempo_assets_tests.conftest import REPO, copy_sqlite, materialise_archive
 
 pytestmark = pytest.mark.slow
 
@@ -111,19 +111,6 @@ class Copy:
             return set()
         lines = [line.split(" ", 2) for line in self.probe_log.read_text().splitlines()]
         return {pid for pid, name, _ in lines if name == label}
-
-
-def copy_sqlite(source: Path, target: Path) -> None:
-    """A consistent copy of a SQLite database through SQLite's backup API: the warehouse runs in WAL
-    mode, so copying its main file alone can miss committed rows still in the ``-wal`` file."""
-    import sqlite3
-
-    src, dst = sqlite3.connect(source), sqlite3.connect(target)
-    try:
-        src.backup(dst)
-    finally:
-        dst.close()
-        src.close()
 
 
 @pytest.fixture()
@@ -257,9 +244,13 @@ def test_three_concurrent_launches_read_test_once(fresh, pool):
     entries = fresh.claims().log()
     assert [(e["asset"], e["run_id"]) for e in entries if e["event"] == "claimed"] == [
         ("test_growth", growth.run_id), ("test_score", growth.run_id)]
-    if pool:  # serialised on one slot: the later two reached test_growth after it was stored
+    if pool:
+        # The pool's limit is 1, but it is not what guarantees one read: Dagster's SQLite storage
+        # claims a slot by selecting a free row and then updating it by id, so two processes can
+        # take the same slot at once (seen in CI: a later launch refused as "already claimed", not
+        # "already materialised"). The claim decides either way; the pool only makes the common
+        # case wait.
         assert tempo_instance_limit(fresh) == 1
-        assert all("already materialised" in reason for reason in refusals.values()), refusals
     code, printed = audit_passes(fresh)
     assert code == 0, printed
     listing = tempo(fresh, "test-claim", "list")

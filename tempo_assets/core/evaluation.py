@@ -281,6 +281,8 @@ class EvalOntology:
         self.namespaces = namespaces
         self.path = path
         self.has_ia = any(ns.ia is not None for ns in namespaces.values())
+        # (terms of interest, their masks per namespace): see _toi_masks
+        self.toi_masks: list[tuple[Any, dict[str, np.ndarray]]] = []
 
     @classmethod
     def from_obo(cls, path: str | Path, ia: str | Path | Mapping | pd.Series | None = None,
@@ -1076,7 +1078,21 @@ class _Setup:
 
 
 def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
-    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms."""
+    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms.
+
+    A list or tuple of terms is read once per ontology (kept with the very object, by identity).
+    """
+    if isinstance(toi, (list, tuple)):
+        for held, masks in ontology.toi_masks:
+            if held is toi:
+                return masks
+        masks = _read_toi_masks(ontology, toi)
+        ontology.toi_masks.append((toi, masks))
+        return masks
+    return _read_toi_masks(ontology, toi)
+
+
+def _read_toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
     if isinstance(toi, (str, Path)):
         terms = []
         with open_text(toi) as handle:
@@ -1165,6 +1181,39 @@ def _setup(ontology: EvalOntology, truth_pairs, th_step, toi, known, norm) -> _S
     known_keys = _known_keys(ontology, truths, known) if known is not None else None
     return _Setup(ontology, truths, threshold_grid(th_step), toi_masks, known_keys,
                   lafa=toi is not None or known is not None, norm=norm)
+
+
+class SetupCache:
+    """The set-up ground truth of one cell, built once for every method scored on it.
+
+    Setting up a ground truth (grouping, propagating, the known terms and the terms of interest)
+    does not depend on the predictions. Scoring several methods on one cell passes the same cache
+    and the very same ``ground_truth``, ``known`` and ``toi`` objects to :func:`evaluate_frames`,
+    :func:`bootstrap_cis` and :func:`paired_bootstraps`; an entry is reused only for those same
+    objects (by identity, which the cache keeps alive) and the same ``th_step`` and ``norm``.
+    The results are those of uncached calls.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[tuple, _Setup]] = []
+
+    def get(self, ontology: EvalOntology, ground_truth: pd.DataFrame, th_step, toi, known, norm) -> _Setup:
+        key = (ontology, ground_truth, toi, known, float(th_step), norm)
+        for held, setup in self._entries:
+            if all(a is b for a, b in zip(held[:4], key[:4])) and held[4:] == key[4:]:
+                return setup
+        setup = _setup(ontology, _frame_truth(ground_truth), th_step, toi, known, norm)
+        self._entries.append((key, setup))
+        return setup
+
+
+def _setup_of(ontology: EvalOntology, ground_truth: pd.DataFrame, opts: Mapping[str, Any]) -> _Setup:
+    """The setup of ``ground_truth`` under ``opts`` (``th_step, toi, known, norm, setups``)."""
+    args = (opts.get("th_step", 0.01), opts.get("toi"), opts.get("known"), opts.get("norm", "cafa"))
+    cache = opts.get("setups")
+    if cache is not None:
+        return cache.get(ontology, ground_truth, *args)
+    return _setup(ontology, _frame_truth(ground_truth), *args)
 
 
 def _best_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -1265,14 +1314,16 @@ def _frame_raw(predictions: pd.DataFrame) -> _Raw:
 
 def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
                     predictions: pd.DataFrame, known=None, toi=None, norm="cafa", prop="max",
-                    max_terms=None, th_step=0.01) -> pd.DataFrame:
+                    max_terms=None, th_step=0.01, setups: SetupCache | None = None) -> pd.DataFrame:
     """cafaeval's all-threshold frame for one method, index (ns, tau), rows with cov > 0.
 
     ``ground_truth``: DataFrame ``protein, term`` (row order = file order);
     ``predictions``: DataFrame ``protein, term, score``; ``known``: DataFrame ``protein,
-    term`` or a file; ``toi``: an iterable of terms or a file.
+    term`` or a file; ``toi``: an iterable of terms or a file; ``setups``: a
+    :class:`SetupCache` shared by the methods scored on this ground truth.
     """
-    setup = _setup(eval_ontology, _frame_truth(ground_truth), th_step, toi, known, norm)
+    setup = _setup_of(eval_ontology, ground_truth, {"th_step": th_step, "toi": toi, "known": known, "norm": norm,
+                                                     "setups": setups})
     preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions), setup.tau,
                                prop, max_terms)
     df = _evaluate_setup(setup, preds) if preds else None
@@ -1405,8 +1456,7 @@ def _check_metric(eval_ontology, metric: str) -> tuple[bool, str]:
 def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, opts):
     weighted, kind = _check_metric(eval_ontology, metric)
     norm = opts.get("norm", "cafa")
-    setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
-                   opts.get("toi"), opts.get("known"), norm)
+    setup = _setup_of(eval_ontology, ground_truth, opts)
     per_method = []
     for predictions in predictions_list:
         preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions),
@@ -1482,8 +1532,7 @@ def bootstrap_cis(eval_ontology, ground_truth, predictions, requests, n_boot=100
     """
     checked = [(metric, tau, subsets, *_check_metric(eval_ontology, metric)) for metric, tau, subsets in requests]
     norm = opts.get("norm", "cafa")
-    setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
-                   opts.get("toi"), opts.get("known"), norm)
+    setup = _setup_of(eval_ontology, ground_truth, opts)
     preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions),
                                setup.tau, opts.get("prop", "max"), opts.get("max_terms"))
     contribs: dict[bool, dict] = {}
@@ -1560,8 +1609,7 @@ def paired_bootstraps(eval_ontology, ground_truth, predictions, pairs, metric="f
     _, kind = _check_metric(eval_ontology, metric)
     weighted = _METRICS[metric][0]
     norm = opts.get("norm", "cafa")
-    setup = _setup(eval_ontology, _frame_truth(ground_truth), opts.get("th_step", 0.01),
-                   opts.get("toi"), opts.get("known"), norm)
+    setup = _setup_of(eval_ontology, ground_truth, opts)
     contribs: dict[str, dict] = {}
 
     def contrib(method: str) -> dict:

@@ -21,7 +21,8 @@ evaluator; a target whose true terms were never predicted scores zero and stays 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -109,17 +110,32 @@ class ScoringOptions:
 
 @dataclass(frozen=True, eq=False)
 class Cell:
-    """One (mode, aspect) of a growth: its targets, their ground truth and (PK) known terms."""
+    """One (mode, aspect) of a growth: its targets, their ground truth and (PK) known terms.
+
+    ``setups`` holds the evaluator's set-up ground truth, built once for every method scored on
+    the cell (``core.evaluation.SetupCache``).
+    """
 
     mode: str
     aspect: str
     targets: pd.DataFrame
     truth: pd.DataFrame
     known: pd.DataFrame | None
+    setups: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.setups is None:
+            from tempo_assets.core.evaluation import SetupCache
+
+            object.__setattr__(self, "setups", SetupCache())
 
     @property
     def proteins(self) -> pd.Series:
         return self.targets["protein"]
+
+    @cached_property
+    def truth_sha256(self) -> str:
+        return frame_digest(self.truth)
 
 
 def frame_digest(frame: pd.DataFrame) -> str:
@@ -170,12 +186,15 @@ def by_aspect(predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.DataFrame,
-               known: pd.DataFrame | None = None, toi=None, prop: str = "max") -> pd.DataFrame:
-    """The evaluator's all-threshold rows of one cell (``tau`` and cafaeval's columns); empty if none."""
+               known: pd.DataFrame | None = None, toi=None, prop: str = "max", setups=None) -> pd.DataFrame:
+    """The evaluator's all-threshold rows of one cell (``tau`` and cafaeval's columns); empty if none.
+
+    ``setups``: the cell's ``core.evaluation.SetupCache`` (``Cell.setups``), shared by its methods.
+    """
     from tempo_assets.core.evaluation import evaluate_frames
 
     ns = NAMESPACES[aspect]
-    df_all = evaluate_frames(eval_ontology, truth, predictions, known=known, toi=toi, prop=prop)
+    df_all = evaluate_frames(eval_ontology, truth, predictions, known=known, toi=toi, prop=prop, setups=setups)
     if df_all is None or len(df_all) == 0 or ns not in set(df_all.index.get_level_values("ns")):
         return pd.DataFrame()
     return df_all.loc[ns].reset_index().assign(ns=ns)
@@ -222,7 +241,8 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     """
     from tempo_assets.core.evaluation import bootstrap_cis
 
-    curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, cell.known, toi, options.prop)
+    curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, cell.known, toi, options.prop,
+                       setups=cell.setups)
     row: dict[str, Any] = {"fmax_oracle": 0.0}
     if valid_tau is not None:
         row.update(scores_at_tau(curve, valid_tau))
@@ -255,7 +275,7 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     levels = ("", "cluster_") if clusters is not None else ("",)
     results = bootstrap_cis(eval_ontology, cell.truth, predictions, requests, n_boot=options.n_boot,
                             seed=options.seed, alpha=options.alpha, clusters=clusters, known=cell.known, toi=toi,
-                            prop=options.prop)
+                            prop=options.prop, setups=cell.setups)
     for column, result in zip(columns, results):
         ci = result.get(ns, {})
         if options.n_boot:
@@ -316,7 +336,7 @@ def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
             preds = cell_predictions(split, cell)
             counts = {"profile": options.profile, "method": name, "mode": mode, "aspect": aspect,
                       "n_targets": len(cell.targets), "truth_proteins": int(cell.truth["protein"].nunique()),
-                      "truth_pairs": len(cell.truth), "truth_sha256": frame_digest(cell.truth),
+                      "truth_pairs": len(cell.truth), "truth_sha256": cell.truth_sha256,
                       "predicted_pairs": len(preds)}
             tau = taus.get((name, mode, aspect))
             labels = None
