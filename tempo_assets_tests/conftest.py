@@ -185,13 +185,33 @@ def build_demo(folder: Path) -> Path:
 DEMO_FIXTURES = {"demo_graph", "demo_build"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before the item's fixtures, module-scoped ones included, are set up
+def pytest_runtest_setup(item):
+    """Start every test without a dead Dagster defs-state storage.
+
+    An entered ``DagsterInstance`` puts its defs-state storage in a context variable of Dagster's
+    (``set_defs_state_storage``), restored when it exits. Exits out of order (a half-consumed
+    execution generator closed later by the garbage collector) can restore the storage of an
+    instance that is gone, and the next definitions load in this process then fails ("Attempted to
+    resolve undefined DagsterInstance weakref"; seen once in CI, in whichever file ran next on that
+    worker). A storage whose instance is alive is left alone.
+    """
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    storage = _current_storage.get()
+    ref = getattr(storage, "_instance_weakref", None)
+    if storage is not None and (ref is None or ref() is None):
+        _current_storage.set(None)
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
     """Files with a slow test first, files that need the materialised ``data/`` last.
 
     With pytest-xdist the first worker starts ``python -m tempo_assets_tests.conftest RUN_FOLDER``
-    (it takes the build's lock) as soon as it has collected; every worker meanwhile runs the
-    tests that do not need it. Without xdist the first test that needs it builds it.
+    (it takes the build's lock) as soon as it has collected, and every worker lowers its own
+    priority (``nice`` 5) and meanwhile runs the tests that do not need it. Without xdist the
+    first test that needs it builds it.
     """
     # whole files move (xdist runs a file on one worker, its tests in their order); among the
     # others, files with a slow test go first, so that no long file is left for the end
@@ -204,7 +224,8 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: rank[file_of(item)])  # stable: each file's tests keep their order
     if not files:
         return
-    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0":
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker == "gw0":
         import subprocess
         import sys
 
@@ -212,6 +233,10 @@ def pytest_collection_modifyitems(session, config, items):
         log = open(folder / "demo_graph_build.log", "w", encoding="utf-8")
         config._tempo_demo_build = subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder)],
                                                     cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if worker is not None:
+        # the build is what the files left for the end wait on: the workers (and what their tests
+        # start) yield the CPU to it, which was started before this at the default priority
+        os.nice(5)
 
 
 def pytest_unconfigure(config):
