@@ -193,14 +193,20 @@ def pytest_runtest_setup(item):
     (``set_defs_state_storage``), restored when it exits. Exits out of order (a half-consumed
     execution generator closed later by the garbage collector) can restore the storage of an
     instance that is gone, and the next definitions load in this process then fails ("Attempted to
-    resolve undefined DagsterInstance weakref"; seen once in CI, in whichever file ran next on that
-    worker). A storage whose instance is alive is left alone.
+    resolve undefined DagsterInstance weakref"; seen in CI, in whichever file ran next on that
+    worker). A storage whose instance is alive is left alone. (``run_steps`` loads the definitions
+    against its own instance's storage, so it is immune either way.)
     """
+    import gc
+
     from dagster._core.storage.defs_state.base import _current_storage
 
     storage = _current_storage.get()
+    if storage is None:
+        return
+    gc.collect()  # an instance only a reference cycle keeps is gone now, not in the middle of a fixture
     ref = getattr(storage, "_instance_weakref", None)
-    if storage is not None and (ref is None or ref() is None):
+    if ref is None or ref() is None:
         _current_storage.set(None)
 
 

@@ -121,6 +121,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     import uuid
 
     import dagster as dg
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
 
     from tempo_assets.assets.scoring import test_refusal
     from tempo_assets.resources import open_artefact_store
@@ -181,7 +182,11 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
         else:
             run_id = str(uuid.uuid4())
             echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
-            with ProgressWatch(instance, lambda: run_id, echo, where):
+            # the definitions load against this instance's defs-state storage, as `with instance:`
+            # would set it, not whatever an earlier instance of this process left in Dagster's
+            # context variable (a collected instance there fails the load)
+            with ProgressWatch(instance, lambda: run_id, echo, where), \
+                    set_defs_state_storage(getattr(instance, "defs_state_storage", None)):
                 result = defs.resolve_job_def(job).execute_in_process(
                     run_config=run_config, instance=instance, partition_key=key, raise_on_error=False,
                     run_id=run_id, asset_selection=selection)
