@@ -281,8 +281,8 @@ class EvalOntology:
         self.namespaces = namespaces
         self.path = path
         self.has_ia = any(ns.ia is not None for ns in namespaces.values())
-        # (terms of interest, their masks per namespace): see _toi_masks
-        self.toi_masks: list[tuple[Any, dict[str, np.ndarray]]] = []
+        # terms of interest -> their masks per namespace (read-only): see _toi_masks
+        self.toi_masks: dict[frozenset, dict[str, np.ndarray]] = {}
 
     @classmethod
     def from_obo(cls, path: str | Path, ia: str | Path | Mapping | pd.Series | None = None,
@@ -1080,16 +1080,14 @@ class _Setup:
 def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
     """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms.
 
-    A list or tuple of terms is read once per ontology (kept with the very object, by identity).
+    The masks of a set of terms (not a file) are built once per ontology and shared: never write to them.
     """
-    if isinstance(toi, (list, tuple)):
-        for held, masks in ontology.toi_masks:
-            if held is toi:
-                return masks
-        masks = _read_toi_masks(ontology, toi)
-        ontology.toi_masks.append((toi, masks))
-        return masks
-    return _read_toi_masks(ontology, toi)
+    if isinstance(toi, (str, Path)):
+        return _read_toi_masks(ontology, toi)
+    key = frozenset(toi)
+    if key not in ontology.toi_masks:
+        ontology.toi_masks[key] = _read_toi_masks(ontology, key)
+    return ontology.toi_masks[key]
 
 
 def _read_toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
