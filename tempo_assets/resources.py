@@ -125,7 +125,9 @@ class GridResource(dg.ConfigurableResource):
 
     ``lgbm_params_json`` is a JSON list of LightGBM hyperparameter sets (``[]`` = KNN only);
     ``candidate_sets`` the candidate sources united (``core.candidates.parse_sources``) and
-    ``feature_sets`` the feature sets (``core.candidates.FEATURE_SETS``) each setting is tried with.
+    ``feature_sets`` the feature sets (``core.candidates.FEATURE_SETS``) each setting is tried with;
+    ``prior_weights`` the weights of the naive prior blended into each aspect's chosen cell (0 keeps
+    the cell as it is, 1 is the naive baseline; ``core.selection`` step 4).
     ``GridResource.full()`` is the wider grid of ``tempo materialize --grid full`` (real runs).
     """
 
@@ -133,6 +135,7 @@ class GridResource(dg.ConfigurableResource):
     lgbm_params_json: str = '[{"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 100}]'
     candidate_sets: list[str] = ["knn", "knn+diamond+goa+prior"]
     feature_sets: list[str] = ["all"]
+    prior_weights: list[float] = [0.0, 0.25, 0.5, 0.75, 1.0]
     early_stopping_rounds: int = 20
     bootstrap_samples: int = 100
     seed: int = 0
@@ -149,7 +152,8 @@ class GridResource(dg.ConfigurableResource):
                    "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1}]
         values = {"ks": [5, 10, 25], "lgbm_params_json": json.dumps(params),
                   "candidate_sets": ["knn", "knn+diamond", "knn+goa", "knn+diamond+goa", "knn+diamond+goa+prior"],
-                  "feature_sets": ["knn", "all"], **overrides}
+                  "feature_sets": ["knn", "all"], "prior_weights": [round(0.1 * i, 1) for i in range(11)],
+                  **overrides}
         return cls(**values)
 
     def selection_grid(self) -> dict[str, Any]:
@@ -158,7 +162,8 @@ class GridResource(dg.ConfigurableResource):
 
         return {"ks": tuple(self.ks), "lgbm_params": tuple(json.loads(self.lgbm_params_json)),
                 "early_stopping_rounds": self.early_stopping_rounds, "seed": self.seed,
-                "candidate_sets": tuple(self.candidate_sets), "feature_sets": tuple(self.feature_sets)}
+                "candidate_sets": tuple(self.candidate_sets), "feature_sets": tuple(self.feature_sets),
+                "prior_weights": tuple(float(w) for w in self.prior_weights)}
 
 
 GRIDS = {"default": GridResource, "full": GridResource.full}

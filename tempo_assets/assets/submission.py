@@ -37,7 +37,8 @@ def submission(
                               max(grid.ks), sequences=sequences.value, annotations=release_annotations.value)
     # the same leave-one-out IA counts the recipe's rerankers were trained on
     predictions = apply_recipe(recipe, source.neighbours, source.corpus_annotations, reranker_labels.value,
-                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp)
+                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp,
+                               ontology=ontology.value)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "submission.tsv"
         stats = write_cafa_submission(predictions, path, author="Tempo", model=1, keywords=["k-nearest neighbors"])

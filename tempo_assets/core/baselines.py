@@ -43,6 +43,7 @@ def naive_term_scores(
     targets: pd.DataFrame,
     min_frequency: float = 0.005,
     max_terms: int | None = None,
+    leave_one_out: bool = False,
 ) -> pd.DataFrame:
     """The naive baseline: every target gets its aspect's corpus term frequencies.
 
@@ -51,6 +52,12 @@ def naive_term_scores(
     small, only terms with ``frequency >= min_frequency`` are kept (default 0.005: anything
     lower rounds to 0.00 in a CAFA file and would be dropped anyway), and at most
     ``max_terms`` per aspect (highest frequency first, ties by term id).
+
+    With ``leave_one_out`` a target that is itself in the corpus gets the frequencies of the corpus
+    without its own labels, ``(n(t) - [p has t]) / (N(aspect) - [p is annotated in it])`` (the
+    golden rule of PROTOCOL.md, as ``core.candidates``' ``corpus_prior`` feature counts them), on
+    the same terms; a target outside the corpus (every NK target) gets exactly the naive scores,
+    and a term whose count without the target is 0 is dropped.
 
     Parameters
     ----------
@@ -68,10 +75,33 @@ def naive_term_scores(
         freq = freq.groupby("aspect", observed=True, sort=False).head(int(max_terms))
     tgt = targets[["protein", "aspect"]].drop_duplicates()
     out = tgt.merge(freq, on="aspect", how="inner").rename(columns={"frequency": "score"})
+    if leave_one_out:
+        out = _without_own_labels(out, corpus_annotations)
     out = out.sort_values(
         ["protein", "aspect", "score", "term"], ascending=[True, True, False, True], kind="mergesort"
     )
     return out[SCORE_COLUMNS].reset_index(drop=True)
+
+
+def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Naive ``scores`` recounted, per target in the corpus, without that target's own labels."""
+    ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
+    own_aspect = ann[["protein", "aspect"]].drop_duplicates()
+    if scores.empty or not scores["protein"].isin(own_aspect["protein"]).any():
+        return scores
+    per_aspect = own_aspect.groupby("aspect", observed=True).size()
+    counts = ann.groupby(["term", "aspect"], observed=True).size().rename("_n").reset_index()
+    out = scores.merge(counts, on=["term", "aspect"], how="left")
+    own = out[["protein", "term", "aspect"]].merge(ann.assign(_own=1), on=["protein", "term", "aspect"],
+                                                   how="left")["_own"].fillna(0).to_numpy(dtype=np.float64)
+    in_aspect = out[["protein", "aspect"]].merge(own_aspect.assign(_in=1), on=["protein", "aspect"],
+                                                 how="left")["_in"].fillna(0).to_numpy(dtype=np.float64)
+    denom = out["aspect"].map(per_aspect).to_numpy(dtype=np.float64) - in_aspect
+    numer = out["_n"].to_numpy(dtype=np.float64) - own
+    loo = np.divide(numer, denom, out=np.zeros_like(numer), where=denom > 0)
+    touched = (own > 0) | (in_aspect > 0)
+    out["score"] = np.where(touched, loo, out["score"].to_numpy(dtype=np.float64))
+    return out[out["score"] > 0].drop(columns="_n")
 
 
 def goa_nonexperimental_scores(

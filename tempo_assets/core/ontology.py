@@ -505,6 +505,72 @@ class Ontology:
             "aspect": aspects[out_term],
         })
 
+    def propagate_max(self, frame: pd.DataFrame, chunk_rows: int = 1_000_000) -> pd.DataFrame:
+        """Scores made consistent with the ontology: each ancestor of a scored term gets at least
+        its score (the ``max`` propagation cafaeval applies to predictions), one row per distinct pair.
+
+        Parameters
+        ----------
+        frame : DataFrame ``protein, term, score[, ...]``; a term that is not a live primary id of
+            this ontology keeps its own row and passes nothing up. Other columns are dropped but
+            ``aspect``, which each term's (and so each ancestor's) namespace gives.
+        chunk_rows : rows expanded at a time (whole proteins per chunk), to bound memory.
+
+        Returns
+        -------
+        DataFrame ``protein, term[, aspect], score`` sorted by protein, then term.
+        """
+        for column in ("protein", "term", "score"):
+            if column not in frame.columns:
+                raise TempoInputError(f"propagate_max needs a {column!r} column")
+        index, indptr, indices, aspects = self._closure
+        columns = ["protein", "term"] + (["aspect"] if "aspect" in frame.columns else []) + ["score"]
+        if len(frame) == 0:
+            return frame[columns].reset_index(drop=True)
+        term_pos = index.get_indexer(frame["term"].to_numpy())
+        known = term_pos >= 0
+        unknown = frame.loc[~known, columns]
+        frame, term_pos = frame[known], term_pos[known]
+        protein_codes, proteins = pd.factorize(frame["protein"].to_numpy(), sort=True)
+        protein_codes = protein_codes.astype(np.int64)
+        scores = frame["score"].to_numpy(dtype=np.float64)
+        order = np.argsort(protein_codes, kind="stable")
+        protein_codes, term_pos, scores = protein_codes[order], term_pos[order], scores[order]
+        counts = indptr[term_pos + 1] - indptr[term_pos]
+        n_terms = np.int64(len(index))
+        parts = []
+        start = 0
+        ends = np.cumsum(counts)
+        while start < len(protein_codes):
+            base = ends[start - 1] if start else 0
+            stop = int(np.searchsorted(ends, base + chunk_rows, side="right"))
+            stop = max(stop, start + 1)
+            if stop < len(protein_codes):  # whole proteins: extend to the last row of this protein
+                stop = int(np.searchsorted(protein_codes, protein_codes[stop - 1], side="right"))
+            c, t, sc = counts[start:stop], term_pos[start:stop], scores[start:stop]
+            total = int(c.sum())
+            starts = np.repeat(indptr[t], c)
+            offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+            ancestor = indices[starts + offsets].astype(np.int64)
+            keys = np.repeat(protein_codes[start:stop], c) * n_terms + ancestor
+            values = np.repeat(sc, c)
+            by = np.lexsort((-values, keys))  # per key, the highest score first
+            keys, values = keys[by], values[by]
+            first = np.ones(len(keys), dtype=bool)
+            first[1:] = keys[1:] != keys[:-1]
+            parts.append((keys[first], values[first]))
+            start = stop
+        keys = np.concatenate([k for k, _ in parts])
+        values = np.concatenate([v for _, v in parts])
+        out = pd.DataFrame({"protein": np.asarray(proteins, dtype=object)[keys // n_terms],
+                            "term": index.to_numpy(dtype=object)[keys % n_terms]})
+        if "aspect" in columns:
+            out["aspect"] = aspects[keys % n_terms]
+        out["score"] = values
+        if len(unknown):
+            out = pd.concat([out, unknown], ignore_index=True).sort_values(["protein", "term"], kind="mergesort")
+        return out[columns].reset_index(drop=True)
+
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values of an int64 array (a sort beats numpy's hash path here)."""

@@ -9,8 +9,18 @@
 2. **Selective deploy.** Per embedder and aspect, the best plain-KNN cell and the best
    LightGBM cell are compared; the reranker is deployed only where it strictly beats plain KNN.
 3. **Embedder.** The embedder with the highest mean over aspects of its chosen objective.
-4. **Threshold.** ``tau`` per aspect maximises the mean over modes of F(tau) of the chosen cell
+4. **Prior blend.** The chosen cell's VALID scores are blended with the naive frequency prior,
+   ``(1 - w) * score + w * prior`` for each ``w`` of the grid's ``prior_weights`` (``w = 1`` is the
+   naive baseline itself, on the union of both methods' terms), and the ``w`` with the highest
+   objective is kept (ties go to the smaller ``w``; ``w = 0`` is the cell unblended). The prior
+   leaves the scored protein's own labels out (``baselines.naive_term_scores(leave_one_out=True)``,
+   the golden rule), so for a protein without labels it is exactly the naive baseline.
+5. **Threshold.** ``tau`` per aspect maximises the mean over modes of F(tau) of the chosen cell
    (the objective's own operating point); the per-mode Fmax thresholds are kept beside it.
+
+Every cell's scores are made consistent with the ontology before they are scored (each ancestor
+of a scored term at least its score, ``consistent``): cafaeval's ``max`` propagation leaves them as
+they are, and under LAFA's ``fill`` a parent is no longer kept below its child.
 
 The reranker of a cell is trained on TRAIN labels (candidates from the ``t-2`` corpus,
 labelled by growth in ``(t-2, t-1]``) and early-stopped on VALID labelled candidates. Nothing
@@ -48,9 +58,11 @@ RECIPE_FORMAT = "tempo-recipe-1"
 OBJECTIVE = "mean over modes with VALID targets of per-mode Fmax, per aspect"
 
 GRID_COLUMNS: tuple[str, ...] = (
-    "embedder", "k", "variant", "candidates", "features", "params_id", "params", "aspect", "mode", "n_targets",
-    "fmax", "tau", "coverage", "best_iteration", "objective", "status", "selected",
+    "embedder", "k", "variant", "candidates", "features", "params_id", "params", "prior_weight", "aspect", "mode",
+    "n_targets", "fmax", "tau", "coverage", "best_iteration", "objective", "status", "selected",
 )
+# what identifies one scored cell of the grid (with ``aspect``, one row per mode)
+CELL_KEYS: tuple[str, ...] = ("embedder", "k", "variant", "candidates", "features", "params_id", "prior_weight")
 
 # scorer(predictions[protein, term, score], ground_truth[protein, term],
 #        known[protein, term] or None, aspect) -> curve DataFrame[tau, f, cov]
@@ -119,6 +131,8 @@ class SelectionGrid:
     # (``core.candidates.FEATURE_SETS``) every LightGBM setting is tried with
     candidate_sets: tuple[str, ...] = ("knn", "knn+diamond+goa+prior")
     feature_sets: tuple[str, ...] = ("all",)
+    # weights of the naive prior blended into the chosen cell (0: unblended, 1: the prior alone)
+    prior_weights: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 
     @classmethod
     def coerce(cls, grid: "SelectionGrid | Mapping[str, Any]") -> "SelectionGrid":
@@ -129,7 +143,7 @@ class SelectionGrid:
             if unknown:
                 raise SelectionInputError(f"unknown grid key(s) {sorted(unknown)}", path="grid")
             values = dict(grid)
-            for key in ("ks", "lgbm_params", "embedders", "candidate_sets", "feature_sets"):
+            for key in ("ks", "lgbm_params", "embedders", "candidate_sets", "feature_sets", "prior_weights"):
                 if values.get(key) is not None:
                     values[key] = tuple(values[key])
             out = cls(**values)
@@ -144,7 +158,11 @@ class SelectionGrid:
             parse_sources(spec)
         for name in out.feature_sets:
             feature_set(name)
-        return out
+        weights = [float(w) for w in out.prior_weights]
+        if not weights or any(not (0.0 <= w <= 1.0) for w in weights) or 0.0 not in weights:
+            raise SelectionInputError(f"prior_weights must be in [0, 1] and include 0 (the cell unblended), "
+                                      f"got {out.prior_weights}", path="grid.prior_weights")
+        return replace(out, prior_weights=tuple(sorted(set(weights))))
 
 
 _NEEDS = {"diamond": "hits", "goa": "nonexp"}
@@ -181,6 +199,47 @@ def _default_plain_scores(neighbours: pd.DataFrame, corpus: pd.DataFrame, k: int
     from tempo_assets.core.knn import knn_term_scores  # lazy: a sibling module
 
     return knn_term_scores(neighbours, corpus, k=k)
+
+
+def prior_scores(corpus_annotations: pd.DataFrame, proteins: Sequence[str],
+                 aspects: Sequence[str] = ASPECTS) -> pd.DataFrame:
+    """The naive prior the recipe blends in: each of ``aspects``' corpus term frequencies for each of
+    ``proteins``, without that protein's own labels (``baselines.naive_term_scores``)."""
+    from tempo_assets.core.baselines import naive_term_scores  # lazy: a sibling module
+
+    proteins = pd.unique(np.asarray(list(proteins), dtype=object))
+    aspects = np.array(list(aspects), dtype=object)
+    targets = pd.DataFrame({"protein": np.repeat(proteins, len(aspects)),
+                            "aspect": np.tile(aspects, len(proteins))})
+    return naive_term_scores(corpus_annotations, targets, leave_one_out=True)
+
+
+def consistent(scores: pd.DataFrame, ontology: Any = None) -> pd.DataFrame:
+    """``scores`` with every ancestor of a scored term at least as high (``Ontology.propagate_max``):
+    a recipe's output is consistent with the ontology whichever way an evaluator propagates it
+    (cafaeval's ``max`` leaves such scores as they are in the same ontology; LAFA's ``fill`` would
+    keep a parent a reranker scored below its child). Without an ontology, ``scores`` unchanged."""
+    if ontology is None or scores.empty:
+        return scores
+    return ontology.propagate_max(scores[["protein", "term", "aspect", "score"]])
+
+
+def blend_with_prior(scores: pd.DataFrame, prior: pd.DataFrame, weight: float) -> pd.DataFrame:
+    """``(1 - weight) * score + weight * prior`` over the union of both frames' (protein, term, aspect)
+    pairs (a pair one of them lacks scores 0 there); pairs that end at 0 are dropped.
+
+    ``weight = 0`` returns ``scores``; ``prior`` is restricted to the proteins and aspects of
+    ``scores``' caller (pass the prior of the proteins being scored)."""
+    keys = ["protein", "term", "aspect"]
+    weight = float(weight)
+    if weight == 0.0:
+        return scores[keys + ["score"]].reset_index(drop=True)
+    both = scores[keys + ["score"]].merge(prior[keys + ["score"]].rename(columns={"score": "_prior"}),
+                                          on=keys, how="outer")
+    blended = ((1.0 - weight) * both["score"].fillna(0.0).to_numpy(dtype=np.float64)
+               + weight * both["_prior"].fillna(0.0).to_numpy(dtype=np.float64))
+    out = both[keys].assign(score=np.clip(blended, 0.0, 1.0))
+    return out[out["score"] > 0].reset_index(drop=True)
 
 
 def _mode_targets(ground_truth: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -260,6 +319,7 @@ def select_recipe(
     aspects: Sequence[str] = ASPECTS,
     modes: Sequence[str] = MODES,
     plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
+    ontology: Any = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Score the whole grid on VALID and freeze a recipe.
 
@@ -282,6 +342,9 @@ def select_recipe(
     plain_scores : callable, optional
         ``(neighbours, corpus, k) -> DataFrame[protein, term, aspect, score]``; defaults to
         ``knn.knn_term_scores``.
+    ontology : Ontology, optional
+        The VALID candidates' ontology (``t-1``): every cell's scores are made consistent with it
+        (``Ontology.propagate_max``) before they are scored and blended, as ``apply_recipe`` does.
 
     Returns
     -------
@@ -311,12 +374,15 @@ def select_recipe(
 
     rows: list[dict[str, Any]] = []
     curves: dict[tuple, pd.DataFrame] = {}
+    # every cell's VALID predictions per aspect, for the prior blend of the chosen ones
+    kept: dict[tuple, pd.DataFrame] = {}
+    scorers: dict[str, _CellScorer] = {}
     n_targets: dict[tuple[str, str], int] = {}
     fits = Progress("lightgbm grid", len(embedders) * len(ks) * len(spec.candidate_sets) * len(spec.feature_sets)
                     * len(spec.lgbm_params) * len(aspects), "fits")
     for name in embedders:
         train, valid = train_sets[name], valid_sets[name]
-        cells = _CellScorer(scorer, valid, aspects, modes)
+        cells = scorers[name] = _CellScorer(scorer, valid, aspects, modes)
         for aspect in aspects:
             for mode in modes:
                 n_targets[(aspect, mode)] = cells.n_targets(aspect, mode)
@@ -326,12 +392,13 @@ def select_recipe(
         for k in ks:
             base = {"embedder": name, "k": k}
             nb_k = valid_nb[valid_nb["rank"] <= k]
-            knn = plain(nb_k, valid.corpus_annotations, k)
-            cell = (name, k, "none", "knn", "", -1)
+            knn = consistent(plain(nb_k, valid.corpus_annotations, k), ontology)
+            cell = (name, k, "none", "knn", "", -1, 0.0)
             for aspect in aspects:
-                for row in cells.score(cell, aspect, knn[knn["aspect"] == aspect]):
+                kept[cell + (aspect,)] = knn[knn["aspect"] == aspect]
+                for row in cells.score(cell, aspect, kept[cell + (aspect,)]):
                     rows.append({**base, "variant": "none", "candidates": "knn", "features": "",
-                                 "params_id": -1, "params": "",
+                                 "params_id": -1, "params": "", "prior_weight": 0.0,
                                  "aspect": aspect, "best_iteration": -1, **row})
             if not spec.lgbm_params:
                 continue
@@ -344,7 +411,8 @@ def select_recipe(
                 if lacking:
                     # a source without DIAMOND hits or non-experimental annotations cannot offer this set
                     rows.extend({**base, "variant": "lgbm", "candidates": cand, "features": fset, "params_id": pid,
-                                 "params": json.dumps(_jsonable(params), sort_keys=True), "aspect": aspect,
+                                 "params": json.dumps(_jsonable(params), sort_keys=True), "prior_weight": 0.0,
+                                 "aspect": aspect,
                                  "mode": mode, "n_targets": cells.n_targets(aspect, mode), "fmax": np.nan,
                                  "tau": np.nan, "coverage": np.nan, "best_iteration": -1,
                                  "status": f"missing_{'_'.join(lacking)}"}
@@ -360,11 +428,11 @@ def select_recipe(
                     columns = feature_set(fset)
                     for pid, params in enumerate(spec.lgbm_params):
                         params_text = json.dumps(_jsonable(params), sort_keys=True)
-                        cell = (name, k, "lgbm", cand, fset, pid)
+                        cell = (name, k, "lgbm", cand, fset, pid, 0.0)
                         for aspect in aspects:
                             fits.advance()  # fits started
                             meta = {**base, "variant": "lgbm", "candidates": cand, "features": fset,
-                                    "params_id": pid, "params": params_text, "aspect": aspect}
+                                    "params_id": pid, "params": params_text, "prior_weight": 0.0, "aspect": aspect}
                             tr_a = train_lab[train_lab["aspect"] == aspect]
                             try:
                                 model = train_reranker(
@@ -380,30 +448,85 @@ def select_recipe(
                                                  "best_iteration": -1, "status": "untrainable"})
                                 continue
                             feat_a = valid_feat[valid_feat["aspect"] == aspect]
-                            preds = feat_a[["protein", "term", "aspect"]].assign(
-                                score=model.predict(feat_a))
+                            preds = consistent(feat_a[["protein", "term", "aspect"]].assign(
+                                score=model.predict(feat_a)), ontology)
+                            kept[cell + (aspect,)] = preds
                             for row in cells.score(cell, aspect, preds):
                                 rows.append({**meta, "best_iteration": model.best_iteration, **row})
         curves.update(cells.curves)
 
     frame = pd.DataFrame(rows)
     frame["objective"] = _objectives(frame)
-    frame["selected"] = False
     recipe = _choose(frame, curves, spec, embedders, aspects, modes, window, n_targets)
+    name = recipe["embedder"]
+    valid = valid_sets[name]
+    scored_proteins = set(valid.neighbours["query"].astype(str)) | set(valid.ground_truth["protein"].astype(str))
+    blends = _blend_prior(recipe, kept, scorers[name], prior_scores(valid.corpus_annotations, sorted(scored_proteins)),
+                          spec, curves, modes, n_targets)
+    kept.clear()
+    if blends:
+        frame = pd.concat([frame, pd.DataFrame(blends)], ignore_index=True)
+        frame["objective"] = _objectives(frame)
+    frame["selected"] = False
     for aspect, choice in recipe["aspects"].items():
-        mask = ((frame["embedder"] == recipe["embedder"]) & (frame["aspect"] == aspect)
+        mask = ((frame["embedder"] == name) & (frame["aspect"] == aspect)
                 & (frame["k"] == choice["k"]) & (frame["variant"] == choice["variant"])
                 & (frame["candidates"] == choice.get("candidates", "knn"))
                 & (frame["features"] == (choice.get("features") or ""))
-                & (frame["params_id"] == choice["params_id"]))
+                & (frame["params_id"] == choice["params_id"])
+                & (frame["prior_weight"] == float(choice.get("prior_weight") or 0.0)))
         frame.loc[mask, "selected"] = True
     frame = frame[list(GRID_COLUMNS)].sort_values(
-        ["embedder", "aspect", "k", "variant", "candidates", "features", "params_id", "mode"], kind="mergesort")
+        ["embedder", "aspect", "k", "variant", "candidates", "features", "params_id", "prior_weight", "mode"],
+        kind="mergesort")
     return frame.reset_index(drop=True), recipe
 
 
+def _blend_prior(recipe: dict[str, Any], kept: Mapping[tuple, pd.DataFrame], cells: _CellScorer,
+                 prior: pd.DataFrame, spec: SelectionGrid, curves: dict[tuple, pd.DataFrame],
+                 modes: Sequence[str], n_targets: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """Step 4 of the module's rule, in place on ``recipe``: per aspect, the chosen cell blended with
+    the prior at every weight of the grid, scored on VALID; the best weight is kept. Returns the
+    grid rows of the blended cells."""
+    rows: list[dict[str, Any]] = []
+    name = recipe["embedder"]
+    weights = [w for w in spec.prior_weights if w > 0]
+    for aspect, choice in recipe["aspects"].items():
+        choice["prior_weight"] = 0.0
+        cell = (name, int(choice["k"]), choice["variant"], choice.get("candidates") or "knn",
+                choice.get("features") or "", int(choice["params_id"]), 0.0)
+        preds = kept.get(cell + (aspect,))
+        if preds is None or choice.get("valid_objective") is None or not weights:
+            continue  # no VALID target in this aspect: nothing to blend on
+        mine = prior[prior["aspect"] == aspect]
+        best_w, best_objective = 0.0, float(choice["valid_objective"])
+        for w in weights:
+            blended_cell = cell[:-1] + (w,)
+            scored = cells.score(blended_cell, aspect, blend_with_prior(preds, mine, w))
+            curves.update(cells.curves)
+            fmaxes = [r["fmax"] for r in scored if r["status"] == "ok"]
+            objective = float(np.mean(fmaxes)) if fmaxes else -math.inf
+            for row in scored:
+                rows.append({"embedder": name, "k": cell[1], "variant": cell[2], "candidates": cell[3],
+                             "features": cell[4], "params_id": cell[5],
+                             "params": "" if cell[2] == "none" else json.dumps(
+                                 _jsonable(spec.lgbm_params[cell[5]]), sort_keys=True),
+                             "prior_weight": w, "aspect": aspect, "best_iteration": choice.get("n_estimators") or -1,
+                             **row})
+            if objective > best_objective:
+                best_w, best_objective = w, objective
+        if best_w > 0:
+            entry = _aspect_entry(spec, name, aspect, cell[1], cell[2], cell[3], cell[4], cell[5],
+                                  choice.get("n_estimators"), curves, modes, best_objective,
+                                  choice.get("plain_objective"), n_targets, prior_weight=best_w)
+            entry["unblended_objective"] = choice["valid_objective"]
+            choice.clear()
+            choice.update(entry)
+    return rows
+
+
 def _objectives(frame: pd.DataFrame) -> np.ndarray:
-    keys = ["embedder", "k", "variant", "candidates", "features", "params_id", "aspect"]
+    keys = list(CELL_KEYS) + ["aspect"]
     ok = frame["status"] == "ok"
     means = frame[ok].groupby(keys)["fmax"].mean().rename("_objective")
     return frame[keys].join(means, on=keys)["_objective"].to_numpy(dtype=np.float64)
@@ -426,7 +549,8 @@ def _best_cell(cells: pd.DataFrame, spec: "SelectionGrid | None" = None) -> pd.S
 def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: SelectionGrid,
             embedders: Sequence[str], aspects: Sequence[str], modes: Sequence[str],
             window: Any, n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
-    cells = frame.drop_duplicates(["embedder", "k", "variant", "candidates", "features", "params_id", "aspect"])
+    cells = frame.drop_duplicates(list(CELL_KEYS) + ["aspect"])
+    cells = cells[cells["prior_weight"] == 0.0]  # the prior blend is step 4, on the cell chosen here
     best_by_embedder: dict[str, tuple[float, dict[str, Any]]] = {}
     for name in embedders:
         chosen: dict[str, Any] = {}
@@ -463,7 +587,8 @@ def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: Sel
         "grid": {"embedders": list(embedders), "ks": sorted(int(k) for k in spec.ks),
                  "lgbm_params": [_jsonable(p) for p in spec.lgbm_params],
                  "early_stopping_rounds": int(spec.early_stopping_rounds),
-                 "candidate_sets": list(spec.candidate_sets), "feature_sets": list(spec.feature_sets)},
+                 "candidate_sets": list(spec.candidate_sets), "feature_sets": list(spec.feature_sets),
+                 "prior_weights": [float(w) for w in spec.prior_weights]},
         "aspects": best_by_embedder[best_name][1],
     }
 
@@ -476,8 +601,8 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
                   features: str, params_id: int, n_estimators: int | None,
                   curves: Mapping[tuple, pd.DataFrame], modes: Sequence[str],
                   objective: float | None, plain_objective: float | None,
-                  n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
-    cell = (name, k, variant, candidates, features, params_id, aspect)
+                  n_targets: Mapping[tuple[str, str], int], prior_weight: float = 0.0) -> dict[str, Any]:
+    cell = (name, k, variant, candidates, features, params_id, float(prior_weight), aspect)
     mode_curves = {m: curves.get(cell + (m,)) for m in modes}
     tau_by_mode, fmax_by_mode = {}, {}
     for mode, curve in mode_curves.items():
@@ -498,6 +623,7 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
         "params_id": int(params_id),
         "params": params,
         "n_estimators": n_estimators,
+        "prior_weight": float(prior_weight),
         "tau": _mean_curve_tau([c for c in mode_curves.values() if c is not None]),
         "tau_by_mode": tau_by_mode,
         "valid_fmax_by_mode": fmax_by_mode,
@@ -528,6 +654,8 @@ def apply_recipe(
     plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
     hits: pd.DataFrame | None = None,
     nonexp: pd.DataFrame | None = None,
+    proteins: Sequence[str] | None = None,
+    ontology: Any = None,
 ) -> pd.DataFrame:
     """Score new candidates with a frozen recipe, refitting rerankers at the new cutoff.
 
@@ -550,6 +678,12 @@ def apply_recipe(
         annotations (``CandidateSource.hits``/``nonexp``); required when a chosen candidate set
         uses them. An aspect's choice without ``candidates``/``features`` (a recipe frozen before
         they existed) is the KNN candidates with the KNN features.
+    proteins : the proteins being scored, for an aspect whose choice blends in the prior
+        (``prior_weight > 0``: each of them gets the prior's terms); default the queries of
+        ``neighbours`` and ``hits``.
+    ontology : Ontology of the scored candidates' release, optional
+        Each aspect's scores are made consistent with it (:func:`consistent`) before the prior is
+        blended in, as ``select_recipe`` scored them on VALID.
 
     Returns
     -------
@@ -568,13 +702,25 @@ def apply_recipe(
     train_cache: dict[tuple, pd.DataFrame] = {}
     score_cache: dict[tuple, pd.DataFrame] = {}
     scored = CandidateSource(neighbours, corpus_annotations, ia=ia, term_depth=term_depth, hits=hits, nonexp=nonexp)
+    def blended(aspect: str, choice: Mapping[str, Any], scores: pd.DataFrame) -> pd.DataFrame:
+        weight = float(choice.get("prior_weight") or 0.0)
+        if weight == 0.0:
+            return scores
+        # the prior of every scored protein in this aspect
+        scored_proteins = set(neighbours["query"].astype(str))
+        if hits is not None:
+            scored_proteins |= set(hits["query"].astype(str))
+        if proteins is not None:
+            scored_proteins |= {str(p) for p in proteins}
+        return blend_with_prior(scores, prior_scores(corpus_annotations, sorted(scored_proteins), (aspect,)), weight)
+
     for aspect, choice in sorted(recipe["aspects"].items()):
         k = int(choice["k"])
         nb = prepare_neighbours(neighbours, k)
         if choice["variant"] == "none":
             scores = plain(nb, corpus_annotations, k)
-            outputs.append(scores[scores["aspect"] == aspect][["protein", "term", "aspect",
-                                                               "score"]])
+            mine = scores[scores["aspect"] == aspect][["protein", "term", "aspect", "score"]]
+            outputs.append(blended(aspect, choice, consistent(mine, ontology)))
             continue
         if choice["variant"] != "lgbm" or not choice.get("n_estimators"):
             raise SelectionInputError(f"aspect {aspect}: variant {choice['variant']!r} with "
@@ -594,7 +740,8 @@ def apply_recipe(
         params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
         model = train_reranker(rows, params, valid=None, seed=seed, feature_columns=columns)
         feats = score_cache[key][score_cache[key]["aspect"] == aspect]
-        outputs.append(feats[["protein", "term", "aspect"]].assign(score=model.predict(feats)))
+        scores = feats[["protein", "term", "aspect"]].assign(score=model.predict(feats))
+        outputs.append(blended(aspect, choice, consistent(scores, ontology)))
     columns = ["protein", "term", "aspect", "score"]
     if not outputs:
         return pd.DataFrame({c: [] for c in columns})

@@ -191,12 +191,13 @@ def verify_recipe(frozen: FrozenRecipe | Mapping[str, Any], recorded_hash: str |
 
 
 def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
-                       targets: pd.DataFrame, k_plain: int) -> dict[str, pd.DataFrame]:
+                       targets: pd.DataFrame, k_plain: int, ontology=None) -> dict[str, pd.DataFrame]:
     """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
 
     All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
     labelled candidates the recipe's rerankers are refit on; ``targets`` (``protein, aspect``)
-    are the proteins the naive baseline scores.
+    are the proteins the naive baseline scores; ``ontology`` (the candidate release's) makes the
+    recipe's scores consistent with it (``apply_recipe``).
     """
     from tempo_assets.core.baselines import naive_term_scores
     from tempo_assets.core.knn import knn_term_scores
@@ -204,7 +205,8 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
 
     return {
         "recipe": apply_recipe(recipe, source.neighbours, source.corpus_annotations, train_source,
-                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp),
+                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp,
+                               proteins=targets["protein"].unique(), ontology=ontology),
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }
@@ -255,7 +257,7 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: 
     source = candidate_source(trained.corpus, query_embedded, proteins, trained.ontology, max(ks),
                               sequences=trained.sequences, annotations=trained.annotations,
                               query_sequences=query_sequences, query_groups=query_groups)
-    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks))
+    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology)
     in_corpus = set(trained.corpus["ids"])
     corpus_sequences = {p: s for p, s in zip(trained.sequences["protein"], trained.sequences["sequence"])
                         if p in in_corpus}
@@ -322,9 +324,10 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, 
     scorer = cafa_scorer(eval_ontology, toi=None if toi is None else sorted(toi), prop="fill" if lafa else "max")
     grid_frame, recipe = select_recipe(grid, train_sets={corpus["embedder_id"]: labels},
                                        valid_sets={corpus["embedder_id"]: valid}, scorer=scorer,
-                                       window=window.key)
+                                       window=window.key, ontology=ontology_t_minus_1)
     recipe["profile"] = "lafa" if lafa else "cafaeval"
-    methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks))
+    methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks),
+                                 ontology=ontology_t_minus_1)
     summary, _ = score_methods(eval_ontology, scored_growth.targets, scored_growth.ground_truth, scored_growth.known,
                                methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
     return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary), methods
@@ -345,7 +348,7 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, lab
     """
     source = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t0, max(ks),
                               sequences=sequences, annotations=annotations)
-    methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks))
+    methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks), ontology=ontology_t0)
     options = ScoringOptions(n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
     summary, curves = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,
                                     options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe))

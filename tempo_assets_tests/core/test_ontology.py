@@ -176,6 +176,26 @@ def test_propagate_terms_equals_loop_reference(toy):
     pd.testing.assert_frame_equal(toy.propagate_terms(shuffled), got)
 
 
+@pytest.mark.parametrize("chunk_rows", [1_000_000, 3])
+def test_propagate_max_gives_each_ancestor_its_best_descendant_score(toy, chunk_rows):
+    rng = np.random.default_rng(4)
+    live = sorted(t for t in toy.terms if toy.resolve(t) == t)
+    frame = pd.DataFrame({"protein": rng.choice(["P1", "P2", "P3"], size=30), "term": rng.choice(live, size=30),
+                          "score": rng.random(30).round(3)})
+    frame = pd.concat([frame, pd.DataFrame({"protein": ["P1"], "term": ["GO:7777777"], "score": [0.5]})])
+    want: dict[tuple, float] = {}
+    for protein, term, score in frame.itertuples(index=False):
+        for ancestor in (toy.ancestors(term) if term in live else {term}):
+            want[(protein, ancestor)] = max(want.get((protein, ancestor), 0.0), score)
+    got = toy.propagate_max(frame.assign(aspect="BP"), chunk_rows=chunk_rows)
+    assert list(got.columns) == ["protein", "term", "aspect", "score"]
+    assert {(p, t): s for p, t, _, s in got.itertuples(index=False)} == want  # the unknown term kept as it is
+    live_rows = got[got["term"] != "GO:7777777"]
+    assert live_rows["aspect"].tolist() == [toy.aspect(t) for t in live_rows["term"]]
+    # already consistent scores are a fixed point
+    pd.testing.assert_frame_equal(toy.propagate_max(got, chunk_rows=chunk_rows), got)
+
+
 def test_propagate_terms_rejects_non_primary(toy):
     frame = pd.DataFrame({"protein": ["P1"], "term": ["GO:0000901"]})
     with pytest.raises(UnknownTermError, match="GO:0000901"):

@@ -129,8 +129,14 @@ def test_grid_frame_holds_every_cell(selection):
     _, _, frame, recipe = selection
     assert list(frame.columns) == list(GRID_COLUMNS)
     n_variants = 1 + len(GRID.lgbm_params) * len(GRID.candidate_sets) * len(GRID.feature_sets)
-    assert len(frame) == 2 * len(GRID.ks) * n_variants * 3 * 3
-    keys = frame[["embedder", "k", "variant", "candidates", "features", "params_id", "aspect", "mode"]]
+    unblended = frame[frame["prior_weight"] == 0.0]
+    assert len(unblended) == 2 * len(GRID.ks) * n_variants * 3 * 3
+    # the chosen embedder's cell of each aspect with VALID targets (BP, MF), blended at every other weight
+    blends = frame[frame["prior_weight"] > 0]
+    assert len(blends) == (len(GRID.prior_weights) - 1) * 2 * 3
+    assert set(blends["embedder"]) == {recipe["embedder"]} and set(blends["aspect"]) == {"BP", "MF"}
+    keys = frame[["embedder", "k", "variant", "candidates", "features", "params_id", "prior_weight", "aspect",
+                  "mode"]]
     assert not keys.duplicated().any()
     # these sources have no DIAMOND hits nor non-experimental annotations: the wide set is recorded, not run
     wide = frame[frame["candidates"] == "knn+diamond+goa+prior"]
@@ -242,7 +248,7 @@ def test_default_scorer_runs_the_cafa_evaluator(tmp_path):
                                   valid_sets={"kmer": make_source(3)},
                                   eval_ontology=EvalOntology.from_obo(obo),
                                   aspects=("BP", "MF"))
-    assert len(frame) == 2 * 2 * 3
+    assert len(frame[frame["prior_weight"] == 0.0]) == 2 * 2 * 3
     assert recipe["aspects"]["BP"]["variant"] == "lgbm"
     assert recipe["aspects"]["MF"]["variant"] == "none"
     assert recipe["aspects"]["MF"]["valid_objective"] == pytest.approx(1.0)
@@ -297,3 +303,59 @@ def test_valid_selects_the_homology_candidates_when_they_carry_the_signal():
     with pytest.raises(TempoInputError, match="hits"):
         apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
                      nonexp=scored.nonexp)
+
+
+def prior_world(seed: int) -> CandidateSource:
+    """A window the KNN gets wrong and the prior gets right: every VALID target gains GO:T1, which
+    15 of the 20 corpus proteins carry, but its five neighbours are the five that carry only GO:T2."""
+    corpus = [(f"S{seed}C{i}", "GO:T1" if i < 15 else "GO:T2", "BP") for i in range(20)]
+    queries = [f"S{seed}Q{q}" for q in range(6)]
+    neighbours = pd.DataFrame([(q, f"S{seed}C{15 + j}", 0.9 - 0.1 * j, j + 1) for q in queries for j in range(5)],
+                              columns=["query", "neighbour", "similarity", "rank"])
+    truth = pd.DataFrame([(q, "GO:T1", "BP", "NK") for q in queries], columns=["protein", "term", "aspect", "mode"])
+    return CandidateSource(neighbours=neighbours,
+                           corpus_annotations=pd.DataFrame(corpus, columns=["protein", "term", "aspect"]),
+                           ground_truth=truth, known=truth.iloc[:0][["protein", "term", "aspect"]])
+
+
+def test_valid_blends_the_prior_in_where_it_beats_the_chosen_cell():
+    from tempo_assets.core.selection import blend_with_prior, prior_scores
+
+    train, valid = prior_world(1), prior_world(2)
+    frame, recipe = select_recipe({"ks": (5,), "lgbm_params": ()}, train_sets={"kmer": train},
+                                  valid_sets={"kmer": valid}, scorer=flat_fmax_scorer, window="w", aspects=("BP",))
+    bp = recipe["aspects"]["BP"]
+    # plain KNN proposes GO:T2 only (score 0.9, its best similarity: F 0); at w = 0.75 GO:T1 (0.5625)
+    # outranks GO:T2 (0.4125): F 1,
+    # as at w = 1 (the prior alone); the tie goes to the smaller weight
+    assert bp["variant"] == "none" and bp["unblended_objective"] == pytest.approx(0.0)
+    assert bp["prior_weight"] == 0.75 and bp["valid_objective"] == pytest.approx(1.0)
+    assert recipe["grid"]["prior_weights"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    chosen = frame[frame["selected"]]
+    assert set(chosen["prior_weight"]) == {0.75}
+    assert chosen[chosen["mode"] == "NK"]["fmax"].tolist() == [pytest.approx(1.0)]
+    assert sorted(frame[frame["mode"] == "NK"]["prior_weight"]) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    # applied at a new cutoff: the blend of the plain KNN scores and the prior of the scored proteins
+    scored = prior_world(3)
+    predictions = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid)
+    q = predictions[predictions["protein"] == "S3Q0"].set_index("term")["score"]
+    assert q.to_dict() == {"GO:T1": pytest.approx(0.75 * 0.75), "GO:T2": pytest.approx(0.25 * 0.9 + 0.75 * 0.25)}
+    # w = 1 is the naive baseline itself for a protein without labels; w = 0 the scores unblended
+    prior = prior_scores(scored.corpus_annotations, ["S3Q0"])
+    knn = pd.DataFrame({"protein": ["S3Q0"], "term": ["GO:T2"], "aspect": ["BP"], "score": [1.0]})
+    pure = blend_with_prior(knn, prior, 1.0).set_index("term")["score"].to_dict()
+    assert pure == {"GO:T1": pytest.approx(0.75), "GO:T2": pytest.approx(0.25)}
+    assert blend_with_prior(knn, prior, 0.0).equals(knn)
+
+
+def test_the_blended_prior_leaves_the_scored_proteins_own_labels_out():
+    from tempo_assets.core.baselines import naive_term_scores
+
+    corpus = pd.DataFrame([("A", "GO:1", "BP"), ("A", "GO:2", "BP"), ("B", "GO:1", "BP"), ("C", "GO:3", "BP"),
+                           ("D", "GO:1", "BP")], columns=["protein", "term", "aspect"])
+    targets = pd.DataFrame({"protein": ["A", "Z"], "aspect": ["BP", "BP"]})
+    plain = naive_term_scores(corpus, targets).set_index(["protein", "term"])["score"]
+    loo = naive_term_scores(corpus, targets, leave_one_out=True).set_index(["protein", "term"])["score"]
+    # Z (no labels) gets the naive scores exactly; A is counted in a corpus of B, C, D
+    assert loo.loc["Z"].to_dict() == plain.loc["Z"].to_dict() == {"GO:1": 0.75, "GO:2": 0.25, "GO:3": 0.25}
+    assert loo.loc["A"].to_dict() == {"GO:1": pytest.approx(2 / 3), "GO:3": pytest.approx(1 / 3)}  # GO:2 was A's alone
