@@ -1,0 +1,33 @@
+"""benchmarks/nk_table.py: the README's NK rows from a benchmark's summary and paired tables."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("nk_table", REPO / "benchmarks" / "nk_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_one_row_per_aspect_with_the_paired_difference_and_every_baseline():
+    nk_table = load()
+    f = {"recipe": 0.5, "naive": 0.4, "blast": 0.3, "goa_nonexp": 0.2, "knn": 0.1}
+    summary = pd.DataFrame([{"profile": p, "mode": m, "aspect": "MF", "method": k, "n_targets": 7,
+                             "f_at_valid_tau": v + (0.01 if p == "cafaeval" else 0.0)}
+                            for p in ("lafa", "cafaeval") for m in ("NK", "LK") for k, v in f.items()])
+    paired = pd.DataFrame([{"profile": "lafa", "mode": "NK", "aspect": "MF", "a": "recipe", "b": "naive",
+                            "metric": "f_at_valid_tau", "delta": 0.1, "low": 0.02, "high": 0.2,
+                            "cluster_low": -0.01, "cluster_high": 0.25}])
+    rows = nk_table.nk_rows(summary, paired, "W1", "lafa")
+    assert rows == ["| W1 | MF | `lafa` | 7 | 0.500 | 0.400 | +0.100 [0.020, 0.200] c[-0.010, 0.250] | 0.300 | 0.200 "
+                    "| 0.100 |"]
+    # no paired row under cafaeval here: the difference is n/a, the F values are cafaeval's
+    assert nk_table.nk_rows(summary, paired, "W2", "cafaeval") == [
+        "| W2 | MF | `cafaeval` | 7 | 0.510 | 0.410 | n/a | 0.310 | 0.210 | 0.110 |"]
