@@ -472,7 +472,7 @@ class Ontology:
         for column in ("protein", "term"):
             if column not in frame.columns:
                 raise TempoInputError(f"propagate_terms needs a {column!r} column")
-        index, indptr, indices, aspects = self._closure
+        index, _, _, aspects = self._closure
         if len(frame) == 0:
             return pd.DataFrame({"protein": pd.Series([], dtype=object),
                                  "term": pd.Series([], dtype=object),
@@ -490,12 +490,7 @@ class Ontology:
         n_terms = np.int64(len(index))
         seeds = _sorted_unique(protein_codes.astype(np.int64) * n_terms + term_pos)
         seed_protein = seeds // n_terms
-        seed_term = seeds % n_terms
-        counts = indptr[seed_term + 1] - indptr[seed_term]
-        total = int(counts.sum())
-        starts = np.repeat(indptr[seed_term], counts)
-        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        ancestor = indices[starts + offsets].astype(np.int64)
+        counts, ancestor = self._ancestor_rows(seeds % n_terms)
         keys = _sorted_unique(np.repeat(seed_protein, counts) * n_terms + ancestor)
         out_protein = keys // n_terms
         out_term = keys % n_terms
@@ -504,6 +499,14 @@ class Ontology:
             "term": index.to_numpy(dtype=object)[out_term],
             "aspect": aspects[out_term],
         })
+
+    def _ancestor_rows(self, term_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per term position, how many ancestors it has, and all their positions, term after term."""
+        _, indptr, indices, _ = self._closure
+        counts = indptr[term_pos + 1] - indptr[term_pos]
+        starts = np.repeat(indptr[term_pos], counts)
+        offsets = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return counts, indices[starts + offsets].astype(np.int64)
 
     def propagate_max(self, frame: pd.DataFrame, chunk_rows: int = 1_000_000) -> pd.DataFrame:
         """Scores made consistent with the ontology: each ancestor of a scored term gets at least
@@ -523,7 +526,7 @@ class Ontology:
         for column in ("protein", "term", "score"):
             if column not in frame.columns:
                 raise TempoInputError(f"propagate_max needs a {column!r} column")
-        index, indptr, indices, aspects = self._closure
+        index, indptr, _, aspects = self._closure
         columns = ["protein", "term"] + (["aspect"] if "aspect" in frame.columns else []) + ["score"]
         if len(frame) == 0:
             return frame[columns].reset_index(drop=True)
@@ -547,11 +550,8 @@ class Ontology:
             stop = max(stop, start + 1)
             if stop < len(protein_codes):  # whole proteins: extend to the last row of this protein
                 stop = int(np.searchsorted(protein_codes, protein_codes[stop - 1], side="right"))
-            c, t, sc = counts[start:stop], term_pos[start:stop], scores[start:stop]
-            total = int(c.sum())
-            starts = np.repeat(indptr[t], c)
-            offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
-            ancestor = indices[starts + offsets].astype(np.int64)
+            c, ancestor = self._ancestor_rows(term_pos[start:stop])
+            sc = scores[start:stop]
             keys = np.repeat(protein_codes[start:stop], c) * n_terms + ancestor
             values = np.repeat(sc, c)
             by = np.lexsort((-values, keys))  # per key, the highest score first

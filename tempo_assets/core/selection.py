@@ -503,7 +503,6 @@ def _blend_prior(recipe: dict[str, Any], kept: Mapping[tuple, pd.DataFrame], cel
         for w in weights:
             blended_cell = cell[:-1] + (w,)
             scored = cells.score(blended_cell, aspect, blend_with_prior(preds, mine, w))
-            curves.update(cells.curves)
             fmaxes = [r["fmax"] for r in scored if r["status"] == "ok"]
             objective = float(np.mean(fmaxes)) if fmaxes else -math.inf
             for row in scored:
@@ -515,6 +514,7 @@ def _blend_prior(recipe: dict[str, Any], kept: Mapping[tuple, pd.DataFrame], cel
                              **row})
             if objective > best_objective:
                 best_w, best_objective = w, objective
+        curves.update(cells.curves)  # the blended cells' curves, for the chosen weight's thresholds
         if best_w > 0:
             entry = _aspect_entry(spec, name, aspect, cell[1], cell[2], cell[3], cell[4], cell[5],
                                   choice.get("n_estimators"), curves, modes, best_objective,
