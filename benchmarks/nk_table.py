@@ -1,5 +1,6 @@
 """The README's NK tables: per window, aspect and profile, F at each method's VALID threshold on TEST
-and the recipe's paired difference with naive (intervals resampling proteins, then clusters).
+and the recipe's paired difference with naive (intervals resampling proteins, then clusters); then,
+per cell, the recipe against every baseline: where its paired intervals lie above 0 and where not.
 
 Reads the ``benchmark`` artefacts of a materialised store (every window it holds, in key order,
 numbered W1, W2, ...) and prints markdown rows, ``lafa`` first:
@@ -42,6 +43,35 @@ def nk_rows(summary: pd.DataFrame, paired: pd.DataFrame, label: str, profile: st
     return rows
 
 
+VERDICT_HEADER = ("| window | aspect | profile | vs naive | vs BLAST | vs non-exp GOA | vs KNN |\n"
+                  "|---|---|---|---|---|---|---|")
+VERSUS = ("naive",) + BASELINES
+
+
+def verdict(delta: float, low: float, high: float, cluster_low: float, cluster_high: float) -> str:
+    """``above`` / ``below`` where the protein and the cluster intervals both exclude 0 on that side,
+    ``holds 0`` where both contain it, and which one excludes it otherwise."""
+    protein = "above" if low > 0 else "below" if high < 0 else "holds 0"
+    cluster = "above" if cluster_low > 0 else "below" if cluster_high < 0 else "holds 0"
+    text = protein if protein == cluster else f"{protein} (proteins), {cluster} (clusters)"
+    return f"{delta:+.3f} {text}"
+
+
+def verdict_rows(paired: pd.DataFrame, label: str, profile: str) -> list[str]:
+    """Per NK aspect, the recipe against each baseline: the paired difference of F at each one's VALID
+    threshold and whether its intervals (proteins, clusters) lie above or below 0."""
+    rows = []
+    for aspect in ("BP", "MF", "CC"):
+        cell = paired[(paired["profile"] == profile) & (paired["mode"] == "NK") & (paired["aspect"] == aspect)
+                      & (paired["a"] == "recipe") & (paired["metric"] == "f_at_valid_tau")].set_index("b")
+        if not len(cell):
+            continue
+        texts = [verdict(*(float(cell.loc[b, c]) for c in ("delta", "low", "high", "cluster_low", "cluster_high")))
+                 if b in cell.index else "n/a" for b in VERSUS]
+        rows.append(f"| {label} | {aspect} | `{profile}` | " + " | ".join(texts) + " |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     from tempo_assets.core.artefacts import ArtefactStore
 
@@ -56,11 +86,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     store = ArtefactStore(args.artefacts)
     windows = sorted(p.name for p in folder.iterdir() if (p / "artefact.json").exists())
+    values = [store.open("benchmark", window).value for window in windows]
+    profiles = args.profile or ("lafa", "cafaeval")
     print(HEADER)
-    for profile in args.profile or ("lafa", "cafaeval"):
-        for i, window in enumerate(windows, start=1):
-            value = store.open("benchmark", window).value
+    for profile in profiles:
+        for i, value in enumerate(values, start=1):
             for row in nk_rows(value.summary, value.paired, f"W{i}", profile):
+                print(row)
+    print()
+    print(VERDICT_HEADER)
+    for profile in profiles:
+        for i, value in enumerate(values, start=1):
+            for row in verdict_rows(value.paired, f"W{i}", profile):
                 print(row)
     return 0
 

@@ -31,3 +31,19 @@ def test_one_row_per_aspect_with_the_paired_difference_and_every_baseline():
     # no paired row under cafaeval here: the difference is n/a, the F values are cafaeval's
     assert nk_table.nk_rows(summary, paired, "W2", "cafaeval") == [
         "| W2 | MF | `cafaeval` | 7 | 0.510 | 0.410 | n/a | 0.310 | 0.210 | 0.110 |"]
+
+
+def test_the_verdict_says_where_both_intervals_exclude_zero():
+    nk_table = load()
+    assert nk_table.verdict(0.1, 0.02, 0.2, 0.01, 0.25) == "+0.100 above"
+    assert nk_table.verdict(-0.1, -0.2, -0.02, -0.3, -0.01) == "-0.100 below"
+    assert nk_table.verdict(0.01, -0.01, 0.03, -0.02, 0.04) == "+0.010 holds 0"
+    assert nk_table.verdict(0.01, -0.001, 0.03, 0.001, 0.04) == "+0.010 holds 0 (proteins), above (clusters)"
+    paired = pd.DataFrame([{"profile": "lafa", "mode": "NK", "aspect": "CC", "a": "recipe", "b": b,
+                            "metric": "f_at_valid_tau", "delta": d, "low": d - 0.05, "high": d + 0.05,
+                            "cluster_low": d - 0.06, "cluster_high": d + 0.06}
+                           for b, d in (("naive", 0.1), ("blast", -0.2), ("knn", 0.0))])
+    # a baseline with no paired row (non-experimental GOA here) is n/a, never a made-up verdict
+    assert nk_table.verdict_rows(paired, "W2", "lafa") == [
+        "| W2 | CC | `lafa` | +0.100 above | -0.200 below | n/a | +0.000 holds 0 |"]
+    assert nk_table.verdict_rows(paired, "W2", "cafaeval") == []

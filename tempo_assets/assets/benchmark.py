@@ -1,7 +1,7 @@
 """Per-window benchmark (the recipe beside CAFA/LAFA baselines on TEST) and the window catalog."""
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -44,11 +44,14 @@ class BenchmarkResource(dg.ConfigurableResource):
 
 
 def methods_at(cutoff: str, recipe, inputs, query_embedded, query_sequences, targets: pd.DataFrame, ks,
-               config: BenchmarkResource, groups=None) -> tuple[dict, list[Artefact]]:
-    """Every method trained at ``cutoff`` (corpus, labels, annotations, ontology, sequences as of it)."""
+               config: BenchmarkResource, groups=None, labels_at: str | None = None) -> tuple[dict, list[Artefact]]:
+    """Every method trained at ``cutoff`` (corpus, annotations, ontology, sequences as of it); the recipe's
+    rerankers on the labels of ``labels_at`` (default ``cutoff``; ``Window.recipe_labels`` at t0)."""
     from tempo_assets.core.workflow import BaselineConfig, TrainedAt, every_method
 
-    read = [artefacts.get(cutoff) for artefacts in inputs]
+    names = [field.name for field in fields(TrainedAt)]  # ``inputs`` come in TrainedAt's field order
+    read = [artefacts.get(labels_at if name == "labels" and labels_at else cutoff)
+            for name, artefacts in zip(names, inputs, strict=True)]
     trained = TrainedAt(*(artefact.value for artefact in read))
     baseline = BaselineConfig(blast_threads=config.blast_threads, blast_sensitivity=config.blast_sensitivity)
     return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline, groups), read
@@ -178,7 +181,7 @@ def benchmark(
     test, valid = profiles[-1]  # cafaeval: every growth target (LAFA's are a subset)
     inputs = (knn_corpus, reranker_labels, release_annotations, ontology, sequences)
     query = (emb_t0.value, dict(zip(seq_t0.value["protein"], seq_t0.value["sequence"])), test.targets)
-    methods, read = methods_at(t0, recipe, inputs, *query, grid.ks, benchmark_config)
+    methods, read = methods_at(t0, recipe, inputs, *query, grid.ks, benchmark_config, labels_at=window.recipe_labels)
     status, registered, records = registered_methods(archive, window, method_predictions)
     # every method at t-1 once, on VALID targets and (decay) TEST targets together
     older_query = union_query(test.targets if benchmark_config.decay else None, valid.targets, emb_t0.value,

@@ -131,7 +131,10 @@ def test_score(
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet, ontology: ArtefactSet,
     sequences: ArtefactSet, release_annotations: ArtefactSet,
 ) -> Iterator[dg.Output]:
-    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe refit at t0, scored once.
+    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe at t0, scored once.
+
+    The recipe reads the corpus, IA and candidate sources of t0; its rerankers are the ones VALID
+    fixed its thresholds for, trained on the TRAIN labels (``Window.recipe_labels``).
 
     Its own claim on the window is taken after the recipe check, before test_growth's value is
     used; a refused one (scored, claimed or burned) yields no output and the run succeeds.
@@ -140,8 +143,9 @@ def test_score(
     recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
     if not claim_or_refuse(context, artefact_store, window.key, SCORE_KEY):
         return
-    corpus, labels, ia, emb, onto_t0, seq_t0, ann_t0 = (s.get(t0) for s in (
-        knn_corpus, reranker_labels, ia_weights, embeddings, ontology, sequences, release_annotations))
+    corpus, ia, emb, onto_t0, seq_t0, ann_t0 = (s.get(t0) for s in (
+        knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
+    labels = reranker_labels.get(window.recipe_labels)  # the rerankers VALID fixed the thresholds for
     growth = test_growth.value.growth
     scores, methods = score_test(recipe, growth, corpus.value, labels.value, emb.value, onto_t0.value,
                                  eval_ontology(archive, t1, ia.value), grid.ks, grid.bootstrap_samples, grid.seed,

@@ -25,8 +25,9 @@ def valid_selection(
     """One row per (config, aspect, mode) of the grid scored on VALID (t-1, t0]; TRAIN read at t-1 only."""
     window = parse_window_key(context.partition_key)
     old, new = window.growth_span("valid")
-    corpus, labels, ia, emb, onto_old, seq_old, ann_old = (s.get(old) for s in (
-        knn_corpus, reranker_labels, ia_weights, embeddings, ontology, sequences, release_annotations))
+    corpus, ia, emb, onto_old, seq_old, ann_old = (s.get(old) for s in (
+        knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
+    labels = reranker_labels.get(window.recipe_labels)  # TRAIN: the rerankers test_score reads too
     growth = valid_evaluation_set.value.growth  # the warehouse's VALID set (window_role 'valid')
     # the grid is scored under cafaeval's conventions, the ones test_score scores the frozen recipe
     # under; benchmark's lafa profile fixes the recipe's threshold on VALID under LAFA's by the rule

@@ -26,9 +26,11 @@ The reranker of a cell is trained on TRAIN labels (candidates from the ``t-2`` c
 labelled by growth in ``(t-2, t-1]``) and early-stopped on VALID labelled candidates. Nothing
 of TEST reaches this module's ``select_recipe``: its signature has no such input.
 
-``apply_recipe`` refits with the recipe's fixed hyperparameters and ``n_estimators`` (no early
-stopping) on labels of a later cutoff and scores new candidates: the TEST score (refit at
-``t0``) and a fresh-cutoff submission use it.
+``apply_recipe`` fits with the recipe's fixed hyperparameters and ``n_estimators`` (no early
+stopping) on the labels it is given and scores new candidates. Given the TRAIN labels it rebuilds
+the very rerankers VALID scored (LightGBM is deterministic here), which is how the TEST score reads
+them at the thresholds VALID fixed (``Window.recipe_labels``); a fresh-cutoff submission, which has
+no threshold, refits on its own cutoff's labels.
 """
 from __future__ import annotations
 

@@ -70,6 +70,21 @@ class Window:
             raise TempoInputError(f"unknown window role {role!r} (expected one of {ROLES})")
         return self.release_for(ROLE_BOUND[role])
 
+    @property
+    def recipe_labels(self) -> str:
+        """The release whose reranker labels the window's recipe is trained on wherever it is read at its
+        frozen thresholds: TRAIN, ``t-1`` (growth ``(t-2, t-1]``), in VALID selection, ``test_score`` and
+        ``benchmark`` alike.
+
+        VALID fixes each threshold for the rerankers trained on these labels (and early-stopped on
+        VALID). A refit on the ``t0`` labels would train on another positive rate and move the score
+        scale under the frozen threshold (on ``data/``'s second window the labelled candidates' CC
+        positive rate is 0.160 at ``t-1`` and 0.095 at ``t0``), so TEST scores the rerankers VALID saw,
+        fed by the corpus, IA and candidate sources of ``t0``. A CAFA submission, which has no
+        threshold, refits on its own cutoff's labels.
+        """
+        return self.t_minus_1
+
     def growth_span(self, role: str) -> tuple[str, str]:
         """``(old, new)`` releases of the growth a role is evaluated on: VALID (t-1, t0], TEST (t0, t1]."""
         spans = {"valid": (self.t_minus_1, self.t0), "test": (self.t0, self.t1),

@@ -337,7 +337,10 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, lab
                embedded: Embeddings, ontology_t0, eval_ontology, ks, n_boot: int, seed: int,
                sequences: pd.DataFrame | None = None, annotations: ReleaseAnnotations | None = None,
                ) -> tuple[Scores, dict[str, pd.DataFrame]]:
-    """The frozen recipe refit at t0 beside plain KNN and naive, scored once on TEST growth.
+    """The frozen recipe at t0 beside plain KNN and naive, scored once on TEST growth.
+
+    ``labels`` are the TRAIN labels the recipe's rerankers were selected with (``Window.recipe_labels``):
+    the rerankers VALID fixed the thresholds for, fed by the ``t0`` corpus and candidate sources.
 
     ``sequences`` and ``annotations`` are the ``t0`` release's (the recipe's DIAMOND and
     non-experimental GOA candidate sources, as ``every_method`` reads them for the benchmark).

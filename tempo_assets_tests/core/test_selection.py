@@ -305,6 +305,27 @@ def test_valid_selects_the_homology_candidates_when_they_carry_the_signal():
                      nonexp=scored.nonexp)
 
 
+def test_the_train_labels_rebuild_the_rerankers_valid_scored():
+    # TEST reads the recipe at the thresholds VALID fixed, with the TRAIN labels (Window.recipe_labels):
+    # apply_recipe on the VALID proteins with them must give back the very scores VALID selected on
+    from tempo_assets.core.selection import _CellScorer
+
+    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
+    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
+    grid = {"ks": (10,), "lgbm_params": GRID.lgbm_params, "early_stopping_rounds": 5,
+            "candidate_sets": ("knn", "knn+diamond+goa+prior")}
+    _, recipe = select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")
+    v = valid["kmer"]
+    again = apply_recipe(recipe, v.neighbours, v.corpus_annotations, train=train["kmer"], hits=v.hits,
+                         nonexp=v.nonexp, proteins=v.ground_truth["protein"].unique())
+    cells = _CellScorer(flat_fmax_scorer, v, ("BP", "MF"), MODES)
+    for aspect in ("BP", "MF"):
+        choice = recipe["aspects"][aspect]
+        assert choice["variant"] == "lgbm" and choice["candidates"] == "knn+diamond+goa+prior"
+        rows = cells.score(("again",), aspect, again[again["aspect"] == aspect])
+        assert {r["mode"]: r["fmax"] for r in rows} == pytest.approx(choice["valid_fmax_by_mode"], abs=1e-12)
+
+
 def prior_world(seed: int) -> CandidateSource:
     """A window the KNN gets wrong and the prior gets right: every VALID target gains GO:T1, which
     15 of the 20 corpus proteins carry, but its five neighbours are the five that carry only GO:T2."""
