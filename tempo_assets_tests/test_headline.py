@@ -32,6 +32,20 @@ def test_test_score_and_benchmark_report_the_same_recipe_headline(demo_graph):
         pd.testing.assert_frame_equal(a.sort_index(), b.loc[a.index].sort_index())
 
 
+def test_test_score_reads_the_rerankers_valid_fixed_the_thresholds_for(demo_graph):
+    # Window.recipe_labels: selection and TEST train the recipe's rerankers on the TRAIN labels (t-1)
+    from tempo_assets.partitions import parse_window_key
+
+    store = demo_graph.store()
+    for key in demo_graph.plan.windows:
+        window = parse_window_key(key)
+        for asset in ("valid_selection", "test_score", "benchmark"):
+            read = {s["artefact"] for s in store.read_meta(asset, key)["sources"] if "artefact" in s}
+            labels = {r for r in read if r.startswith("reranker_labels[")}
+            # the benchmark also reads t-1's for the methods trained at t-1: the same partition
+            assert labels == {f"reranker_labels[{window.t_minus_1}]"}, (asset, key, labels)
+
+
 def test_every_baseline_has_a_valid_tau_from_the_valid_evaluation_set(demo_graph):
     store = demo_graph.store()
     for window in demo_graph.plan.windows:
