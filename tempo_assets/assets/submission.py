@@ -23,8 +23,8 @@ def submission(
     release_annotations: Artefact,
 ) -> dg.Output:
     """One CAFA row per (protein, term) predicted at the cutoff from inputs dated <= cutoff."""
-    from tempo_assets.core.selection import apply_recipe
     from tempo_assets.core.submission import write_cafa_submission
+    from tempo_assets.core.workflow import recipe_chunks
 
     cutoff = context.partition_key
     # the archive's windows now, not every key ever registered: a superseded window's recipe never applies
@@ -35,16 +35,20 @@ def submission(
     recipe = verify_recipe(frozen)
     source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ontology.value,
                               max(grid.ks), sequences=sequences.value, annotations=release_annotations.value)
-    # the same leave-one-out IA counts the recipe's rerankers were trained on
-    predictions = apply_recipe(recipe, source.neighbours, source.corpus_annotations, reranker_labels.value,
-                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp,
-                               ontology=ontology.value)
+    removals = RemovalLog()
+
+    def logged(chunks):  # what each chunk leaves out of the file, as it is written
+        for chunk in chunks:
+            log_submission(removals, chunk)
+            yield chunk
+
+    # the same leave-one-out IA counts the recipe's rerankers were trained on; the rerankers refit on
+    # this cutoff's labels (a CAFA submission has no threshold), the proteins scored a chunk at a time
+    chunks = recipe_chunks(recipe, source, reranker_labels.value, embeddings.value["ids"], ontology=ontology.value)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "submission.tsv"
-        stats = write_cafa_submission(predictions, path, author="Tempo", model=1, keywords=["k-nearest neighbors"])
+        stats = write_cafa_submission(logged(chunks), path, author="Tempo", model=1, keywords=["k-nearest neighbors"])
         text = path.read_text(encoding="utf-8")
-    removals = RemovalLog()
-    log_submission(removals, predictions)
     read = [knn_corpus, reranker_labels, embeddings, ontology, sequences, release_annotations, frozen]
     return dg.Output(text, metadata=binding_metadata(
         archive.cutoff_of(cutoff), artefacts=read, recipe_window=key, recipe_hash=frozen.meta["recipe_hash"],

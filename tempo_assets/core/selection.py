@@ -644,6 +644,39 @@ def recipe_hash(recipe: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
+def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
+                  scored: CandidateSource | None = None) -> dict[str, Any]:
+    """Each LightGBM aspect's reranker of ``recipe``, fitted on ``train``'s labelled candidates with the
+    recipe's hyperparameters and ``n_estimators`` (no early stopping); plain-KNN aspects have none.
+
+    ``scored`` (the candidates to be scored, optional) is checked to offer the recipe's candidate
+    sources too."""
+    if recipe.get("format") != RECIPE_FORMAT or "aspects" not in recipe:
+        raise SelectionInputError(f"not a {RECIPE_FORMAT} recipe", path="recipe")
+    seed = int(recipe.get("seed", 0))
+    labelled: dict[tuple, pd.DataFrame] = {}
+    models: dict[str, Any] = {}
+    for aspect, choice in sorted(recipe["aspects"].items()):
+        if choice["variant"] == "none":
+            continue
+        if choice["variant"] != "lgbm" or not choice.get("n_estimators"):
+            raise SelectionInputError(f"aspect {aspect}: variant {choice['variant']!r} with "
+                                      f"n_estimators {choice.get('n_estimators')!r}",
+                                      path=f"recipe.aspects.{aspect}")
+        k, cand = int(choice["k"]), choice.get("candidates") or "knn"
+        lacking = missing_inputs(cand, train, *(() if scored is None else (scored,)))
+        if lacking:
+            raise SelectionInputError(f"aspect {aspect}: candidate set {cand!r} needs {lacking} of the training "
+                                      "and scored proteins, not given", path=f"recipe.aspects.{aspect}")
+        if (k, cand) not in labelled:
+            labelled[(k, cand)] = train.labelled(train.features(k, cand))
+        rows = labelled[(k, cand)][labelled[(k, cand)]["aspect"] == aspect]
+        params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
+        models[aspect] = train_reranker(rows, params, valid=None, seed=seed,
+                                        feature_columns=feature_set(choice.get("features") or "knn"))
+    return models
+
+
 def apply_recipe(
     recipe: Mapping[str, Any],
     neighbours: pd.DataFrame,
@@ -658,8 +691,9 @@ def apply_recipe(
     nonexp: pd.DataFrame | None = None,
     proteins: Sequence[str] | None = None,
     ontology: Any = None,
+    rerankers: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Score new candidates with a frozen recipe, refitting rerankers at the new cutoff.
+    """Score new candidates with a frozen recipe, its rerankers fitted on ``train``.
 
     Parameters
     ----------
@@ -686,6 +720,9 @@ def apply_recipe(
     ontology : Ontology of the scored candidates' release, optional
         Each aspect's scores are made consistent with it (:func:`consistent`) before the prior is
         blended in, as ``select_recipe`` scored them on VALID.
+    rerankers : mapping aspect -> reranker, optional
+        :func:`fit_rerankers` of this recipe, fitted once for scoring many protein chunks; default
+        fitted here on ``train``.
 
     Returns
     -------
@@ -699,11 +736,11 @@ def apply_recipe(
             f"neighbours come from embedder {embedder!r}, the recipe uses {recipe['embedder']!r}",
             path="recipe.embedder")
     plain = plain_scores or _default_plain_scores
-    seed = int(recipe.get("seed", 0))
     outputs = []
-    train_cache: dict[tuple, pd.DataFrame] = {}
     score_cache: dict[tuple, pd.DataFrame] = {}
     scored = CandidateSource(neighbours, corpus_annotations, ia=ia, term_depth=term_depth, hits=hits, nonexp=nonexp)
+    if rerankers is None:
+        rerankers = fit_rerankers(recipe, train, scored)
     def blended(aspect: str, choice: Mapping[str, Any], scores: pd.DataFrame) -> pd.DataFrame:
         weight = float(choice.get("prior_weight") or 0.0)
         if weight == 0.0:
@@ -724,25 +761,13 @@ def apply_recipe(
             mine = scores[scores["aspect"] == aspect][["protein", "term", "aspect", "score"]]
             outputs.append(blended(aspect, choice, consistent(mine, ontology)))
             continue
-        if choice["variant"] != "lgbm" or not choice.get("n_estimators"):
-            raise SelectionInputError(f"aspect {aspect}: variant {choice['variant']!r} with "
-                                      f"n_estimators {choice.get('n_estimators')!r}",
-                                      path=f"recipe.aspects.{aspect}")
-        cand = choice.get("candidates") or "knn"
-        columns = feature_set(choice.get("features") or "knn")
-        lacking = missing_inputs(cand, train, scored)
-        if lacking:
-            raise SelectionInputError(f"aspect {aspect}: candidate set {cand!r} needs {lacking} of the training "
-                                      "and scored proteins, not given", path=f"recipe.aspects.{aspect}")
-        key = (k, cand)
-        if key not in train_cache:
-            train_cache[key] = train.labelled(train.features(k, cand))
-            score_cache[key] = scored.with_neighbours(nb).features(k, cand)
-        rows = train_cache[key][train_cache[key]["aspect"] == aspect]
-        params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
-        model = train_reranker(rows, params, valid=None, seed=seed, feature_columns=columns)
+        key = (k, choice.get("candidates") or "knn")
+        if key not in score_cache:
+            score_cache[key] = scored.with_neighbours(nb).features(*key)
+        if aspect not in rerankers:
+            raise SelectionInputError(f"aspect {aspect}: no fitted reranker given", path=f"recipe.aspects.{aspect}")
         feats = score_cache[key][score_cache[key]["aspect"] == aspect]
-        scores = feats[["protein", "term", "aspect"]].assign(score=model.predict(feats))
+        scores = feats[["protein", "term", "aspect"]].assign(score=rerankers[aspect].predict(feats))
         outputs.append(blended(aspect, choice, consistent(scores, ontology)))
     columns = ["protein", "term", "aspect", "score"]
     if not outputs:

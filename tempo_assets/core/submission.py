@@ -44,7 +44,7 @@ def _cents_text(cents: np.ndarray) -> np.ndarray:
 
 
 def write_cafa_submission(
-    predictions: pd.DataFrame,
+    predictions: pd.DataFrame | Iterable[pd.DataFrame],
     path: str | Path,
     max_terms_per_aspect: int = 1500,
     author: str | None = None,
@@ -62,7 +62,10 @@ def write_cafa_submission(
 
     Parameters
     ----------
-    predictions : DataFrame ``protein, term, aspect, score``
+    predictions : DataFrame ``protein, term, aspect, score``, or an iterable of such frames
+        Frames are written one at a time (a chunked submission never holds every target's rows):
+        each holds whole targets, every target of a frame sorting after those of the one before,
+        so the file is the one the concatenated frame would give.
     path : output file
     max_terms_per_aspect : int
     author, model, keywords : CAFA header fields (``keywords`` a string or a list of phrases)
@@ -71,13 +74,46 @@ def write_cafa_submission(
     -------
     dict ``rows, targets, dropped_zero, truncated, duplicates``
     """
-    missing = [c for c in ("protein", "term", "aspect", "score") if c not in predictions.columns]
-    if missing:
-        raise SubmissionFormatError(f"predictions lack columns {missing}")
     if keywords is not None and author is None:
         raise ValueError("keywords go in the CAFA header, which is written only when author is given")
     if int(max_terms_per_aspect) < 1:
         raise ValueError("max_terms_per_aspect must be >= 1")
+    chunks = [predictions] if isinstance(predictions, pd.DataFrame) else predictions
+    header: list[str] = []
+    if author is not None:
+        header.append(f"AUTHOR\t{author}")
+        header.append(f"MODEL\t{int(model)}")
+        if keywords is not None:
+            text = keywords if isinstance(keywords, str) else ", ".join(keywords)
+            header.append(f"KEYWORDS\t{text.rstrip('.')}.")
+    totals = {"rows": 0, "targets": 0, "dropped_zero": 0, "truncated": 0, "duplicates": 0}
+    last: str | None = None
+    with atomic_write(path, mode="w") as handle:
+        if header:
+            handle.write("\n".join(header) + "\n")
+        for i, chunk in enumerate(chunks):
+            lines, counts, first, final = _submission_lines(chunk, int(max_terms_per_aspect))
+            if first is not None:
+                if last is not None and first <= last:
+                    raise SubmissionFormatError(f"prediction chunk {i} starts at target {first!r}, not after "
+                                                f"{last!r} where the chunk before ended: chunks must hold whole "
+                                                "targets in sorted order")
+                last = final
+            for key, value in counts.items():
+                totals[key] += value
+            if len(lines):
+                handle.write("\n".join(lines.tolist()) + "\n")
+        if author is not None:
+            handle.write("END\n")
+    return totals
+
+
+def _submission_lines(predictions: pd.DataFrame, max_terms_per_aspect: int
+                      ) -> tuple[pd.Series, dict[str, int], str | None, str | None]:
+    """One frame's CAFA lines (the rules of :func:`write_cafa_submission`), its counts, first and last target."""
+    missing = [c for c in ("protein", "term", "aspect", "score") if c not in predictions.columns]
+    if missing:
+        raise SubmissionFormatError(f"predictions lack columns {missing}")
     frame = predictions[["protein", "term", "aspect", "score"]]
     scores = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(scores) | (scores < 0) | (scores > 1)
@@ -113,32 +149,16 @@ def write_cafa_submission(
         ["protein", "aspect", "cents", "term"], ascending=[True, True, False, True], kind="mergesort"
     )
     position = work.groupby(["protein", "aspect"], sort=False).cumcount()
-    keep = position < int(max_terms_per_aspect)
+    keep = position < max_terms_per_aspect
     truncated = int((~keep).sum())
     work = work[keep.to_numpy()]
     work = work.sort_values(["protein", "cents", "term"], ascending=[True, False, True], kind="mergesort")
     lines = work["protein"] + "\t" + work["term"] + "\t" + _cents_text(work["cents"].to_numpy())
-    header: list[str] = []
-    if author is not None:
-        header.append(f"AUTHOR\t{author}")
-        header.append(f"MODEL\t{int(model)}")
-        if keywords is not None:
-            text = keywords if isinstance(keywords, str) else ", ".join(keywords)
-            header.append(f"KEYWORDS\t{text.rstrip('.')}.")
-    with atomic_write(path, mode="w") as handle:
-        if header:
-            handle.write("\n".join(header) + "\n")
-        if len(lines):
-            handle.write("\n".join(lines.tolist()) + "\n")
-        if author is not None:
-            handle.write("END\n")
-    return {
-        "rows": int(len(work)),
-        "targets": int(work["protein"].nunique()),
-        "dropped_zero": dropped_zero,
-        "truncated": truncated,
-        "duplicates": int(duplicates),
-    }
+    counts = {"rows": int(len(work)), "targets": int(work["protein"].nunique()), "dropped_zero": dropped_zero,
+              "truncated": truncated, "duplicates": int(duplicates)}
+    first = str(work["protein"].iloc[0]) if len(work) else None
+    final = str(work["protein"].iloc[-1]) if len(work) else None
+    return lines, counts, first, final
 
 
 def read_cafa_submission(path: str | Path) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -210,6 +210,39 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }
+
+
+SUBMISSION_CHUNK_PROTEINS = 2000  # proteins scored at a time by a CAFA submission
+
+
+def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
+                  proteins: Iterable[str], ontology=None,
+                  chunk: int = SUBMISSION_CHUNK_PROTEINS) -> Iterator[pd.DataFrame]:
+    """The recipe's predictions for ``proteins`` in sorted order, ``chunk`` proteins at a time.
+
+    The rerankers are fitted once on ``train_source``; each chunk's candidates are built from its
+    own slice of ``source``'s neighbours, DIAMOND hits and non-experimental annotations, scored,
+    made consistent and blended with the prior alone. Every one of those steps is per protein, so
+    the chunks concatenate to ``apply_recipe`` over every protein at once (the submission's sha256
+    on ``data/`` is the same either way) while memory follows the chunk, not the proteome.
+    """
+    from tempo_assets.core.selection import apply_recipe, fit_rerankers
+
+    if int(chunk) < 1:
+        raise TempoInputError(f"chunk must be >= 1 protein, got {chunk!r}", path="recipe_chunks")
+    ordered = sorted({str(p) for p in proteins})
+    rerankers = fit_rerankers(recipe, train_source, source)
+
+    def part(frame: pd.DataFrame | None, column: str, keep: set[str]) -> pd.DataFrame | None:
+        return None if frame is None else frame[frame[column].astype(str).isin(keep)].reset_index(drop=True)
+
+    for start in range(0, len(ordered), int(chunk)):
+        mine = ordered[start:start + int(chunk)]
+        keep = set(mine)
+        yield apply_recipe(recipe, part(source.neighbours, "query", keep), source.corpus_annotations, train_source,
+                           ia=source.ia, term_depth=source.term_depth, hits=part(source.hits, "query", keep),
+                           nonexp=part(source.nonexp, "protein", keep), proteins=mine, ontology=ontology,
+                           rerankers=rerankers)
 
 
 def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annotations: pd.DataFrame,
@@ -592,7 +625,8 @@ __all__ = [
     "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "WindowHomology", "window_homology",
     "score_one_profile", "benchmark_targets", "benchmark_window",
     "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
-    "latest_recipe_key", "merge_embeddings", "method_predictions", "restrict", "union_query", "valid_taus", "neighbours_of", "release_growth", "reranker_labels",
+    "latest_recipe_key", "merge_embeddings", "method_predictions", "recipe_chunks", "restrict", "union_query", "valid_taus",
+    "neighbours_of", "release_growth", "reranker_labels", "SUBMISSION_CHUNK_PROTEINS",
     "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",
     "warehouse_growth", "growth_differences",
 ]

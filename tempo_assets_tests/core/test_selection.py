@@ -326,6 +326,26 @@ def test_the_train_labels_rebuild_the_rerankers_valid_scored():
         assert {r["mode"]: r["fmax"] for r in rows} == pytest.approx(choice["valid_fmax_by_mode"], abs=1e-12)
 
 
+def test_chunks_of_proteins_give_the_predictions_of_all_at_once():
+    # a CAFA submission scores its proteins a chunk at a time (core.workflow.recipe_chunks)
+    from tempo_assets.core.workflow import recipe_chunks
+
+    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
+    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
+    grid = {"ks": (3, 10), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5,
+            "candidate_sets": ("knn", "knn+diamond+goa+prior"), "prior_weights": (0.0, 0.5)}
+    _, recipe = select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")
+    recipe["aspects"]["MF"]["prior_weight"] = 0.5  # exercise the blend too, whatever VALID chose
+    scored = with_homology(make_source(5, family_neighbours=0), 5)
+    proteins = sorted(set(scored.neighbours["query"]))
+    once = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"], hits=scored.hits,
+                        nonexp=scored.nonexp, proteins=proteins)
+    chunks = list(recipe_chunks(recipe, scored, valid["kmer"], proteins, chunk=7))
+    assert len(chunks) == -(-len(proteins) // 7)
+    assert all(set(c["protein"]) <= set(proteins[i * 7:(i + 1) * 7]) for i, c in enumerate(chunks))
+    pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), once)
+
+
 def prior_world(seed: int) -> CandidateSource:
     """A window the KNN gets wrong and the prior gets right: every VALID target gains GO:T1, which
     15 of the 20 corpus proteins carry, but its five neighbours are the five that carry only GO:T2."""

@@ -86,6 +86,25 @@ def test_byte_identical_for_shuffled_input(tmp_path):
     assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
 
 
+def test_chunks_of_whole_targets_write_the_file_the_whole_frame_writes(tmp_path):
+    rng = np.random.default_rng(2)
+    frame = preds(
+        [(f"T{rng.integers(9)}", f"GO:{rng.integers(40):07d}", str(rng.choice(["BP", "MF"])), float(rng.random()))
+         for _ in range(400)]
+    )
+    whole = write_cafa_submission(frame, tmp_path / "a.tsv", max_terms_per_aspect=5, author="Tempo")
+    groups = [frame[frame["protein"].isin(ts)] for ts in (["T0", "T1", "T2"], ["T3"], [], ["T4", "T5", "T6", "T7", "T8"])]
+    chunked = write_cafa_submission(iter(groups), tmp_path / "b.tsv", max_terms_per_aspect=5, author="Tempo")
+    assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
+    assert chunked == whole
+    # a target split over two chunks, or chunks out of order, would write another file: refused, the old one kept
+    for bad in ([frame[frame["protein"] == "T3"], frame[frame["protein"] == "T1"]],
+                [frame.iloc[:200], frame.iloc[200:]]):
+        with pytest.raises(SubmissionFormatError, match="chunk 1 starts at target"):
+            write_cafa_submission(bad, tmp_path / "a.tsv", max_terms_per_aspect=5, author="Tempo")
+    assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
+
+
 def test_header_and_end(tmp_path):
     write_cafa_submission(preds([("T", "GO:0000001", "BP", 0.3)]), tmp_path / "h.tsv", author="Tempo",
                           model=2, keywords=["sequence similarity", "machine learning"])
