@@ -231,17 +231,25 @@ def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_sour
     if int(chunk) < 1:
         raise TempoInputError(f"chunk must be >= 1 protein, got {chunk!r}", path="recipe_chunks")
     ordered = sorted({str(p) for p in proteins})
+    n_chunks = -(-len(ordered) // int(chunk))
+    chunk_of = {p: i // int(chunk) for i, p in enumerate(ordered)}
     rerankers = fit_rerankers(recipe, train_source, source)
 
-    def part(frame: pd.DataFrame | None, column: str, keep: set[str]) -> pd.DataFrame | None:
-        return None if frame is None else frame[frame[column].astype(str).isin(keep)].reset_index(drop=True)
+    def splitter(frame: pd.DataFrame | None, column: str):
+        """``i -> frame's rows of chunk i`` in their order, the frame read once (not once per chunk)."""
+        if frame is None:
+            return lambda i: None
+        codes = frame[column].astype(str).map(chunk_of).fillna(n_chunks).to_numpy(dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(n_chunks + 1))
+        return lambda i: frame.iloc[order[bounds[i]:bounds[i + 1]]].reset_index(drop=True)
 
-    for start in range(0, len(ordered), int(chunk)):
-        mine = ordered[start:start + int(chunk)]
-        keep = set(mine)
-        yield apply_recipe(recipe, part(source.neighbours, "query", keep), source.corpus_annotations, train_source,
-                           ia=source.ia, term_depth=source.term_depth, hits=part(source.hits, "query", keep),
-                           nonexp=part(source.nonexp, "protein", keep), proteins=mine, ontology=ontology,
+    neighbours, hits = splitter(source.neighbours, "query"), splitter(source.hits, "query")
+    nonexp = splitter(source.nonexp, "protein")
+    for i in range(n_chunks):
+        yield apply_recipe(recipe, neighbours(i), source.corpus_annotations, train_source, ia=source.ia,
+                           term_depth=source.term_depth, hits=hits(i), nonexp=nonexp(i),
+                           proteins=ordered[i * int(chunk):(i + 1) * int(chunk)], ontology=ontology,
                            rerankers=rerankers)
 
 
