@@ -36,9 +36,11 @@ def split_summaries(store, window: str) -> dict[str, pd.DataFrame]:
     """
     valid = store.open("valid_selection", window).value["valid_summary"].copy()
     valid["f_at_valid_tau"], valid["valid_tau"] = valid["fmax_oracle"], valid["tau_oracle"]
+    from tempo_assets.core.selection import recipe_profile
+
     test = store.open("benchmark", window).value["summary"]
-    # VALID selection scores with cafaeval's defaults: the TEST rows of the same profile
-    test = test[test["profile"] == "cafaeval"] if "profile" in test.columns else test
+    # VALID selection scores under the recipe's profile (lafa by default): the TEST rows of the same
+    test = of_profile(test, recipe_profile(store.open("frozen_recipe", window).value["recipe"]))
     return {"VALID": valid, "TEST": test}
 
 
@@ -159,7 +161,9 @@ def to_markdown(table: pd.DataFrame, recipes: dict[str, dict], note: str, paired
              "growth, the method trained at t-1; on VALID it is therefore the curve's best). "
              "`fmax_oracle`/`tau_oracle` on TEST: best threshold on TEST — not a protocol number, shown beside it "
              "(`wfmax`, `smin` likewise oracle). Fmax/wFmax/Smin as cafaeval computes them "
-             "(wFmax/Smin weighted by the window's IA).", "", note, ""]
+             "(wFmax/Smin weighted by the window's IA). The VALID and TEST tables are scored under the "
+             "profile the recipe was selected under (its `profile`: `lafa`, LAFA's conventions, by default); "
+             "the paired TEST tables after them give both profiles.", "", note, ""]
     for window, group in table.groupby("window", sort=False):
         lines += [f"## Window `{window}`", ""]
         recipe = recipes.get(window, {})

@@ -18,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from tempo_assets.core.errors import TempoInputError
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.core.releases import open_archive
@@ -201,11 +202,16 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     empty = Growth(growth.targets.iloc[0:0], growth.ground_truth.iloc[0:0], growth.known.iloc[0:0])
     t0 = window.t0
     ia = store.open("ia_weights", t0).value
-    scores, methods = score_test(
-        store.open("frozen_recipe", window.key).value["recipe"], empty, store.open("knn_corpus", t0).value,
-        store.open("reranker_labels", t0).value, store.open("embeddings", t0).value, store.open("ontology", t0).value,
-        eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia), [3], 5, 0,
-        store.open("sequences", t0).value, store.open("release_annotations", t0).value)
+    recipe = store.open("frozen_recipe", window.key).value["recipe"]
+    args = (recipe, empty, store.open("knn_corpus", t0).value, store.open("reranker_labels", window.recipe_labels).value,
+            store.open("embeddings", t0).value, store.open("ontology", t0).value,
+            eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia, orphans=False), [3], 5, 0,
+            store.open("sequences", t0).value, store.open("release_annotations", t0).value)
+    # a recipe selected under lafa is scored under lafa: its terms of interest need the t1 ontology
+    assert recipe["profile"] == "lafa"
+    with pytest.raises(TempoInputError, match="ontology_t1"):
+        score_test(*args)
+    scores, methods = score_test(*args, ontology_t1=store.open("ontology", window.t1).value)
     assert len(scores.summary) == 0
     assert list(scores.summary.columns)[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)
     assert int(scores.counts["targets"].sum()) == 0

@@ -30,9 +30,26 @@ def test_materialize_takes_grid_full_and_refuses_another(tmp_path):
     assert done.returncode == 2 and "unknown window 'no-such-window'" in done.stderr
     done = subprocess.run(base + ["--grid", "huge"], capture_output=True, text=True, env={**env, **_py()})
     assert done.returncode == 2 and "invalid choice: 'huge'" in done.stderr
+    done = subprocess.run(base + ["--select-under", "cafaeval"], capture_output=True, text=True, env={**env, **_py()})
+    assert done.returncode == 2 and "unknown window 'no-such-window'" in done.stderr
+    done = subprocess.run(base + ["--select-under", "cafa"], capture_output=True, text=True, env={**env, **_py()})
+    assert done.returncode == 2 and "invalid choice: 'cafa'" in done.stderr
 
 
 def _py() -> dict:
     import os
 
     return {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "TEMPO_ARCHIVE")}
+
+
+def test_selection_profile_is_lafa_by_default_and_a_bad_one_is_named():
+    """VALID selection (and test_score) score under LAFA's conventions unless the grid says cafaeval."""
+    import pytest
+
+    from tempo_assets.core.errors import TempoInputError
+
+    assert GridResource().profile() == "lafa" and GridResource.full().profile() == "lafa"
+    assert GridResource(profile_name="cafaeval").profile() == "cafaeval"
+    with pytest.raises(TempoInputError, match="grid profile 'cafa' is not one of") as info:
+        GridResource(profile_name="cafa").profile()
+    assert "resources.grid.config.profile_name" in str(info.value)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tempo_assets.assets.benchmark import BASELINES
+from tempo_assets.core.selection import recipe_profile
 from tempo_assets_tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,10 @@ def test_test_score_and_benchmark_report_the_same_recipe_headline(demo_graph):
     for window in demo_graph.plan.windows:
         score = store.open("test_score", window).value.summary
         bench = store.open("benchmark", window).value.summary
-        bench = bench[bench["profile"] == "cafaeval"]  # test_score scores with cafaeval's defaults
+        # test_score scores under the profile the recipe was selected under (lafa by default)
+        profile = recipe_profile(store.open("frozen_recipe", window).value["recipe"])
+        assert profile == "lafa"
+        bench = bench[bench["profile"] == profile]
         a = score[score["method"] == "recipe"].set_index(KEYS)[["valid_tau", "f_at_valid_tau"]]
         b = bench[bench["method"] == "recipe"].set_index(KEYS)[["valid_tau", "f_at_valid_tau"]]
         assert len(a) and a.notna().all().all()
@@ -59,10 +63,11 @@ def test_every_baseline_has_a_valid_tau_from_the_valid_evaluation_set(demo_graph
                 (profile, f"valid_evaluation_set[{window}]: VALID growth ({window.split('__')[1]}, "
                           f"{window.split('__')[2]}], every method trained at {window.split('__')[1]}, "
                           f"scored under {profile}") for profile in ("lafa", "cafaeval")}
-        # the recipe: its frozen VALID thresholds under cafaeval, the same rule on VALID under lafa
+        # the recipe: its frozen VALID thresholds under lafa (the profile it was selected under), the
+        # same rule as every method's on VALID under cafaeval
         recipe = taus[(taus["method"] == "recipe") & taus["valid_tau"].notna()]
-        assert set(recipe[recipe["profile"] == "cafaeval"]["source"]) == {"frozen_recipe tau_by_mode (VALID selection)"}
-        assert recipe[recipe["profile"] == "lafa"]["source"].str.startswith(f"valid_evaluation_set[{window}]").all()
+        assert set(recipe[recipe["profile"] == "lafa"]["source"]) == {"frozen_recipe tau_by_mode (VALID selection)"}
+        assert recipe[recipe["profile"] == "cafaeval"]["source"].str.startswith(f"valid_evaluation_set[{window}]").all()
         # the TEST summary reads each method at the threshold the table holds, per profile
         keys = ["profile"] + KEYS
         merged = value.summary.merge(taus[keys + ["valid_tau"]], on=keys, suffixes=("", "_table"))

@@ -20,7 +20,8 @@ column against the previous fixtures before committing them):
   ``f_at_valid_tau_newer/older``).
 Issue 11 added the ``lafa`` profile beside ``cafaeval`` (rows with ``profile`` ``lafa``) and new columns
 (``profile``, ``f_micro_w_at_valid_tau``, ``*_cluster_low/high``, ``cluster_p_value``, ``n_clusters``); the
-fixtures are compared on the ``cafaeval`` rows and their columns, which did not move.
+``cafaeval`` rows did not move. Since the recipe is selected under ``lafa`` the benchmark fixtures hold both
+profiles' rows (keyed by ``profile``).
 The recipe's prior blend (``core.selection`` step 4: each aspect's chosen cell blended with the naive
 prior at the weight VALID prefers) changed the recipe's numbers deliberately and the fixtures were
 regenerated from that code: the frozen recipes (``prior_weight`` per aspect, the grid's
@@ -32,6 +33,11 @@ recipe's scores are also made consistent with the candidates' ontology (``Ontolo
 under cafaeval's ``max`` that moves only what the ``t1`` ontology treats differently from ``t0``'s.
 Unchanged: ``fmax``/``fmax_oracle`` and its CIs, ``tau_test``/``tau_oracle``, wfmax, smin,
 f_micro_w, coverage, counts, recipes, submissions.
+VALID selection under LAFA's conventions (the grid's ``profile_name``, ``lafa`` by default; ``test_score``
+scores the recipe under the profile it was selected under) changed the recipes deliberately and the
+fixtures were regenerated from that code: the frozen recipes (``profile`` ``lafa``, other cells in W1 CC and
+W2 MF, every aspect's ``tau_by_mode``/``valid_*``), ``test_score``'s rows (now under ``lafa``), the recipe's
+rows of the benchmark tables and the submission; every baseline's row kept its value.
 """
 from __future__ import annotations
 
@@ -61,17 +67,17 @@ RENAMED: dict[str, dict[str, str]] = {
 }
 # values renamed with their column (the paired bootstrap's metric is now the headline f_at_valid_tau)
 RENAMED_VALUES = {"benchmark_paired": {"metric": {"fmax_oracle": "fmax"}}}
-KEYS = {"test_score_summary": ["method", "mode", "aspect"], "benchmark_summary": ["method", "mode", "aspect"],
-        "benchmark_paired": ["a", "b", "mode", "aspect", "metric"], "benchmark_decay": ["method", "mode", "aspect"]}
+KEYS = {"test_score_summary": ["method", "mode", "aspect"], "benchmark_summary": ["profile", "method", "mode", "aspect"],
+        "benchmark_paired": ["profile", "a", "b", "mode", "aspect", "metric"],
+        "benchmark_decay": ["profile", "method", "mode", "aspect"]}
 
 
 def _frame(value, name: str) -> pd.DataFrame:
     """The table ``name`` of a stored value (a dict of frames or a typed artefact)."""
     field = name.split("_", 1)[1] if name.startswith("benchmark_") else "summary"
     table = value[field] if isinstance(value, dict) else getattr(value, field)
-    if name.startswith("benchmark_") and "profile" in table.columns:
-        # the fixtures hold the cafaeval profile (issue 11 added the lafa profile beside it: new rows)
-        table = table[table["profile"] == "cafaeval"]
+    if name.startswith("benchmark_") and "profile" not in table.columns:
+        table = table.assign(profile="cafaeval")  # a benchmark stored before profiles existed
     table = table.rename(columns={new: old for old, new in RENAMED[name].items()})
     for column, values in RENAMED_VALUES.get(name, {}).items():
         table = table.assign(**{column: table[column].replace(values)})

@@ -12,6 +12,7 @@ from tempo_assets.core.artefacts import Artefact, ArtefactSet
 from tempo_assets.core.scoring import ORACLE_LABEL
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
+from tempo_assets.core.selection import recipe_profile
 from tempo_assets.core.workflow import release_growth, score_test, verify_recipe as check_recipe
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, WarehouseResource
@@ -123,7 +124,8 @@ def test_growth(
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
          "test_growth": role_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
-         "ontology": role_in("refit"), "sequences": role_in("refit"), "release_annotations": role_in("refit")},
+         # t0 (the candidates') and, for a recipe selected under lafa, t1 (terms of interest, binding filter)
+         "ontology": role_in("test"), "sequences": role_in("refit"), "release_annotations": role_in("refit")},
 )
 def test_score(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
@@ -147,9 +149,13 @@ def test_score(
         knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
     labels = reranker_labels.get(window.recipe_labels)  # the rerankers VALID fixed the thresholds for
     growth = test_growth.value.growth
+    # scored under the profile the recipe was selected under (its VALID thresholds' conventions)
+    lafa = recipe_profile(recipe) == "lafa"
+    onto_t1 = ontology.get(t1) if lafa else None  # LAFA's terms of interest and protein-binding filter
     scores, methods = score_test(recipe, growth, corpus.value, labels.value, emb.value, onto_t0.value,
-                                 eval_ontology(archive, t1, ia.value), grid.ks, grid.bootstrap_samples, grid.seed,
-                                 seq_t0.value, ann_t0.value)
+                                 eval_ontology(archive, t1, ia.value, orphans=not lafa), grid.ks,
+                                 grid.bootstrap_samples, grid.seed, seq_t0.value, ann_t0.value,
+                                 ontology_t1=None if onto_t1 is None else onto_t1.value)
     if growth.targets.empty:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash
         context.log.warning(f"test_score[{window.key}]: TEST (t0, t1] has no growth target: zero rows scored")
     removals = RemovalLog()
@@ -158,9 +164,9 @@ def test_score(
     recipe_rows = scores.summary[scores.summary["method"] == "recipe"]
     headline = {f"{column}_{r.mode}_{r.aspect}": float(getattr(r, column)) for r in recipe_rows.itertuples()
                 for column in ("f_at_valid_tau", "valid_tau", "fmax_oracle") if column in recipe_rows}
-    read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0, seq_t0, ann_t0]
+    read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0, seq_t0, ann_t0] + ([onto_t1] if onto_t1 else [])
     yield dg.Output(scores, metadata=binding_metadata(
-        archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test",
+        archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test", profile=recipe_profile(recipe),
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
         test_read_at=test_growth.meta["test_read_at"], targets=len(growth.targets),
         summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)

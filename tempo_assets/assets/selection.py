@@ -14,7 +14,8 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridR
     partitions_def=WINDOWS, group_name="selection",
     ins={"valid_evaluation_set": role_in("valid", dg.IdentityPartitionMapping()), "knn_corpus": role_in("train"),
          "reranker_labels": role_in("train"), "ia_weights": role_in("train"), "embeddings": role_in("train"),
-         "ontology": role_in("train"), "sequences": role_in("train"), "release_annotations": role_in("train")},
+         # the ontology at t-1 (the candidates') and, under lafa, at t0 (terms of interest in both)
+         "ontology": role_in("valid"), "sequences": role_in("train"), "release_annotations": role_in("train")},
 )
 def valid_selection(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
@@ -29,19 +30,22 @@ def valid_selection(
         knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
     labels = reranker_labels.get(window.recipe_labels)  # TRAIN: the rerankers test_score reads too
     growth = valid_evaluation_set.value.growth  # the warehouse's VALID set (window_role 'valid')
-    # the grid is scored under cafaeval's conventions, the ones test_score scores the frozen recipe
-    # under; benchmark's lafa profile fixes the recipe's threshold on VALID under LAFA's by the rule
-    # every method follows (core.workflow.valid_taus)
+    # the grid is scored under the grid's profile (lafa by default), the one test_score scores the
+    # frozen recipe under; benchmark's other profile fixes the recipe's threshold on VALID under its
+    # conventions by the rule every method follows (core.workflow.valid_taus)
+    lafa = grid.profile() == "lafa"
+    onto_new = ontology.get(new) if lafa else None  # LAFA's terms of interest: live at t-1 and at t0
     selection, methods = select_on_valid(grid.selection_grid(), window, corpus.value, labels.value, emb.value,
-                                         growth, onto_old.value, eval_ontology(archive, new, ia.value),
-                                         seq_old.value, ann_old.value)
+                                         growth, onto_old.value, eval_ontology(archive, new, ia.value, orphans=not lafa),
+                                         seq_old.value, ann_old.value, lafa=lafa,
+                                         ontology_t0=None if onto_new is None else onto_new.value)
     removals = RemovalLog()
     log_growth(removals, growth)
     log_evaluation(removals, growth, methods)
-    read = [valid_evaluation_set, corpus, labels, ia, emb, onto_old, seq_old, ann_old]
+    read = [valid_evaluation_set, corpus, labels, ia, emb, onto_old, seq_old, ann_old] + ([onto_new] if onto_new else [])
     return dg.Output(selection, metadata=binding_metadata(
         archive.cutoff_of(new), artefacts=read, window=window.key, window_role="valid",
-        profile="cafaeval", grid_rows=len(selection.grid), grid=dg.MetadataValue.json(grid.selection_grid()),
+        profile=selection.recipe["profile"], grid_rows=len(selection.grid), grid=dg.MetadataValue.json(grid.selection_grid()),
         grid_table=dg.MetadataValue.md(selection.grid.to_markdown(index=False)), valid_targets=len(growth.targets),
         excluded_by_sequence=len(growth.removed),
         **removal_metadata(context, artefact_store, removals)))

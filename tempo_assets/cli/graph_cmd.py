@@ -363,11 +363,12 @@ def _materialize(args) -> int:
         return 2
     target = "all" if args.all else ("window" if args.window else "cutoff")
     resources = None
-    if getattr(args, "grid", "default") != "default":
+    profile = getattr(args, "select_under", "lafa")
+    if getattr(args, "grid", "default") != "default" or profile != "lafa":
         from tempo_assets.definitions import build_resources
         from tempo_assets.resources import GRIDS
 
-        resources = build_resources(grid=GRIDS[args.grid]())
+        resources = build_resources(grid=GRIDS[args.grid](profile_name=profile))
     report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, resources=resources)
     failed = any(status in ("FAILED", "blocked") for _, _, status, _ in report)
     if not failed:
@@ -442,6 +443,9 @@ def register(subparsers) -> None:
     parser.add_argument("--grid", choices=("default", "full"), default="default",
                         help="the VALID selection grid: default (small, the demo in minutes) or full "
                              "(more K, every candidate and feature set, four LightGBM settings; real runs)")
+    parser.add_argument("--select-under", choices=("lafa", "cafaeval"), default="lafa",
+                        help="the profile VALID selection scores the grid under and test_score scores the frozen "
+                             "recipe under (default lafa, LAFA's conventions); benchmark reports both either way")
     parser.set_defaults(func=_materialize)
     parser = subparsers.add_parser(
         "status", help="one line per artefact: <asset>[<partition>] <state> <reason>",

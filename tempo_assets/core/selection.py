@@ -635,6 +635,18 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
     }
 
 
+def recipe_profile(recipe: Mapping[str, Any]) -> str:
+    """The profile (``core.scoring.PROFILES``) ``recipe`` was selected under: its VALID thresholds
+    (``tau_by_mode``) are F-maximising under that profile's conventions, and ``test_score`` scores it
+    under them. A recipe frozen before it recorded one was selected under ``cafaeval``."""
+    from tempo_assets.core.scoring import PROFILES
+
+    profile = recipe.get("profile") or "cafaeval"
+    if profile not in PROFILES:
+        raise SelectionInputError(f"recipe profile {profile!r} is not one of {PROFILES}", path="recipe.profile")
+    return str(profile)
+
+
 def recipe_hash(recipe: Mapping[str, Any]) -> str:
     """sha256 hex of the recipe's canonical JSON (sorted keys, no spaces, no NaN)."""
     try:

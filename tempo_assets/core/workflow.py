@@ -320,21 +320,22 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: 
 # VALID, TEST and the benchmark
 
 
-def lafa_valid_growth(growth: Growth, ontology_t_minus_1, ontology_t0) -> tuple[Growth, frozenset[str]]:
-    """VALID growth under LAFA's conventions, as ``benchmark_targets`` applies them to TEST.
+def lafa_growth(growth: Growth, ontology_old, ontology_new) -> tuple[Growth, frozenset[str], list[str]]:
+    """Growth ``(old, new]`` under LAFA's conventions: (growth, terms of interest, dropped proteins).
 
     MF targets whose only new term is protein binding are dropped (targets and ground truth); the
-    terms of interest are those live in both ontologies.
+    terms of interest are those live in both ontologies. VALID selection (``select_on_valid``),
+    ``score_test`` and ``benchmark_targets`` all filter through here.
     """
     from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
 
-    toi = lafa_terms_of_interest(ontology_t_minus_1, ontology_t0)
-    dropped = protein_binding_only_targets(growth.ground_truth, growth.known, ontology_t0)
+    toi = lafa_terms_of_interest(ontology_old, ontology_new)
+    dropped = sorted(protein_binding_only_targets(growth.ground_truth, growth.known, ontology_new))
 
     def keep(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[~((frame["aspect"] == "MF") & frame["protein"].isin(dropped))].reset_index(drop=True)
 
-    return replace(growth, targets=keep(growth.targets), ground_truth=keep(growth.ground_truth)), toi
+    return replace(growth, targets=keep(growth.targets), ground_truth=keep(growth.ground_truth)), toi, dropped
 
 
 def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, labels: CandidateSource,
@@ -349,7 +350,9 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, 
     With ``lafa`` the grid is scored under LAFA's conventions, as ``benchmark`` scores VALID and
     TEST with ``lafa`` (terms of interest of ``ontology_t_minus_1`` and ``ontology_t0``,
     ``prop fill``, ``eval_ontology`` built without orphans, MF protein-binding-only targets dropped),
-    so the recipe's threshold and choices are made under the conventions it is reported under.
+    so the recipe's threshold and choices are made under the conventions it is reported under; the
+    recipe records it (``profile``, :func:`core.selection.recipe_profile`) and ``score_test`` scores
+    it under the same.
     """
     from tempo_assets.core.selection import cafa_scorer, select_recipe
 
@@ -359,7 +362,7 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, 
     if lafa:
         if ontology_t0 is None:
             raise TempoInputError("a LAFA selection needs the t0 ontology (terms of interest)", path="select_on_valid")
-        scored_growth, toi = lafa_valid_growth(growth, ontology_t_minus_1, ontology_t0)
+        scored_growth, toi, _ = lafa_growth(growth, ontology_t_minus_1, ontology_t0)
     valid = candidate_source(corpus, embedded, scored_growth.targets["protein"].unique(), ontology_t_minus_1,
                              max(ks), growth=scored_growth, sequences=sequences, annotations=annotations)
     scorer = cafa_scorer(eval_ontology, toi=None if toi is None else sorted(toi), prop="fill" if lafa else "max")
@@ -377,8 +380,12 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, 
 def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, labels: CandidateSource,
                embedded: Embeddings, ontology_t0, eval_ontology, ks, n_boot: int, seed: int,
                sequences: pd.DataFrame | None = None, annotations: ReleaseAnnotations | None = None,
-               ) -> tuple[Scores, dict[str, pd.DataFrame]]:
+               ontology_t1=None) -> tuple[Scores, dict[str, pd.DataFrame]]:
     """The frozen recipe at t0 beside plain KNN and naive, scored once on TEST growth.
+
+    Scored under the profile the recipe was selected under (:func:`core.selection.recipe_profile`),
+    the conventions its VALID thresholds were fixed under: ``lafa`` filters the growth by
+    :func:`lafa_growth` (needs ``ontology_t1``) and expects ``eval_ontology`` built without orphans.
 
     ``labels`` are the TRAIN labels the recipe's rerankers were selected with (``Window.recipe_labels``):
     the rerankers VALID fixed the thresholds for, fed by the ``t0`` corpus and candidate sources.
@@ -390,12 +397,21 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, lab
     maximising F on VALID (``tau_by_mode``, the rule ``benchmark`` applies to every method, so
     both report the same recipe number); the recipe gets bootstrap CIs of it and of the oracle Fmax.
     """
-    source = candidate_source(corpus, embedded, growth.targets["protein"].unique(), ontology_t0, max(ks),
+    from tempo_assets.core.selection import recipe_profile
+
+    lafa, toi, scored = recipe_profile(recipe) == "lafa", None, growth
+    if lafa:
+        if ontology_t1 is None:
+            raise TempoInputError("a recipe selected under lafa is scored under lafa: pass the t1 ontology "
+                                  "(terms of interest)", path="score_test.ontology_t1")
+        scored, toi, _ = lafa_growth(growth, ontology_t0, ontology_t1)
+    source = candidate_source(corpus, embedded, scored.targets["protein"].unique(), ontology_t0, max(ks),
                               sequences=sequences, annotations=annotations)
-    methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks), ontology=ontology_t0)
-    options = ScoringOptions(n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
-    summary, curves = score_methods(eval_ontology, growth.targets, growth.ground_truth, growth.known, methods,
-                                    options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe))
+    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=ontology_t0)
+    options = ScoringOptions(lafa=lafa, n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
+    summary, curves = score_methods(eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
+                                    options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe),
+                                    toi=None if toi is None else sorted(toi))
     return Scores(summary=summary, curves=curves, counts=growth.counts(),
                   excluded_by_sequence=len(growth.removed)), methods
 
@@ -426,14 +442,11 @@ def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_onto
     sequence changed between the two releases are already out of the growth (``growth_between``),
     so both profiles score only sequences unchanged t0..t1; PK known terms are removed in both.
     """
-    from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
-
     g = growth.growth
     targets, toi, dropped = g.targets, None, []
     if lafa:
-        toi = lafa_terms_of_interest(ontology_t0, ontology_t1)
-        dropped = sorted(protein_binding_only_targets(g.ground_truth, g.known, ontology_t1))
-        targets = targets[~((targets["aspect"] == "MF") & targets["protein"].isin(dropped))]
+        targets, toi, dropped = lafa_growth(g, ontology_t0, ontology_t1)
+        targets = targets.targets
     return TestTargets(targets.reset_index(drop=True), g.ground_truth, g.known, growth.counts, eval_ontology,
                        toi, dropped, bool(lafa))
 
@@ -502,15 +515,17 @@ def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: I
 
     ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
     each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
-    kept. Under ``cafaeval`` the recipe keeps the one its frozen recipe fixed on VALID by the same
-    rule (``tau_by_mode``; VALID selection scores with cafaeval's defaults, so ``test_score`` and
-    the benchmark read the recipe at one threshold). Under ``lafa`` the frozen thresholds were
-    chosen under other conventions, so the same rule is applied to ``recipe@t-1`` on the VALID
-    targets scored with LAFA's conventions (VALID data only, as every other method). A method
-    missing from ``older`` gets none (and a note).
+    kept. Under the profile the recipe was selected under (``core.selection.recipe_profile``) the
+    recipe keeps the thresholds its frozen recipe fixed on VALID by the same rule (``tau_by_mode``,
+    so ``test_score`` and the benchmark read the recipe at one threshold). Under the other profile
+    the frozen thresholds were chosen under other conventions, so the same rule is applied to
+    ``recipe@t-1`` on the VALID targets scored under that profile (VALID data only, as every other
+    method). A method missing from ``older`` gets none (and a note).
     """
+    from tempo_assets.core.selection import recipe_profile
+
     names = list(methods)
-    frozen = not valid.lafa and bool(recipe.get("aspects"))
+    frozen = bool(recipe.get("aspects")) and recipe_profile(recipe) == valid.options(options).profile
     scored = {m: older[m] for m in names if m in older and not (m == "recipe" and frozen)}
     summary = pd.DataFrame()
     if scored:

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from tempo_assets.assets.benchmark import BASELINES, OLDER, BenchmarkResource, build_catalog
+from tempo_assets.core.selection import recipe_profile
 from tempo_assets.cli import report_cmd
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.definitions import ASSETS, build_resources, defs
@@ -51,7 +52,9 @@ def test_every_method_scored_on_the_same_targets(tiny):
     # TEST growth is read once (test_growth) and shared: benchmark and test_score score the same cells
     assert f"test_growth[{window}]" in {s.get("artefact") for s in meta["sources"]}
     value = store.open("benchmark", window).value
-    summary = value["summary"][value["summary"]["profile"] == "cafaeval"]  # test_score's conventions
+    # test_score's conventions: the profile the recipe was selected under
+    profile = recipe_profile(store.open("frozen_recipe", window).value["recipe"])
+    summary = value["summary"][value["summary"]["profile"] == profile]
     scored = store.open("test_score", window).value.summary
     key = ["method", "mode", "aspect"]
     mine = summary[summary["method"] == "recipe"].set_index(key)[["truth_sha256", "fmax_oracle", "wfmax", "valid_tau", "f_at_valid_tau"]]
@@ -65,7 +68,7 @@ def test_every_method_scored_on_the_same_targets(tiny):
     # BLAST ran (diamond, no mock) and found the family members the tiny archive plants
     assert summary[summary["method"] == "blast"]["fmax_oracle"].max() > 0
     assert summary[summary["method"] == "recipe"]["f_at_valid_tau"].notna().all()
-    paired = value["paired"][value["paired"]["profile"] == "cafaeval"]
+    paired = value["paired"][value["paired"]["profile"] == profile]
     assert {("recipe", b) for b in BASELINES} <= set(zip(paired["a"], paired["b"]))
     assert set(value["decay"]["method"]) == {"recipe", *BASELINES}
 
@@ -186,7 +189,7 @@ def test_derived_release_marks_every_number(tiny, monkeypatch, capsys):
 
 
 def test_both_profiles_side_by_side(tiny):
-    """Every method under lafa and cafaeval; the recipe's cafaeval row is test_score's; clusters recorded."""
+    """Every method under lafa and cafaeval; the recipe's lafa row is test_score's; clusters recorded."""
     value = tiny["store"].open("benchmark", tiny["window"]).value
     summary = value["summary"]
     assert value["profiles"] == ["lafa", "cafaeval"]
@@ -201,13 +204,14 @@ def test_both_profiles_side_by_side(tiny):
                    "f_micro_w_at_valid_tau"):
         assert newest[column].notna().all(), column
     assert (newest["f_at_valid_tau_cluster_low"] <= newest["f_at_valid_tau"] + 1e-12).all()
-    # the lafa VALID thresholds are fixed on VALID under LAFA's conventions, the recipe's too
+    # the recipe was selected under lafa: its lafa thresholds are the frozen ones; under cafaeval the
+    # rule every method follows fixes them on VALID under cafaeval's conventions
     taus = value["valid_taus"]
-    lafa_recipe = taus[(taus["profile"] == "lafa") & (taus["method"] == "recipe")]
-    assert lafa_recipe["source"].str.startswith(f"valid_evaluation_set[{tiny['window']}]").all()
-    assert lafa_recipe["source"].str.endswith("scored under lafa").all()
-    cafa_recipe = taus[(taus["profile"] == "cafaeval") & (taus["method"] == "recipe")].dropna(subset=["valid_tau"])
-    assert set(cafa_recipe["source"]) == {"frozen_recipe tau_by_mode (VALID selection)"}
+    cafa_recipe = taus[(taus["profile"] == "cafaeval") & (taus["method"] == "recipe")]
+    assert cafa_recipe["source"].str.startswith(f"valid_evaluation_set[{tiny['window']}]").all()
+    assert cafa_recipe["source"].str.endswith("scored under cafaeval").all()
+    lafa_recipe = taus[(taus["profile"] == "lafa") & (taus["method"] == "recipe")].dropna(subset=["valid_tau"])
+    assert set(lafa_recipe["source"]) == {"frozen_recipe tau_by_mode (VALID selection)"}
     info = value["homology"]
     assert info["min_identity"] == 30.0 and info["n_clusters"] == value["clusters"]["cluster"].nunique()
     meta = tiny["store"].read_meta("benchmark", tiny["window"])

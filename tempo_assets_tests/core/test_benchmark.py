@@ -183,3 +183,27 @@ def test_compare_windows_and_decay():
                                                    - summary["f_at_valid_tau"].iloc[1])
     assert "f_at_valid_tau_newer" in decay and "fmax_oracle_newer" not in decay
     assert decay["delta_low"].iloc[0] == -0.1
+
+
+def test_lafa_growth_is_the_one_filter_selection_test_score_and_benchmark_share(tmp_path):
+    """``workflow.lafa_growth``: the protein-binding-only MF targets leave targets and ground truth,
+    other aspects and other MF targets stay; benchmark_targets keeps the same targets."""
+    from tempo_assets.core.artefact_types import EvaluationSet
+    from tempo_assets.core.growth import Growth
+    from tempo_assets.core.workflow import benchmark_targets, lafa_growth
+
+    onto = parse_obo(write_obo(tmp_path / "go.obo", mf_terms()))
+    truth = pd.DataFrame(closure(onto, "A", [PROTEIN_BINDING]) + closure(onto, "C", [PROTEIN_BINDING, OTHER])
+                         + [("A", "GO:0008150", "BP")], columns=["protein", "term", "aspect"])
+    targets = pd.DataFrame({"protein": ["A", "C", "A"], "aspect": ["MF", "MF", "BP"], "mode": ["NK", "NK", "NK"]})
+    known = truth.iloc[0:0]
+    growth = Growth(targets, truth, known)
+    kept, toi, dropped = lafa_growth(growth, onto, onto)
+    assert dropped == ["A"]
+    assert set(map(tuple, kept.targets[["protein", "aspect"]].to_numpy())) == {("C", "MF"), ("A", "BP")}
+    assert not ((kept.ground_truth["protein"] == "A") & (kept.ground_truth["aspect"] == "MF")).any()
+    assert {PROTEIN_BINDING, OTHER} <= toi
+    test = benchmark_targets(EvaluationSet(growth=growth, counts=pd.DataFrame(), window_role="test"), onto, onto,
+                             None, lafa=True)
+    pd.testing.assert_frame_equal(test.targets, kept.targets)
+    assert test.dropped == ["A"] and test.lafa

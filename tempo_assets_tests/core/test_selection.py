@@ -400,3 +400,13 @@ def test_the_blended_prior_leaves_the_scored_proteins_own_labels_out():
     # Z (no labels) gets the naive scores exactly; A is counted in a corpus of B, C, D
     assert loo.loc["Z"].to_dict() == plain.loc["Z"].to_dict() == {"GO:1": 0.75, "GO:2": 0.25, "GO:3": 0.25}
     assert loo.loc["A"].to_dict() == {"GO:1": pytest.approx(2 / 3), "GO:3": pytest.approx(1 / 3)}  # GO:2 was A's alone
+
+
+def test_recipe_profile_defaults_to_cafaeval_and_refuses_another():
+    """A recipe records the profile it was selected under; one frozen before that was cafaeval's."""
+    from tempo_assets.core.selection import SelectionInputError, recipe_profile
+
+    assert recipe_profile({"format": "tempo-recipe-1"}) == "cafaeval"
+    assert recipe_profile({"profile": "lafa"}) == "lafa"
+    with pytest.raises(SelectionInputError, match="recipe.profile"):
+        recipe_profile({"profile": "cafa"})
