@@ -4,12 +4,8 @@ Every test runs with DAGSTER_HOME pointing at a temporary folder whose dagster.y
 telemetry off, so no test can write to ~/.dagster or to the project's own instance.
 """
 import os
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -24,6 +20,13 @@ def _isolated_dagster_home(tmp_path_factory):
         os.environ.pop("DAGSTER_HOME", None)
     else:
         os.environ["DAGSTER_HOME"] = previous
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``needs(...)`` is skipped without what it needs, and fails under CI (before its fixtures)."""
+    from tempo_assets_tests.toolkit import check_needs
+
+    check_needs(item)
 
 
 @pytest.fixture(autouse=True)

@@ -2,23 +2,18 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from tempo_assets.core.fasta import read_fasta, write_fasta
+from tempo_assets_tests.toolkit import needs_diamond
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASES = REPO / "data" / "releases"
 
-needs_diamond = pytest.mark.skipif(
-    shutil.which("diamond") is None and not os.environ.get("CI"),  # CI must run it for real
-    reason="diamond not installed (apt-get install diamond-aligner)",
-)
 
 
 def load_bench():

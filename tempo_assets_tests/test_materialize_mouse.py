@@ -7,16 +7,13 @@ keeps it fast: the FASTA and both GAFs are cut to those proteins. No code is spe
 """
 import gzip
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tempo_assets.core.annotations import EXPERIMENTAL_CODES
 from tempo_assets_tests.conftest import materialise_archive
-
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "goa_archive"
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared, tempo
 N_PROTEINS = 600
 SEED = 20190114
 
@@ -56,32 +53,32 @@ def subset_fasta(source: Path, target: Path, proteins: set[str]) -> None:
                 out.write(line)
 
 
-def tempo(*args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], capture_output=True,
-                          text=True, timeout=300)
+def release(*args: str) -> None:
+    done = tempo("release", *args, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
 def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS) -> Path:
     src = root / "src"
     src.mkdir()
-    fasta = SHARED / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"
-    gaf14, gaf19 = SHARED / "goa" / "goa_mouse_2014-09-29.gaf.gz", SHARED / "goa" / "goa_mouse_2019-01-14.gaf.gz"
+    fasta = shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
+    gaf14 = shared(GOA_ARCHIVE / "goa" / "goa_mouse_2014-09-29.gaf.gz")
+    gaf19 = shared(GOA_ARCHIVE / "goa" / "goa_mouse_2019-01-14.gaf.gz")
     pool = sorted(experimental_proteins(gaf19) & sequence_ids(fasta))
     proteins = set(random.Random(SEED).sample(pool, n_proteins))
     subset_fasta(fasta, src / "mouse.fasta", proteins)
     subset_gaf(gaf14, src / "goa_mouse_2014-09-29.sample.gaf", proteins)
     subset_gaf(gaf19, src / "goa_mouse_2019-01-14.sample.gaf", proteins)
     archive = root / "archive"
-    obo14, obo19 = SHARED / "go" / "go_2014-10-27.obo.gz", SHARED / "go" / "go_2019-01-27.obo.gz"
+    obo14, obo19 = shared(GOA_ARCHIVE / "go" / "go_2014-10-27.obo.gz"), shared(GOA_ARCHIVE / "go" / "go_2019-01-27.obo.gz")
     common = ["--fasta", str(src / "mouse.fasta"), "--fasta-date", "2014-01-31", "--provenance", "derived",
               "--note", f"seeded sample of {n_proteins} mouse proteins (test)"]
-    tempo("release", "add", str(archive), "--id", "2014-09-29", "--gaf", str(src / "goa_mouse_2014-09-29.sample.gaf"),
+    release("add", str(archive), "--id", "2014-09-29", "--gaf", str(src / "goa_mouse_2014-09-29.sample.gaf"),
           "--obo", str(obo14), *common)
-    tempo("release", "add", str(archive), "--id", "2019-01-14", "--gaf", str(src / "goa_mouse_2019-01-14.sample.gaf"),
+    release("add", str(archive), "--id", "2019-01-14", "--gaf", str(src / "goa_mouse_2019-01-14.sample.gaf"),
           "--obo", str(obo19), *common)
     for cutoff in ("2016-01-15", "2017-06-15"):
-        tempo("release", "derive", str(archive), "--from", "2019-01-14", "--cutoff", cutoff, "--id", cutoff,
+        release("derive", str(archive), "--from", "2019-01-14", "--cutoff", cutoff, "--id", cutoff,
               "--obo", str(obo14), "--fasta", str(src / "mouse.fasta"), "--fasta-date", "2014-01-31")
     return archive
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -14,11 +13,9 @@ from matplotlib import image as mpimg
 
 from tempo_assets.core.report import CURVE_PIXELS, render_window_report, write_report
 from tempo_assets_tests.core.test_report import WINDOWS, make_curves, make_results
+from tempo_assets_tests.toolkit import chromium, needs_chromium
 
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
-                 if p), None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None and not os.environ.get("CI"), reason="no chromium: run `bash scripts/setup_system.sh` as root")
+pytestmark = needs_chromium
 WIDTH, HEIGHT = 1200, 2000
 # Appended to a copy of the report only (the report itself carries no script): once every
 # image has loaded, list each one's load state and decoded size in an element --dump-dom shows.
@@ -38,7 +35,7 @@ window.addEventListener("load", function () {
 
 def run_chromium(args: list[str], home: Path, timeout: float = 30) -> str:
     """Run headless Chromium in its own process group; kill that group if it overruns."""
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={home / 'profile'}",
                *args]
     env = dict(os.environ, HOME=str(home))

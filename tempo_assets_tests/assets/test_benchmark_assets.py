@@ -1,7 +1,6 @@
 """The benchmark asset, the catalog and ``tempo report`` on the tiny archive (diamond runs for real)."""
 import argparse
 import re
-import shutil
 
 import dagster as dg
 import pandas as pd
@@ -16,6 +15,7 @@ from tempo_assets.core.artefacts import ArtefactStore
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets_tests.toolkit import needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,7 @@ def test_both_profiles_side_by_side(tiny):
     assert len(identity) == len(value["identity"].drop_duplicates(["protein", "aspect", "mode"]))
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium")
+@needs_chromium
 def test_window_report_renders_its_images_in_chromium(tiny, tmp_path):
     from tempo_assets_tests.test_report_browser import CHECK_SCRIPT, run_chromium
 

@@ -1,7 +1,6 @@
 """``tempo-eval``: same options and output files as ``python -m cafaeval``."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,18 +10,8 @@ import pytest
 
 from tempo_assets.cli.eval import main
 from tempo_assets_tests.core.test_evaluation import make_toy, toy_ia, toy_inputs
+from tempo_assets_tests.toolkit import cafaeval_python, needs_cafaeval
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def cafaeval_python() -> Path | None:
-    path = Path(os.environ.get("TEMPO_CAFAEVAL_PYTHON", REPO / ".venv-cafaeval" / "bin" / "python"))
-    if path.exists():
-        return path
-    if os.environ.get("CI"):
-        pytest.fail(f"cafaeval 1.3.0 interpreter missing at {path} (CI must provide it)")
-    pytest.skip(f"cafaeval 1.3.0 interpreter missing at {path}")
-    return None
 
 
 @pytest.fixture()
@@ -48,6 +37,7 @@ def toy_files(tmp_path):
     return {"obo": obo, "gt": gt_file, "preds": pred_dir, "ia": ia, "known": known, "toi": toi}
 
 
+@needs_cafaeval
 @pytest.mark.parametrize("options", [
     [],
     ["-prop", "fill", "-no_orphans", "-max_terms", "3"],

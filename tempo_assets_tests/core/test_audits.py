@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,8 +17,8 @@ from tempo_assets.core.features import candidate_features
 from tempo_assets.core.ia import ia_counts, information_accretion
 from tempo_assets.core.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import random_terms, write_obo
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive"
 
 
 def ontology_world(tmp_path, seed: int, n_corpus: int = 40, n_query: int = 12, k_max: int = 8):
@@ -154,10 +153,8 @@ def test_real_data_features_pass_the_golden_rule_with_ia():
     from tempo_assets.core.annotations import clean_annotations, split_by_evidence
     from tempo_assets.core.gaf import read_gaf
 
-    if not SHARED.exists():
-        pytest.skip("shared data not present")
-    ontology = parse_obo(SHARED / "go" / "go_2014-10-27.obo.gz")
-    experimental, _ = split_by_evidence(read_gaf(SHARED / "goa" / "goa_human_2014-09-29.gaf.gz"))
+    ontology = parse_obo(shared(GOA_ARCHIVE / "go" / "go_2014-10-27.obo.gz"))
+    experimental, _ = split_by_evidence(read_gaf(shared(GOA_ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz")))
     cleaned, _ = clean_annotations(experimental, ontology)
     corpus = propagate_annotations(cleaned, ontology)
     counts = ia_counts(corpus, ontology)

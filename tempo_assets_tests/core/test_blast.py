@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import gzip
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +19,8 @@ from tempo_assets.core.blast import (
 )
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.fasta import read_fasta
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, needs_diamond, shared
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive"
-needs_diamond = pytest.mark.skipif(
-    shutil.which("diamond") is None and not os.environ.get("CI"),  # CI must run it for real
-    reason="diamond is not installed: run `bash scripts/setup_system.sh` as root",
-)
 AMINO = "ACDEFGHIKLMNPQRSTVWY"
 
 
@@ -200,9 +194,9 @@ def _unique_symbols(gaf: Path, sequences: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def orthologs(tmp_path_factory):
-    sequences = read_fasta(DATA / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
-    human = _unique_symbols(DATA / "goa" / "goa_human_2014-09-29.gaf.gz", sequences)
-    mouse = _unique_symbols(DATA / "goa" / "goa_mouse_2014-09-29.gaf.gz", sequences)
+    sequences = read_fasta(shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"))
+    human = _unique_symbols(shared(GOA_ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz"), sequences)
+    mouse = _unique_symbols(shared(GOA_ARCHIVE / "goa" / "goa_mouse_2014-09-29.gaf.gz"), sequences)
     symbols = sorted(set(human) & set(mouse))[:150]
     pairs = {human[s]: mouse[s] for s in symbols}
     queries = {h: sequences[h] for h in pairs}

@@ -1,7 +1,8 @@
 """Parity with the real cafaeval 1.3.0: every cell of every output table, as printed.
 
 cafaeval runs as a subprocess in its own venv: ``$TEMPO_CAFAEVAL_PYTHON`` or
-``<repo>/.venv-cafaeval/bin/python``. Without it these tests skip locally and fail under CI.
+``<repo>/.venv-cafaeval/bin/python``. Without it, or without ``../shared``, these tests skip locally
+and fail under CI (``tempo_assets_tests/toolkit.py``).
 The ground truth is real: experimental, non-NOT human annotations of proteins that gained terms
 between the 2014-09-29 and 2019-01-14 GOA files (a seeded subsample of a few hundred).
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -20,29 +20,15 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.evaluation import cafa_eval, write_results
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, cafaeval_python, needs_cafaeval, needs_shared, shared
 
-REPO = Path(__file__).resolve().parents[2]
-ARCHIVE = REPO / ".." / "shared" / "data" / "goa_archive"
 EXPERIMENTAL = {"EXP", "IDA", "IPI", "IMP", "IGI", "IEP", "TAS", "IC",
                 "HTP", "HDA", "HMP", "HGI", "HEP"}
 OUTPUTS = ["evaluation_all.tsv", "evaluation_best_f.tsv", "evaluation_best_s.tsv",
            "evaluation_best_f_micro.tsv", "evaluation_best_f_w.tsv",
            "evaluation_best_f_micro_w.tsv"]
 
-pytestmark = pytest.mark.slow
-
-
-def cafaeval_python() -> Path | None:
-    """The reference interpreter, or None (skip locally; fail when ``CI`` is set)."""
-    path = Path(os.environ.get("TEMPO_CAFAEVAL_PYTHON", REPO / ".venv-cafaeval" / "bin" / "python"))
-    if path.exists():
-        return path
-    if os.environ.get("CI"):
-        pytest.fail(f"cafaeval 1.3.0 interpreter missing at {path} (CI must provide it)")
-    pytest.skip(f"cafaeval 1.3.0 interpreter missing at {path}; "
-                "create it with: python3 -m venv .venv-cafaeval && "
-                ".venv-cafaeval/bin/pip install cafaeval==1.3.0")
-    return None
+pytestmark = [pytest.mark.slow, needs_cafaeval, needs_shared]
 
 
 def run_cafaeval(python: Path, obo: Path, pred_dir: Path, gt: Path, out_dir: Path,
@@ -93,16 +79,14 @@ def obo_terms(path: Path) -> tuple[list[str], list[str], list[str]]:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Plain OBOs, a real ground truth, four prediction sets and an IA file."""
-    if not ARCHIVE.is_dir():
-        pytest.skip(f"real archive not found at {ARCHIVE}")
     root = tmp_path_factory.mktemp("parity")
     obos = {}
     for day in ("2019-01-27", "2014-10-27"):
         obos[day] = root / f"go_{day}.obo"
-        with gzip.open(ARCHIVE / "go" / f"go_{day}.obo.gz", "rb") as src, open(obos[day], "wb") as dst:
+        with gzip.open(shared(GOA_ARCHIVE / "go" / f"go_{day}.obo.gz"), "rb") as src, open(obos[day], "wb") as dst:
             shutil.copyfileobj(src, dst)
-    old = read_experimental(ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz")
-    new = read_experimental(ARCHIVE / "goa" / "goa_human_2019-01-14.gaf.gz")
+    old = read_experimental(shared(GOA_ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz"))
+    new = read_experimental(shared(GOA_ARCHIVE / "goa" / "goa_human_2019-01-14.gaf.gz"))
     old_pairs = set(zip(old["protein"], old["term"]))
     gained = sorted({p for p, t in zip(new["protein"], new["term"]) if (p, t) not in old_pairs})
     rng = np.random.default_rng(20190114)

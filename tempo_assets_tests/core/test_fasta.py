@@ -1,6 +1,5 @@
 import gzip
 import hashlib
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,8 @@ from tempo_assets.core.fasta import (
     sequence_sha256,
     write_fasta,
 )
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 
 @pytest.mark.parametrize(
@@ -84,7 +83,7 @@ def test_sequence_sha256_normalises_case_and_stop():
 
 @pytest.mark.slow
 def test_real_swissprot_fasta():
-    path = SHARED / "goa_archive" / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"
+    path = shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
     sequences = read_fasta(path)
     assert len(sequences) == 35071
     assert sequences["P30613"].startswith("MSIQENISSLQLRSW")

@@ -16,8 +16,8 @@ from tempo_assets.core.gaf import (
     read_gaf_header,
     write_gaf_rows,
 )
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 
 def gaf_line(protein="P12345", term="GO:0005515", evidence="IPI", aspect="F", day="20150102",
@@ -176,7 +176,7 @@ def test_write_gaf_rows_failure_keeps_previous_file(tmp_path):
 
 @pytest.mark.slow
 def test_real_human_2019_gaf_parses():
-    path = SHARED / "goa_archive" / "goa" / "goa_human_2019-01-14.gaf.gz"
+    path = shared(GOA_ARCHIVE / "goa" / "goa_human_2019-01-14.gaf.gz")
     frame = read_gaf(path)
     assert len(frame) == 475402
     assert gaf_generated_date(path) == date(2019, 1, 14)

@@ -1,8 +1,6 @@
 """Sequence clusters, the cluster bootstrap and identity strata (core.homology)."""
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +9,7 @@ import pytest
 
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.fasta import read_fasta
+from tempo_assets_tests.toolkit import needs_diamond
 from tempo_assets.core.homology import (
     IDENTITY_STRATA,
     bootstrap_interval,
@@ -27,10 +26,6 @@ from tempo_assets.core.homology import (
 
 FASTA = (Path(__file__).resolve().parents[2] / "data" / "releases" / "2014-09-29"
          / "uniprot_sprot_2014-01-31_human.subset.fasta.gz")
-needs_diamond = pytest.mark.skipif(
-    shutil.which("diamond") is None and not os.environ.get("CI"),
-    reason="diamond is not installed: run `bash scripts/setup_system.sh` as root",
-)
 AMINO = "ACDEFGHIKLMNPQRSTVWY"
 
 

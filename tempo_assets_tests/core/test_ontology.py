@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gzip
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,8 +15,9 @@ from tempo_assets.core.ontology import (
     obo_file_date,
     parse_obo,
 )
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
-GO_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive" / "go"
+GO_DIR = GOA_ARCHIVE / "go"
 
 # A small GO-like graph. BP: root B0 <- B1 <- B2, B3 part_of B1, B4 is_a B2 and B3 (diamond),
 # plus B5 part_of an MF term (cross-namespace, dropped). MF: M0 <- M1. CC: C0. One obsolete
@@ -279,9 +279,7 @@ def test_cycle_is_reported(tmp_path):
     ],
 )
 def test_real_obos_parse(name, day, has_alt_ids):
-    path = GO_DIR / name
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+    path = shared(GO_DIR / name)
     ontology = parse_obo(path)
     assert ontology.date == day == obo_file_date(path)
     assert bool(ontology.alt_ids) == has_alt_ids

@@ -18,6 +18,7 @@ from tempo_assets.core.releases import (
     add_release,
     derive_release,
 )
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data"
@@ -373,7 +374,7 @@ def test_data_archive_loads_within_size_limit():
 def test_data_obo_pruning_keeps_semantics_for_the_annotated_terms():
     from tempo_assets.core.ontology import parse_obo
 
-    shared_go = REPO / ".." / "shared" / "data" / "goa_archive" / "go" / "go_2019-01-27.obo.gz"
+    shared_go = shared(GOA_ARCHIVE / "go" / "go_2019-01-27.obo.gz")
     manifest = Archive(DATA).release("2019-01-14")
     pruned = parse_obo(manifest.file_path(manifest.files_of("obo")[0]))
     full = parse_obo(shared_go)

@@ -26,10 +26,10 @@ from tempo_assets.core.warehouse import (
     ontology_frames,
 )
 from tempo_assets_tests.services import postgres_database
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 OLD, NEW = "2014-09-29", "2019-01-14"
 WINDOW = "2010-01-01__2014-09-29__2019-01-14__2022-09-12"
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "goa_archive"
 
 # Two tiny ontologies. MF: M1 <- M2 <- M3, M1 <- M5 (old only; at NEW, M5 is an alt id of M2),
 # M1 <- M4 (NEW only). BP: B1 <- B2. CC: C1 <- C2.
@@ -587,8 +587,8 @@ def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
                 NEW: ("goa/goa_human_2019-01-14.gaf.gz", "go/go_2019-01-27.obo.gz")}
     propagated, ontologies, seeds = {}, {}, {}
     for release, (gaf, obo) in releases.items():
-        frame = sample(read_gaf(DATA / gaf))
-        ontology = ontologies[release] = parse_obo(DATA / obo)
+        frame = sample(read_gaf(shared(GOA_ARCHIVE / gaf)))
+        ontology = ontologies[release] = parse_obo(shared(GOA_ARCHIVE / obo))
         experimental, non_experimental = split_by_evidence(frame)
         experimental, _ = clean_annotations(experimental, ontology)
         non_experimental, _ = clean_annotations(non_experimental, ontology)
@@ -609,7 +609,7 @@ def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
         assert _rows(sql_propagated, ["protein", "term", "aspect"]) == _rows(
             propagated[release], ["protein", "term", "aspect"])
     sequences = {acc: sequence_sha256(seq) for acc, seq in read_fasta(
-        DATA / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz").items()}
+        shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")).items()}
     wh.load_sequences(OLD, pd.DataFrame({"protein": list(sequences),
                                          "sequence_sha256": list(sequences.values())}))
     wh.run_model("aligned_annotations", old_release=OLD, new_release=NEW)
