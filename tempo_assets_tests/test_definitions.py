@@ -1,11 +1,11 @@
 """The code location resolves, and the asset graph's edges match the reviewed snapshot."""
 import json
-import os
 from pathlib import Path
 
 import dagster as dg
 
 from tempo_assets.definitions import defs
+from tempo_assets_tests.toolkit import rewrite_fixtures
 
 SNAPSHOT = Path(__file__).with_name("graph_edges.json")
 TEST_ROLES = {"test"}
@@ -39,8 +39,9 @@ def test_every_job_sensor_schedule_and_check_resolves():
 
 def test_edges_match_snapshot():
     edges = graph_edges()
-    if os.environ.get("TEMPO_UPDATE_SNAPSHOT"):
-        SNAPSHOT.write_text(json.dumps(edges, indent=1) + "\n", encoding="utf-8")
+    rewrite_fixtures("TEMPO_UPDATE_SNAPSHOT",
+                     lambda: SNAPSHOT.write_text(json.dumps(edges, indent=1) + "\n", encoding="utf-8"),
+                     f"the asset graph's edges in {SNAPSHOT.name}")
     assert edges == json.loads(SNAPSHOT.read_text(encoding="utf-8")), "asset graph rewired: review, then regenerate"
 
 

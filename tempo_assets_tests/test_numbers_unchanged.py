@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +50,7 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.method_eligibility import METHOD_PREFIX
+from tempo_assets_tests.toolkit import rewrite_fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -135,8 +135,7 @@ def test_numbers_equal_the_fixtures(demo_graph):
 
 
 def compare(numbers: dict[str, object]) -> None:
-    if os.environ.get("TEMPO_WRITE_FIXTURES") == "1":
-        write_fixtures(numbers)
+    rewrite_fixtures("TEMPO_WRITE_FIXTURES", lambda: write_fixtures(numbers), f"the number fixtures in {FIXTURES}")
     stored = sorted(p.name for p in FIXTURES.iterdir())
     assert sorted(numbers) == stored, "windows or cutoffs differ from the fixtures"
     for name, value in numbers.items():
