@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tempo_assets.cli.eval import main
 from tempo_assets_tests.core.test_evaluation import make_toy, toy_ia, toy_inputs
-from tempo_assets_tests.toolkit import cafaeval_python, needs_cafaeval
+from tempo_assets_tests.toolkit import REPO, cafaeval_python, needs_cafaeval, require
+
+LAFA_REFERENCE = REPO / "tempo_assets_tests" / "cafaeval_lafa.py"
 
 
 
@@ -62,24 +64,37 @@ def test_cli_matches_cafaeval(toy_files, tmp_path, options):
         assert (ours / name).read_text() == (ref / name).read_text(), name
 
 
-def test_cli_lafa_options_and_console_script(toy_files, tmp_path):
+def read_table(path: Path) -> pd.DataFrame:
+    """An ``evaluation_all.tsv`` as printed (every cell a string), rows in a canonical order."""
+    frame = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    return frame.sort_values(["filename", "ns", "tau"]).reset_index(drop=True)
+
+
+# LAFA's profile (-prop fill -no_orphans, terms of interest, known terms, IA), and the terms of
+# interest and known terms alone under cafaeval's defaults
+@needs_cafaeval
+@pytest.mark.parametrize("options", [["-prop", "fill", "-no_orphans"], []], ids=["lafa", "toi-known-only"])
+def test_lafa_mode_equals_cafaeval_on_inputs_filtered_the_lafa_way(toy_files, tmp_path, options):
+    """``tempo-eval -known -toi`` against a reference outside the project: cafaeval 1.3.0 computes every
+    number, on the cells and proteins LAFA's conventions leave (``tempo_assets_tests/cafaeval_lafa.py``)."""
     args = [str(toy_files["obo"]), str(toy_files["preds"]), str(toy_files["gt"]),
-            "-known", str(toy_files["known"]), "-toi", str(toy_files["toi"]),
-            "-ia", str(toy_files["ia"]), "-log_level", "error"]
-    assert main([*args, "-out_dir", str(tmp_path / "a")]) == 0
-    script = Path(sys.executable).parent / "tempo-eval"
-    if not script.exists():
-        pytest.skip("tempo-eval console script not installed in this environment")
-    done = subprocess.run([str(script), *args, "-out_dir", str(tmp_path / "b")],
+            "-known", str(toy_files["known"]), "-toi", str(toy_files["toi"]), "-ia", str(toy_files["ia"]), *options]
+    done = subprocess.run([str(cafaeval_python()), str(LAFA_REFERENCE), *args, "-out_dir", str(tmp_path / "ref")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    for name in ("evaluation_all.tsv", "evaluation_best_f_w.tsv"):
-        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
-    # no row has coverage above 1: fully known proteins are not counted
-    lines = (tmp_path / "a" / "evaluation_all.tsv").read_text().splitlines()
-    header = lines[0].split("\t")
-    cov = header.index("cov")
-    assert all(float(line.split("\t")[cov]) <= 1 for line in lines[1:])
+    done = subprocess.run([require("tempo-eval"), *args, "-out_dir", str(tmp_path / "ours"), "-log_level", "error"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    reference, ours = read_table(tmp_path / "ref" / "evaluation_all.tsv"), read_table(tmp_path / "ours" /
+                                                                                        "evaluation_all.tsv")
+    assert list(ours.columns) == list(reference.columns)
+    assert len(ours) == len(reference) > 0
+    for column in reference.columns:
+        assert ours[column].tolist() == reference[column].tolist(), column
+    # the toy case exercises every convention: fully known proteins dropped, known cells removed
+    known = pd.read_csv(toy_files["known"], sep="\t", header=None, names=["protein", "term"])
+    assert 0 < len(known) and set(reference["filename"]) == {"m1.tsv", "team_m2.tsv"}
+    assert all(float(c) <= 1 for c in reference["cov"])
 
 
 def test_cli_bad_input_exit_code(tmp_path, capsys):
