@@ -55,7 +55,7 @@ def make_home(path: Path) -> Path:
 
 
 def materialise_archive(root: Path, archive: Path, exclude=(), target: str = "all",
-                        key: str | None = None) -> MaterialisedGraph:
+                        key: str | None = None, benchmark_config=None) -> MaterialisedGraph:
     """Register ``archive``'s partitions in a fresh instance under ``root`` and run ``target``."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
@@ -74,7 +74,7 @@ def materialise_archive(root: Path, archive: Path, exclude=(), target: str = "al
     register_partitions(instance, plan)
     # fewer bootstrap resamples than the default keeps test_score quick; nothing else changes
     resources = build_resources(str(archive), str(artefacts), warehouse, str(cache),
-                                grid=GridResource(bootstrap_samples=20))
+                                grid=GridResource(bootstrap_samples=20), benchmark_config=benchmark_config)
     started = time.perf_counter()
     report = run_steps(plan_steps(plan, target, key), instance, resources, echo=lambda *_: None, exclude=exclude)
     env = {"DAGSTER_HOME": str(home), "TEMPO_ARCHIVE": str(archive), "TEMPO_ARTEFACTS": str(artefacts),
@@ -116,7 +116,7 @@ def copy_state(source: Path, target: Path) -> None:
 GRAPH_FOLDERS = ("archive", "home", "artefacts", "cache", "warehouse.sqlite")
 
 
-def graph_from(build: Path, root: Path) -> MaterialisedGraph:
+def graph_from(build: Path, root: Path, benchmark_config=None) -> MaterialisedGraph:
     """A working copy under ``root`` of a graph materialised in ``build`` (:func:`demo_build`):
     its own instance, store, cache and warehouse, the build left as it was.
 
@@ -141,7 +141,7 @@ def graph_from(build: Path, root: Path) -> MaterialisedGraph:
     warehouse = "sqlite:///" + str(root / "warehouse.sqlite")
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(root / "home")))
     resources = build_resources(str(root / "archive"), str(root / "artefacts"), warehouse, str(root / "cache"),
-                                grid=GridResource(bootstrap_samples=20))
+                                grid=GridResource(bootstrap_samples=20), benchmark_config=benchmark_config)
     env = {"DAGSTER_HOME": str(root / "home"), "TEMPO_ARCHIVE": str(root / "archive"),
            "TEMPO_ARTEFACTS": str(root / "artefacts"), "TEMPO_WAREHOUSE_URL": warehouse,
            "TEMPO_CACHE": str(root / "cache")}
@@ -180,6 +180,65 @@ def build_demo(folder: Path) -> Path:
             (build / BUILT).write_text(json.dumps({"report": graph.report, "seconds": graph.seconds}),
                                        encoding="utf-8")
     return build
+
+
+# The tiny archive (assets/tiny_archive.py: four releases a year apart, one window), materialised
+# once per test run in two stages: ``unscored`` (everything its window's frozen_recipe needs, and
+# the recipe; TEST never read) and ``scored`` (a copy of it continued through test_growth,
+# test_score, benchmark, the latest submission and the catalog). Tests work on copies (tiny_copy).
+TEST_ASSETS = ("test_growth", "test_score")
+TINY_STAGES = ("unscored", "scored")
+
+
+def tiny_benchmark_config():
+    """The tiny graph's benchmark settings: fewer bootstrap resamples, nothing else changed."""
+    from tempo_assets.assets.benchmark import BenchmarkResource
+
+    return BenchmarkResource(bootstrap_samples=40)
+
+
+def build_tiny(folder: Path) -> Path:
+    """The tiny archive materialised in ``folder / "tiny_graph"`` once per test run, under a file lock."""
+    from filelock import FileLock
+
+    from tempo_assets.cli.graph_cmd import plan_steps, run_steps
+    from tempo_assets.core.releases import open_archive
+    from tempo_assets.partitions import plan_partitions
+    from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+
+    build = folder / "tiny_graph"
+    with FileLock(str(folder / "tiny_graph.lock")):
+        if (build / "scored" / BUILT).exists():
+            return build
+        if build.exists():  # a build that was interrupted
+            shutil.rmtree(build)
+        unscored = build / "unscored"
+        archive = build_tiny_archive(unscored, n_releases=4)
+        [window] = plan_partitions(open_archive(archive)).windows
+        graph = materialise_archive(unscored, archive, exclude=TEST_ASSETS + ("benchmark",), target="window",
+                                    key=window, benchmark_config=tiny_benchmark_config())
+        graph.instance.dispose()
+        if not graph.report or any(r[2] != "ok" for r in graph.report):
+            raise RuntimeError(f"the tiny archive did not materialise through frozen_recipe: {graph.report}")
+        (unscored / BUILT).write_text(json.dumps({"report": graph.report, "seconds": graph.seconds}),
+                                      encoding="utf-8")
+        scored = graph_from(unscored, build / "scored", benchmark_config=tiny_benchmark_config())
+        started = time.perf_counter()
+        report = run_steps(plan_steps(scored.plan, "all"), scored.instance, scored.resources, echo=lambda *_: None)
+        scored.instance.dispose()
+        if any(r[2] not in ("ok", "skipped") for r in report):
+            raise RuntimeError(f"the tiny archive did not materialise through its TEST score: {report}")
+        ran = graph.report + [r for r in report if r[2] == "ok"]
+        (build / "scored" / BUILT).write_text(json.dumps({"report": ran, "seconds": graph.seconds
+                                                          + time.perf_counter() - started}), encoding="utf-8")
+    return build
+
+
+def tiny_copy(tiny_build: Path, root: Path, stage: str = "scored") -> MaterialisedGraph:
+    """A working copy under ``root`` of the tiny build's ``stage`` (``unscored`` or ``scored``)."""
+    if stage not in TINY_STAGES:
+        raise ValueError(f"stage {stage!r} is not one of {TINY_STAGES}")
+    return graph_from(tiny_build / stage, root, benchmark_config=tiny_benchmark_config())
 
 
 DEMO_FIXTURES = {"demo_graph", "demo_build"}
@@ -256,6 +315,12 @@ def pytest_unconfigure(config):
 def demo_build(tmp_path_factory) -> Path:
     """The folder of this run's materialised ``data/`` (:func:`build_demo`); never write to it."""
     return build_demo(run_folder(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory) -> Path:
+    """The folder of this run's materialised tiny archive (:func:`build_tiny`); never write to it."""
+    return build_tiny(run_folder(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

@@ -240,3 +240,20 @@ class Listener:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def error_chain(error) -> list[str]:
+    """``"Class: message"`` of a Dagster ``SerializableErrorInfo`` and each of its causes, outermost first."""
+    chain = []
+    while error is not None:
+        chain.append(f"{error.cls_name}: {error.message.strip()}")
+        error = error.cause
+    return chain
+
+
+def step_failures(instance, run_id: str) -> dict[str, list[str]]:
+    """Step key -> the :func:`error_chain` of its failure, for every failed step of run ``run_id``."""
+    import dagster as dg
+
+    return {entry.step_key: error_chain(entry.dagster_event.step_failure_data.error)
+            for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)}
