@@ -1,7 +1,9 @@
-"""``tempo audit-cutoffs`` over a materialised tiny archive; planted violations are each caught.
+"""``tempo audit-cutoffs`` and the golden-rule check over the materialised tiny archive; planted violations
+are each caught.
 
-The tiny archive is materialised once (module fixture, ~30 s); each planting test works on a copy
-of its ``DAGSTER_HOME`` so the plants do not leak into one another.
+The tiny archive is materialised once per test run (``conftest.tiny_build``); this module works on a
+copy of it, and each planting test on a copy of that copy's ``DAGSTER_HOME`` (or of the whole graph) so
+the plants do not leak into one another.
 """
 from __future__ import annotations
 
@@ -10,13 +12,13 @@ import json
 import shutil
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 from tempo_assets.cli import main as cli_main
 from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
 from tempo_assets.core.ia import ia_counts
-from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
-from tempo_assets_tests.conftest import materialise_archive
+from tempo_assets_tests.conftest import tiny_copy
 
 MODULE = "tempo_assets.cli.audit_graph_cmd"
 
@@ -28,10 +30,8 @@ def registered(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def tiny_graph(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny_cutoffs")
-    archive = build_tiny_archive(root, n_releases=4)
-    graph = materialise_archive(root, archive)
+def tiny_graph(tiny_build, tmp_path_factory):
+    graph = tiny_copy(tiny_build, tmp_path_factory.mktemp("tiny_cutoffs") / "graph")
     assert [r[2] for r in graph.report] == ["ok"] * len(graph.report), graph.report
     yield graph
     graph.instance.dispose()
@@ -137,23 +137,90 @@ def test_stored_labels_pass_the_golden_rule_with_loo_ia(tiny_graph):
     assert audit_golden_rule(inputs, proteins).passed
     value["ia"] = value["ia"].series()
     fixed = audit_golden_rule(feature_inputs_from_labels(value, ontology), proteins)
-    assert set(fixed.differing) <= {"ia"}
+    # a fixed series estimated with the audited proteins' own labels moves without them: caught
+    assert set(fixed.differing) == {"ia"} and fixed.differing["ia"], fixed.differing
+    assert fixed.not_audited == []
 
 
-def test_golden_rule_check_runs_in_dagster_and_agrees_with_the_audit(tiny_graph):
-    from tempo_assets.audit_checks import AUDIT_CHECKS, golden_rule_report
+@pytest.fixture()
+def labels_graph(tiny_build, tmp_path):
+    """A copy of the tiny graph to rematerialise reranker_labels in."""
+    graph = tiny_copy(tiny_build, tmp_path / "graph")
+    yield graph
+    graph.instance.dispose()
+
+
+def golden_rule_evaluation(graph, cutoff: str):
+    """``reranker_labels[cutoff]`` materialised in Dagster with every check on it; the golden-rule evaluation."""
+    from tempo_assets.audit_checks import AUDIT_CHECKS
     from tempo_assets.checks import CHECKS
     from tempo_assets.definitions import ASSETS
 
-    cutoff = tiny_graph.plan.cutoffs[-1]
-    # reranker_labels is rematerialised (same inputs, same value) with every check on it
     result = dg.materialize(ASSETS + CHECKS + AUDIT_CHECKS, selection=["reranker_labels"], partition_key=cutoff,
-                            instance=tiny_graph.instance, resources=tiny_graph.resources, raise_on_error=False)
-    evaluations = [e for e in result.get_asset_check_evaluations()
-                   if e.check_name == "reranker_labels__golden_rule"]
-    assert len(evaluations) == 1
-    evaluation = evaluations[0]
-    expected = golden_rule_report(tiny_graph.store(), cutoff)
-    assert evaluation.passed == (expected.passed and not expected.not_audited)
+                            instance=graph.instance, resources=graph.resources, raise_on_error=False)
+    evaluations = [e for e in result.get_asset_check_evaluations() if e.check_name == "reranker_labels__golden_rule"]
+    assert len(evaluations) == 1, result.get_asset_check_evaluations()
+    return evaluations[0]
+
+
+def test_golden_rule_check_runs_in_dagster_and_agrees_with_the_audit(labels_graph):
+    from tempo_assets.audit_checks import golden_rule_report
+
+    cutoff = labels_graph.plan.cutoffs[-1]
+    # reranker_labels is rematerialised (same inputs, same value) with every check on it
+    evaluation = golden_rule_evaluation(labels_graph, cutoff)
+    expected = golden_rule_report(labels_graph.store(), cutoff)
+    assert evaluation.passed and expected.passed and not expected.not_audited
     assert evaluation.metadata["proteins_audited"].value == len(expected.proteins) > 0
-    assert evaluation.metadata["leaking_features"].value == expected.leaking_features()
+    assert evaluation.metadata["leaking_features"].value == expected.leaking_features() == {}
+
+
+def test_a_leaky_feature_fails_the_golden_rule_check_in_dagster(labels_graph, monkeypatch):
+    """Plant: the corpus prior counted with the scored protein's own labels (no leave-one-out)."""
+    from tempo_assets.core import candidates
+
+    honest = candidates._per_candidate
+
+    def leaky(out, neighbours, corpus, ia, term_depth, k):
+        out = honest(out, neighbours, corpus, ia, term_depth, k)
+        term_n = corpus.groupby(["aspect", "term"]).size()
+        aspect_n = corpus[["protein", "aspect"]].drop_duplicates().groupby("aspect").size()
+        numer = term_n.reindex(pd.MultiIndex.from_frame(out[["aspect", "term"]])).fillna(0).to_numpy()
+        out["corpus_prior"] = numer / out["aspect"].map(aspect_n).fillna(1).to_numpy()
+        return out
+
+    monkeypatch.setattr(candidates, "_per_candidate", leaky)
+    evaluation = golden_rule_evaluation(labels_graph, labels_graph.plan.cutoffs[-1])
+    assert not evaluation.passed
+    leaking = evaluation.metadata["leaking_features"].value
+    assert set(leaking) == {"corpus_prior"} and leaking["corpus_prior"] > 0, leaking
+
+
+def test_a_leaky_stored_reranker_labels_fails_the_check_and_blocks_what_reads_it(labels_graph, monkeypatch):
+    """Plant: reranker_labels stores its IA as one series estimated on the whole corpus (the targets' own
+    labels included) instead of leave-one-out counts; the check reads the stored artefact."""
+    from tempo_assets.assets import labels
+    from tempo_assets.cli.graph_cmd import run_steps
+    from tempo_assets.core.ia import IaCounts
+
+    honest = labels.labelled_candidates
+
+    def leaky(*args, **kwargs):
+        source = honest(*args, **kwargs)
+        return dataclasses.replace(source, ia=source.ia.series())
+
+    monkeypatch.setattr(labels, "labelled_candidates", leaky)
+    window = labels_graph.plan.windows[0]
+    cutoff = window.split("__")[1]  # t-1: the TRAIN labels VALID selection fits the rerankers on
+    evaluation = golden_rule_evaluation(labels_graph, cutoff)
+    stored = labels_graph.store().open("reranker_labels", cutoff).value
+    assert not isinstance(stored.ia, IaCounts)  # the leak is in the stored artefact the check read
+    assert not evaluation.passed
+    leaking = evaluation.metadata["leaking_features"].value
+    assert set(leaking) == {"ia"} and leaking["ia"] > 0, leaking
+    # tempo materialize builds nothing on it: the window's VALID selection, stale now, is blocked
+    monkeypatch.undo()
+    lines = []
+    report = run_steps([("window_job", window)], labels_graph.instance, labels_graph.resources, echo=lines.append)
+    assert [r[2] for r in report] == ["blocked"], lines
+    assert f"reranker_labels__golden_rule failed on reranker_labels[{cutoff}]" in lines[0], lines
