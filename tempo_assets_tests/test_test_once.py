@@ -1,18 +1,23 @@
 """TEST is read once, whatever launches it: the window claims under concurrent CLI launches.
 
-A tiny archive is materialised once up to ``frozen_recipe`` (``test_growth`` never ran); each test
-works on a copy of its instance, artefact store and warehouse. An audit-hook probe (in this process
-and, through ``sitecustomize``, in every launched one) records each process that opens for reading
-the window's raw TEST ground truth (``release_annotations[t1]``'s stored value) or test_growth's
-stored value, so "refused before reading" is observed, not inferred.
+The session's tiny graph materialised up to ``frozen_recipe`` (``test_growth`` never ran,
+``conftest.tiny_build``); each test works on a copy of its instance, artefact store and warehouse.
+An audit-hook probe (in this process and, through ``sitecustomize``, in every launched one) records
+each process that opens for reading the window's raw TEST ground truth (``release_annotations[t1]``'s
+stored value) or test_growth's stored value, so "refused before reading" is observed, not inferred.
+
+Concurrent launches are released together by a barrier the test holds (also in ``sitecustomize``):
+each launched process connects to it at a chosen point and waits until all of them have arrived,
+so the race is real, not three runs that happen to follow one another, and the test asserts that
+the runs overlapped in time.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +25,8 @@ import dagster as dg
 import pytest
 
 from tempo_assets.core.test_claims import ClaimStore
-from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
-from tempo_assets_tests.conftest import REPO, copy_sqlite, materialise_archive
+from tempo_assets_tests.conftest import REPO, copy_sqlite, tiny_copy
+from tempo_assets_tests.toolkit import script, tempo as run_tempo
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +47,42 @@ def _tempo_probe(event, args):
             with open(log, "a") as handle:
                 handle.write(f"{os.getpid()} {label} {path}\\n")
 sys.addaudithook(_tempo_probe)
+
+
+def _tempo_barrier():
+    """Wait at the test's barrier (127.0.0.1:$TEMPO_BARRIER_PORT) until every launch has arrived."""
+    import socket
+    with socket.create_connection(("127.0.0.1", int(os.environ["TEMPO_BARRIER_PORT"])), timeout=600) as barrier:
+        barrier.sendall(b"%d\\n" % os.getpid())
+        barrier.settimeout(600)
+        if barrier.recv(2) != b"go":
+            raise RuntimeError("the test's barrier closed without releasing this launch")
+
+
+def _tempo_wrap_barrier():
+    """TEMPO_BARRIER_AT: ``executor`` (a run started, before any step: before any pool slot is taken)
+    or ``claim:ASSET`` (ASSET's TEST claim, once every run has found nothing materialised yet)."""
+    at = os.environ.get("TEMPO_BARRIER_AT", "")
+    if at == "executor":
+        from dagster._core.executor.in_process import InProcessExecutor
+        from dagster._core.executor.multiprocess import MultiprocessExecutor
+        for cls in (InProcessExecutor, MultiprocessExecutor):
+            def execute(self, plan_context, execution_plan, _original=cls.execute):
+                _tempo_barrier()
+                yield from _original(self, plan_context, execution_plan)
+            cls.execute = execute
+    elif at.startswith("claim:"):
+        from tempo_assets.core.test_claims import ClaimStore
+        original = ClaimStore.claim
+        def claim(self, window, run_id, asset="test_growth"):
+            if asset == at[len("claim:"):]:
+                _tempo_barrier()
+            return original(self, window, run_id, asset=asset)
+        ClaimStore.claim = claim
+
+
+if os.environ.get("TEMPO_BARRIER_PORT"):
+    _tempo_wrap_barrier()
 '''
 TEST_ASSETS = ("test_growth", "test_score")
 _PROBING: list[bool] = []
@@ -55,15 +96,10 @@ def probe_this_process() -> None:
 
 
 @pytest.fixture(scope="module")
-def unscored(tmp_path_factory):
-    """A tiny archive materialised through frozen_recipe of its window; test_growth never ran."""
-    from tempo_assets.partitions import plan_partitions
-    from tempo_assets.resources import open_archive
-
-    root = tmp_path_factory.mktemp("unscored")
-    archive = build_tiny_archive(root, n_releases=4)
-    [window] = plan_partitions(open_archive(archive)).windows
-    graph = materialise_archive(root, archive, exclude=TEST_ASSETS + ("benchmark",), target="window", key=window)
+def unscored(tiny_build, tmp_path_factory):
+    """The tiny graph materialised through frozen_recipe of its window; test_growth never ran."""
+    graph = tiny_copy(tiny_build, tmp_path_factory.mktemp("unscored") / "graph", "unscored")
+    [window] = graph.plan.windows
     assert graph.report and all(r[2] == "ok" for r in graph.report), graph.report
     store = graph.store()
     assert store.exists("frozen_recipe", window) and not any(store.exists(a, window) for a in TEST_ASSETS)
@@ -146,8 +182,7 @@ def fresh(unscored, tmp_path, monkeypatch):
 
 
 def tempo(copy: Copy, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).with_name("tempo")), *args], cwd=REPO, env=copy.env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_tempo(*args, env=copy.env, timeout=timeout)
 
 
 def tempo_instance_limit(copy: Copy):
@@ -159,19 +194,43 @@ def tempo_instance_limit(copy: Copy):
         return info.slot_count
 
 
-def launch(copy: Copy, selection: str, n: int = 3) -> list[subprocess.CompletedProcess]:
-    """``n`` concurrent ``dagster asset materialize --select SELECTION --partition W`` launches."""
-    dagster = str(Path(sys.executable).with_name("dagster"))
-    command = [dagster, "asset", "materialize", "--select", selection, "--partition", copy.window,
+def launch(copy: Copy, selection: str, barrier_at: str, n: int = 3) -> list[subprocess.CompletedProcess]:
+    """``n`` concurrent ``dagster asset materialize --select SELECTION --partition W`` launches, released
+    together at ``barrier_at`` (``executor`` or ``claim:ASSET``: see ``_tempo_wrap_barrier``)."""
+    command = [script("dagster"), "asset", "materialize", "--select", selection, "--partition", copy.window,
                "-m", "tempo_assets.definitions"]
-    procs = [subprocess.Popen(command, cwd=REPO, env=copy.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for _ in range(n)]
-    done = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=600)
-        done.append(subprocess.CompletedProcess(command, proc.returncode, out, ""))
-    assert [d.returncode for d in done] == [0] * n, [d.stdout[-3000:] for d in done]
+    logs = [copy.probe_log.with_name(f"launch{i}.log") for i in range(n)]
+    with socket.socket() as barrier:
+        barrier.bind(("127.0.0.1", 0))
+        barrier.listen(n)
+        env = dict(copy.env, TEMPO_BARRIER_PORT=str(barrier.getsockname()[1]), TEMPO_BARRIER_AT=barrier_at)
+        procs = [subprocess.Popen(command, cwd=REPO, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+                 for log in logs]
+        barrier.settimeout(300)
+        waiting = []
+        try:
+            for _ in range(n):  # every launch has arrived at the barrier, none is past it ...
+                waiting.append(barrier.accept()[0])
+        except socket.timeout:
+            for proc in procs:
+                proc.kill()
+            pytest.fail(f"{n - len(waiting)} launch(es) never reached the barrier at {barrier_at}: "
+                        + " | ".join(log.read_text()[-2000:] for log in logs))
+        for conn in waiting:  # ... and all of them go on at once
+            conn.sendall(b"go")
+            conn.close()
+        codes = [proc.wait(timeout=600) for proc in procs]
+    done = [subprocess.CompletedProcess(command, code, log.read_text(), "") for code, log in zip(codes, logs)]
+    assert codes == [0] * n, [d.stdout[-3000:] for d in done]
     return done
+
+
+def assert_overlapped(copy: Copy, run_ids) -> None:
+    """Every run started before any of them ended: they ran at the same time, not one after another."""
+    records = copy.instance.get_run_records(filters=dg.RunsFilter(run_ids=list(run_ids)))
+    assert len(records) == len(run_ids) > 1
+    assert max(r.start_time for r in records) < min(r.end_time for r in records), \
+        sorted((r.start_time, r.end_time, r.dagster_run.run_id) for r in records)
 
 
 def in_process(copy: Copy, selection=("test_growth", "test_score", "benchmark")):
@@ -218,7 +277,9 @@ def test_three_concurrent_launches_read_test_once(fresh, pool):
     if pool:
         use_the_pool(fresh)
     before = {r.run_id for r in fresh.instance.get_runs()}
-    launch(fresh, "test_growth,test_score")
+    # claims only: released together at the claim, after each found nothing materialised yet; with the
+    # pool (limit 1, taken before a step starts): released together once each run has started
+    launch(fresh, "test_growth,test_score", "executor" if pool else "claim:test_growth")
     # exactly one materialisation of each, one TEST read (event, claim, and process on the TEST file)
     [growth], [scored] = fresh.records("test_growth"), fresh.records("test_score")
     [read] = fresh.observations("tempo/test_read")
@@ -233,9 +294,13 @@ def test_three_concurrent_launches_read_test_once(fresh, pool):
     assert len(refusals) == 2 and growth.run_id not in refusals
     assert refusal_reasons(fresh, "test_score") == {}  # skipped, never started: nothing upstream
     for reason in refusals.values():
-        assert f"already claimed by run {growth.run_id}" in reason or "already materialised" in reason, reason
+        if pool:  # the pool may have let a later run start only after test_growth was stored
+            assert f"already claimed by run {growth.run_id}" in reason or "already materialised" in reason, reason
+        else:  # the three claimed at once: the claim alone decided
+            assert f"already claimed by run {growth.run_id}" in reason, reason
     runs = new_runs(fresh, before)
     assert len(runs) == 3
+    assert_overlapped(fresh, runs)
     assert {r.run_id for r in runs.values() if "tempo/test_refused" in r.tags} == set(refusals)
     for run_id in refusals:  # nothing of the window's TEST went past test_growth in the refused runs
         skipped = {e.step_key for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_SKIPPED)}
@@ -262,7 +327,7 @@ def test_three_concurrent_test_score_launches_score_once(fresh):
     assert in_process(fresh, ["test_growth"]).success
     [growth] = fresh.records("test_growth")
     before = {r.run_id for r in fresh.instance.get_runs()}
-    launch(fresh, "test_score")
+    launch(fresh, "test_score", "claim:test_score")
     [scored] = fresh.records("test_score")
     assert fresh.records("test_growth") == [growth] and len(fresh.observations("tempo/test_read")) == 1
     [score_claim] = fresh.observations("tempo/test_score_claim", "test_score")
@@ -273,10 +338,11 @@ def test_three_concurrent_test_score_launches_score_once(fresh):
         fresh.probe_log.read_text()
     refusals = refusal_reasons(fresh, "test_score")
     assert len(refusals) == 2 and scored.run_id not in refusals
-    for reason in refusals.values():
-        assert f"already claimed by run {scored.run_id}" in reason or "already materialised" in reason, reason
+    for reason in refusals.values():  # the three claimed at once: the claim alone decided
+        assert f"already claimed by run {scored.run_id}" in reason, reason
     runs = new_runs(fresh, before)
     assert len(runs) == 3 and {r for r, run in runs.items() if "tempo/test_refused" in run.tags} == set(refusals)
+    assert_overlapped(fresh, runs)
     assert fresh.ui_status("test_score") == ({fresh.window}, set())
     code, printed = audit_passes(fresh)
     assert code == 0, printed

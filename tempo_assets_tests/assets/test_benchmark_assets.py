@@ -6,34 +6,23 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from tempo_assets.assets.benchmark import BASELINES, OLDER, BenchmarkResource, build_catalog
+from tempo_assets.assets.benchmark import BASELINES, OLDER, build_catalog
 from tempo_assets.core.selection import recipe_profile
 from tempo_assets.cli import report_cmd
-from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.definitions import ASSETS, build_resources, defs
-from tempo_assets.core.artefacts import ArtefactStore
-from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
-from tempo_assets.resources import GridResource, open_archive
-from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets.definitions import ASSETS, defs
+from tempo_assets.partitions import parse_window_key
+from tempo_assets_tests.conftest import tiny_copy
 from tempo_assets_tests.toolkit import needs_chromium
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The tiny archive's one window materialised through test_score and benchmark."""
-    root = tmp_path_factory.mktemp("tiny_benchmark")
-    archive = build_tiny_archive(root)
-    instance = dg.DagsterInstance.ephemeral()
-    plan = plan_partitions(open_archive(archive))
-    register_partitions(instance, plan)
-    resources = build_resources(str(archive), str(root / "art"), "sqlite:///" + str(root / "wh.sqlite"),
-                                str(root / "cache"), grid=GridResource(bootstrap_samples=20),
-                                benchmark_config=BenchmarkResource(bootstrap_samples=40))
-    window = plan.windows[0]
-    report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None)
-    assert [r[2] for r in report] == ["ok"] * len(report), report
-    return {"root": root, "archive": archive, "instance": instance, "plan": plan, "resources": resources,
-            "window": window, "store": ArtefactStore(root / "art")}
+def tiny(tiny_build, tmp_path_factory):
+    """The tiny archive's one window materialised through test_score and benchmark (the session's tiny graph)."""
+    graph = tiny_copy(tiny_build, tmp_path_factory.mktemp("tiny_benchmark") / "graph")
+    assert [r[2] for r in graph.report] == ["ok"] * len(graph.report), graph.report
+    yield {"root": graph.root, "artefacts": graph.artefacts, "archive": graph.archive, "instance": graph.instance,
+           "plan": graph.plan, "resources": graph.resources, "window": graph.plan.windows[0], "store": graph.store()}
+    graph.instance.dispose()
 
 
 def test_benchmark_depends_on_test_score_and_reads_test_only_after_it():
@@ -108,7 +97,7 @@ def test_catalog_ready_then_stale_when_an_input_changes(tiny):
 
 def run_report(monkeypatch, tiny, *argv):
     monkeypatch.setenv("TEMPO_ARCHIVE", str(tiny["archive"]))
-    monkeypatch.setenv("TEMPO_ARTEFACTS", str(tiny["root"] / "art"))
+    monkeypatch.setenv("TEMPO_ARTEFACTS", str(tiny["artefacts"]))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     parser = argparse.ArgumentParser()
     report_cmd.register(parser.add_subparsers())
