@@ -1,5 +1,10 @@
-"""Registered methods materialised at every cutoff of a tiny archive, through Dagster and the fence."""
+"""Registered methods materialised at every cutoff of a tiny archive, through Dagster and the fence.
+
+The archive registers its own methods before anything is materialised (a ``methods.yaml`` changes
+the plan), so this module materialises its own copy of the tiny archive rather than the session's.
+"""
 import json
+import socket
 from pathlib import Path
 
 import dagster as dg
@@ -23,8 +28,9 @@ from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import METHODS, parse_window_key, plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets_tests.toolkit import SHARED, SHARED_DATA, Listener, needs_bwrap, shared
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_bwrap]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "methods"
 
 BAD = """
@@ -35,24 +41,45 @@ with open(os.environ["TEMPO_OUTPUT"] + "/predictions.tsv", "w") as out:
         out.write(f"{t}\\tGO:0000001\\t0.5\\n{t}\\tGO:0000011\\t0.25\\n{t}\\tGO:0000021\\t0.75\\n")
     out.write(f"{targets[0]}\\tGO:0000002\\tNaN\\n{targets[0]}\\tGO:0000003\\t1.7\\nNOPE1\\tGO:0000001\\t0.5\\n")
 """
+# probes from inside the fence: files it must not see (a later release's GAF, the artefact store,
+# ../shared, the archive) and a real listener on the host's 127.0.0.1 it must not reach
 LEAKER = """
-import os, socket
-print("REPORT gaf_visible=%s" % os.path.exists(__GAF__))
+import json, os, socket
+seen = {}
+for name, path in __PATHS__.items():
+    seen[name + "_visible"] = os.path.exists(path)
+    try:
+        open(path, "rb").read(1) if os.path.isfile(path) else os.listdir(path)
+        seen[name + "_read"] = True
+    except OSError as exc:
+        seen[name + "_read"] = type(exc).__name__
 try:
-    socket.create_connection(("127.0.0.1", 9), timeout=2)
-    print("REPORT tcp=connected")
+    socket.create_connection(("127.0.0.1", __PORT__), timeout=2).sendall(b"leak")
+    seen["tcp"] = "connected"
 except OSError as exc:
-    print("REPORT tcp=" + type(exc).__name__)
+    seen["tcp"] = type(exc).__name__
+print("REPORT " + json.dumps(seen, sort_keys=True))
 """
+
+
+def probed_paths(root: Path, archive: Path) -> dict[str, str]:
+    """What the leaker looks for from inside the fence; each exists on the host when it runs."""
+    first = sorted(p.name for p in (archive / "releases").iterdir())[0]
+    return {"later_gaf": str(sorted((archive / "releases").glob("*/goa_*"))[-1]),
+            "artefact_store": str(root / "art"),
+            "artefact": str(root / "art" / "release_annotations" / first / "artefact.json"),
+            "shared": str(SHARED), "archive": str(archive)}
 
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
     root = tmp_path_factory.mktemp("methods")
     archive = build_tiny_archive(root)
-    later_gaf = sorted((archive / "releases").glob("*/goa_*"))[-1]
+    listener = Listener()
+    paths = probed_paths(root, archive)
+    leaker = LEAKER.replace("__PATHS__", repr(paths)).replace("__PORT__", str(listener.port))
     methods = root / "m"
-    for name, script in (("bad", BAD), ("leaker", LEAKER.replace("__GAF__", repr(str(later_gaf))))):
+    for name, script in (("bad", BAD), ("leaker", leaker)):
         (methods / name).mkdir(parents=True)
         (methods / name / "run.py").write_text(script, encoding="utf-8")
     preds = root / "preds"
@@ -88,9 +115,14 @@ def graph(tmp_path_factory):
                                 benchmark_config=BenchmarkResource(bootstrap_samples=20))
     steps = [s for s in plan_steps(plan, "all") if s[0] in ("release_job", "cutoff_job", "method_bundle_job",
                                                            "method_job")]
-    report = run_steps(steps, instance, resources, echo=lambda *_: None)
+    with listener, socket.create_connection(("127.0.0.1", listener.port), timeout=2) as control:
+        control.sendall(b"control")  # the listener is reachable from outside the fence
+        control.close()
+        report = run_steps(steps, instance, resources, echo=lambda *_: None)
+        connections = listener.drain()  # every method has exited: any connection it made is queued now
     return {"root": root, "archive": archive, "instance": instance, "plan": plan, "report": report,
-            "store": ArtefactStore(root / "art"), "steps": steps, "resources": resources}
+            "store": ArtefactStore(root / "art"), "steps": steps, "resources": resources,
+            "connections": connections, "probed": paths}
 
 
 def test_every_method_runs_at_every_cutoff(graph):
@@ -172,12 +204,20 @@ def test_failures_are_recorded_with_their_reason(graph):
 
 
 def test_method_stdout_reaches_the_run_log_and_the_fence_held(graph):
+    shared(SHARED_DATA)  # the ../shared probe means something only where ../shared exists
     instance = graph["instance"]
     messages = [e.user_message for r in instance.get_runs() for e in instance.all_logs(r.run_id)
                 if "[leaker stdout]" in (e.user_message or "")]
-    assert any("REPORT gaf_visible=False" in m for m in messages)
-    assert any("REPORT tcp=ConnectionRefusedError" in m for m in messages)
-    assert not any("gaf_visible=True" in m or "tcp=connected" in m for m in messages)
+    reports = [json.loads(m.split("REPORT ", 1)[1]) for m in messages if "REPORT " in m]
+    assert len(reports) == len(graph["plan"].cutoffs), messages  # the leaker ran at every cutoff
+    for path in graph["probed"].values():
+        assert Path(path).exists()  # on the host, while the methods ran
+    for report in reports:
+        for name in graph["probed"]:
+            assert report[f"{name}_visible"] is False and report[f"{name}_read"] == "FileNotFoundError", report
+        assert report["tcp"] in ("ConnectionRefusedError", "OSError", "TimeoutError"), report
+    # the listener on the host's 127.0.0.1 saw the control connection and nothing from inside the fence
+    assert graph["connections"] == (1, b"control"), graph["connections"]
 
 
 def test_eligibility_over_stored_records(graph):
