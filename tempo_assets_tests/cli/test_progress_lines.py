@@ -27,11 +27,12 @@ def test_the_newest_progress_line_of_a_running_step_is_printed(tmp_path, monkeyp
     printed: list[str] = []
     with dg.DagsterInstance.get() as instance:
         run_id = "0f1e2d3c-0000-4000-8000-000000000001"
-        with ProgressWatch(instance, lambda: run_id, printed.append, "[1/1] test_job"):
+        with ProgressWatch(instance, lambda: run_id, printed.append, "[1/1] test_job") as watch:
             result = dg.Definitions(assets=[slow_loop]).resolve_implicit_global_asset_job_def().execute_in_process(
                 instance=instance, run_id=run_id)
-            time.sleep(0.8)  # one more poll after the step's last line
         assert result.success
+        assert printed, "the watcher printed nothing while the step ran"  # its thread polled during the run
+        watch.read()  # one more poll after the step's last line (the thread has stopped)
         stored = [e.user_message for e in instance.all_logs(run_id) if e.dagster_event is None
                   and e.step_key == "slow_loop" and e.user_message.startswith("progress slow loop: ")]
     assert len(stored) >= 3, stored
