@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -23,15 +21,14 @@ from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.core.releases import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import graph_from, materialise_archive, subprocess_env
+from tempo_assets_tests.conftest import graph_from, materialise_archive
+from tempo_assets_tests.toolkit import tempo as run_tempo
 
 NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "catalog_job"}
-REPO = Path(__file__).resolve().parents[1]
 
 
 def tempo(graph, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], cwd=REPO,
-                          env=subprocess_env(graph), capture_output=True, text=True, timeout=600)
+    return run_tempo(*args, env=graph.env)
 
 
 def status(graph) -> dict[str, tuple[str, str]]:

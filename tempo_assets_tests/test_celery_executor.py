@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from tempo_assets_tests.services import SCRIPT, postgres_database
+from tempo_assets_tests.toolkit import tempo
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
 
@@ -79,9 +80,7 @@ def cluster(tmp_path_factory, dev_services, services_state):
 
 
 def _tempo(env: dict, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    tempo = Path(sys.executable).with_name("tempo")
-    return subprocess.run([str(tempo), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return tempo(*args, env=env, timeout=timeout)
 
 
 def _instance(env: dict, monkeypatch):

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,13 +9,12 @@ import pytest
 
 from tempo_assets.assets.benchmark import BASELINES
 from tempo_assets.core.selection import recipe_profile
-from tempo_assets_tests.conftest import subprocess_env
+from tempo_assets_tests.toolkit import tempo
 
 pytestmark = pytest.mark.slow
 HEADLINE = ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
             "f_at_valid_tau_cluster_high", "wf_at_valid_tau", "s_at_valid_tau", "f_micro_w_at_valid_tau"]
 KEYS = ["method", "mode", "aspect"]
-TEMPO = str(Path(sys.executable).parent / "tempo")
 
 
 def test_test_score_and_benchmark_report_the_same_recipe_headline(demo_graph):
@@ -77,9 +73,15 @@ def test_every_baseline_has_a_valid_tau_from_the_valid_evaluation_set(demo_graph
         assert set(value.paired["metric"]) == {"f_at_valid_tau"}
 
 
+def report(graph, *args: str) -> str:
+    """``tempo report ARGS`` on ``graph``: its stdout (the command must succeed)."""
+    done = tempo("report", *args, env=graph.env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_report_tsv_has_the_headline_columns_for_every_method(demo_graph):
-    out = subprocess.run([TEMPO, "report", "--format", "tsv"],
-                         env=subprocess_env(demo_graph), capture_output=True, text=True, check=True).stdout
+    out = report(demo_graph, "--format", "tsv")
     table = pd.read_csv(io.StringIO(out), sep="\t")
     assert list(table.columns[:5]) == ["window", "profile", "mode", "aspect", "method"]
     assert list(table.columns[5:5 + len(HEADLINE)]) == HEADLINE
@@ -98,13 +100,11 @@ def test_report_tsv_has_the_headline_columns_for_every_method(demo_graph):
     cafa, lafa = (table[table["profile"] == p].set_index(["window", "mode", "aspect", "method"]) for p in
                   ("cafaeval", "lafa"))
     assert (lafa["n_targets"] <= cafa.loc[lafa.index, "n_targets"]).all()
-    by = subprocess.run([TEMPO, "report", "--format", "tsv", "--by", "identity"], env=subprocess_env(demo_graph),
-                        capture_output=True, text=True, check=True).stdout
+    by = report(demo_graph, "--format", "tsv", "--by", "identity")
     strata = pd.read_csv(io.StringIO(by), sep="\t", keep_default_na=False)
     strata = strata[strata["identity_stratum"] != "all"]
     assert set(strata["identity_stratum"]) <= {"<30", "30-60", "60-90", ">=90"} and len(strata)
     assert {(p, m) for p in ("lafa", "cafaeval") for m in ("recipe", *BASELINES)} <= set(
         zip(strata["profile"], strata["method"]))
-    md = subprocess.run([TEMPO, "report", "--format", "md"],
-                        env=subprocess_env(demo_graph), capture_output=True, text=True, check=True).stdout
+    md = report(demo_graph, "--format", "md")
     assert "best threshold on TEST — not a protocol number" in md

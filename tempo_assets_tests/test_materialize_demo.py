@@ -7,9 +7,6 @@ TEST data, and the submission reads nothing after its cutoff and is rebuilt byte
 by the ``dagster`` CLI in a subprocess.
 """
 import importlib.util
-import subprocess
-import sys
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -18,7 +15,8 @@ from tempo_assets.checks import CHECKS
 from tempo_assets.core.io import sha256_file
 from tempo_assets.definitions import ASSETS
 from tempo_assets.partitions import parse_window_key
-from tempo_assets_tests.conftest import REPO, subprocess_env
+from tempo_assets_tests.conftest import REPO
+from tempo_assets_tests.toolkit import dagster
 
 pytestmark = pytest.mark.slow
 
@@ -216,10 +214,8 @@ def test_submission_reads_nothing_later_and_is_rebuilt_byte_for_byte(demo_graph)
     assert first == meta["sha256"] and path.read_text().count("\n") > 100
 
     # materialised again, by the dagster CLI in a subprocess on the same instance and folders
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("dagster")), "asset", "materialize", "--select", "submission",
-         "--partition", cutoff, "-m", "tempo_assets.definitions"],
-        cwd=REPO, env=subprocess_env(demo_graph), capture_output=True, text=True, timeout=300)
+    done = dagster("asset", "materialize", "--select", "submission", "--partition", cutoff,
+                   "-m", "tempo_assets.definitions", env=demo_graph.env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert sha256_file(path) == first
     records = materialisations(demo_graph.instance, "submission", cutoff)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tempo_assets_tests.toolkit import tempo
 
 pytestmark = pytest.mark.production
 
@@ -42,9 +43,7 @@ def _env(tmp_path: Path, services: dict, postgres: bool = False, **extra: str) -
 
 
 def _materialize(env: dict) -> subprocess.CompletedProcess:
-    tempo = Path(sys.executable).with_name("tempo")
-    return subprocess.run([str(tempo), "materialize", "--window", WINDOW], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return tempo("materialize", "--window", WINDOW, env=env, timeout=300)
 
 
 def _assert_failed_at_start(done: subprocess.CompletedProcess, env: dict, *expected: str) -> str:

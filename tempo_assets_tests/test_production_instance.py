@@ -9,8 +9,6 @@ the endpoint, never the password. The servers are the session's (``dev_services`
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +16,7 @@ import pytest
 
 from tempo_assets.definitions import build_resources
 from tempo_assets.resources import WarehouseResource
+from tempo_assets_tests.toolkit import tempo
 
 pytestmark = pytest.mark.production
 
@@ -148,9 +147,7 @@ def test_tempo_fails_at_start_naming_the_endpoint_not_the_password(tmp_path, pg_
     else:
         env["TEMPO_PG_PASSWORD"] = "wrong-" + pg_env["TEMPO_PG_PASSWORD"][:6]
         reason = 'password authentication failed for user "tempo"'
-    tempo = Path(sys.executable).with_name("tempo")
-    done = subprocess.run([str(tempo), "init"], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = tempo("init", env=env, timeout=300)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("tempo: error: cannot reach Dagster's instance storage"), last
