@@ -45,6 +45,9 @@ class DamagedFileError(TempoInputError):
         super().__init__(f"{what}; download or copy it again", path=path, line=line)
         self.cause = cause
 
+    def __reduce__(self):  # picklable across processes, like StorageWriteError
+        return (type(self), (self.path, self.cause, self.line))
+
 
 #: what to do when a write fails, by errno
 _WRITE_ADVICE = {

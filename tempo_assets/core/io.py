@@ -132,16 +132,6 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             raise DamagedFileError(path, exc.cause, number + 1) from None
 
 
-def read_whole(path: str | Path) -> int:
-    """Read every byte of a file (decompressed when gzip) and return how many there are; a
-    damaged gzip stream raises :class:`DamagedFileError`."""
-    total = 0
-    with open_binary(path) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            total += len(block)
-    return total
-
-
 def digest_json(value) -> str:
     """The compact canonical JSON a content hash is taken of (sorted keys, no spaces, ASCII, no NaN)."""
     import json

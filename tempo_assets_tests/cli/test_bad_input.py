@@ -84,6 +84,18 @@ def test_the_fixture_release_is_accepted(tmp_path, src):
     assert done.stdout.startswith("added 2014-09-29")
 
 
+def test_debug_log_level_keeps_the_traceback(tmp_path, src):
+    missing = src["folder"] / "missing.gaf"
+    line = one_error_line(add(tmp_path, missing, src["obo"]))
+    assert line == f"tempo: error: {missing}: file not found: check the path"
+    script = BIN / "tempo"
+    done = subprocess.run([str(script), "release", "add", str(tmp_path / "archive"), "--id", "x", "--gaf",
+                           str(missing), "--obo", str(src["obo"])], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "TEMPO_LOG_LEVEL": "DEBUG"})
+    assert done.returncode != 0 and "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(f"{missing}: file not found: check the path")
+
+
 def test_truncated_gaf_gz_names_the_file_and_line(tmp_path, src):
     data = src["gaf_gz"].read_bytes()
     cut = src["folder"] / "cut.gaf.gz"
