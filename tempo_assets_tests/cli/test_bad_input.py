@@ -1,9 +1,11 @@
 """Bad input is stopped at the door with one line: each case through the command a user runs.
 
-Every case runs ``tempo`` or ``tempo-eval`` as a subprocess and expects exit status 2 and exactly
-one stderr line, ``<prog>: error: ...``, naming the file and line (or key, namespace, endpoint,
-instance) at fault, with no traceback. The full-disk cases put a folder on a small ext4 image
-mounted with ``mount -o loop`` (root only: skipped with the reason otherwise).
+Every case runs ``tempo`` or ``tempo-eval`` as a subprocess. Input refused before anything runs
+gives exit status 2 and exactly one stderr line, ``<prog>: error: ...``, naming the file and line
+(or key, namespace, endpoint, instance) at fault, with no traceback; a write refused inside a run
+fails that run (exit 1) with the step's failure naming the path in Dagster's log. The full-disk
+cases put a folder on a small ext4 image mounted with ``mount -o loop`` (root only: skipped with
+the reason otherwise; the unwritable-folder case uses ``chattr +i`` as root, ``chmod`` otherwise).
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def one_error_line(done: subprocess.CompletedProcess, prog: str = "tempo") -> st
 
 def gaf_rows(n: int, day: str = "20140101") -> list[tuple]:
     terms = [("GO:0000002", "P"), ("GO:0000011", "F"), ("GO:0000021", "C")]
-    return [(f"P{i:05d}", *terms[i % 3][:1], terms[i % 3][1], "IDA", day) for i in range(n)]
+    return [(f"P{i:05d}", *terms[i % 3], "IDA", day) for i in range(n)]
 
 
 @pytest.fixture
