@@ -124,7 +124,7 @@ pg_bin() {
   local dir
   dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
   [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] \
-    || die "PostgreSQL's server binaries are not under /usr/lib/postgresql/*/bin: install Debian's postgresql package (bash scripts/setup_system.sh)"
+    || die "PostgreSQL's server binaries are not under /usr/lib/postgresql/*/bin: install Debian's postgresql package (bash scripts/setup_system.sh --production)"
   echo "$dir"
 }
 
@@ -141,7 +141,7 @@ pg_root() {  # where the cluster lives (created on first use, and again if it wa
   [ ! -f "$STATE/postgres.root" ] || root=$(cat "$STATE/postgres.root")
   mkdir -p "$root"
   if [ "$(id -u)" -eq 0 ]; then
-    id postgres >/dev/null 2>&1 || die "user postgres is missing: it comes with Debian's postgresql package (bash scripts/setup_system.sh)"
+    id postgres >/dev/null 2>&1 || die "user postgres is missing: it comes with Debian's postgresql package (bash scripts/setup_system.sh --production)"
     chown postgres: "$root"
     chmod 700 "$root"
     if [ "$root" = "$STATE/postgres" ] && ! runuser -u postgres -- test -w "$root"; then
@@ -237,7 +237,7 @@ start_redis() {
     log "redis already running (pid $pid, port $(cat "$STATE/redis.port"))"
     return
   fi
-  command -v redis-server >/dev/null || die "redis-server is missing: install Debian's redis-server package (bash scripts/setup_system.sh)"
+  command -v redis-server >/dev/null || die "redis-server is missing: install Debian's redis-server package (bash scripts/setup_system.sh --production)"
   port=$(choose_port redis TEMPO_REDIS_PORT)
   mkdir -p "$STATE/redis"
   log "redis: starting on 127.0.0.1:$port"

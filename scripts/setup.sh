@@ -2,17 +2,24 @@
 # Set up Tempo on a fresh machine: a virtual environment with the project and its packages,
 # and a project-local DAGSTER_HOME with telemetry off.
 #   bash scripts/setup.sh          # what the main job needs
-#   bash scripts/setup.sh --test   # plus what the test suite needs: the production extra (Postgres,
-#                                  # S3, celery; its tests start their own servers) and the
-#                                  # cafaeval 1.3.0 reference venv
+#   bash scripts/setup.sh --test   # plus what the test suite needs: chromium, the production extra
+#                                  # (Postgres, S3, celery; its tests start their own servers) and
+#                                  # the cafaeval 1.3.0 reference venv
+#   bash scripts/setup.sh --production  # the main job plus the production path (Postgres, S3, celery)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_tests=0
-[ "${1:-}" = "--test" ] && want_tests=1
+want_production=0
+case "${1:-}" in
+  "") ;;
+  --test) want_tests=1; want_production=1 ;;
+  --production) want_production=1 ;;
+  *) echo "setup.sh: unknown option ${1}: use --test or --production (or nothing)" >&2; exit 2 ;;
+esac
 
-# Debian packages: diamond-aligner (the BLAST baseline), chromium (the report's browser test),
-# postgresql and redis-server (the production path's servers, scripts/dev_services.sh).
-bash scripts/setup_system.sh
+# Debian packages: the main job's (diamond-aligner, bubblewrap); with --test also chromium, and
+# with --test or --production the production path's servers (postgresql, redis-server).
+bash scripts/setup_system.sh ${1:-}
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -21,6 +28,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "$want_tests" = 1 ]; then
   .venv/bin/python -m pip install -q -e ".[test,production]"
+elif [ "$want_production" = 1 ]; then
+  .venv/bin/python -m pip install -q -e ".[production]"
 else
   .venv/bin/python -m pip install -q -e .
 fi

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Install the Debian packages Tempo needs outside Python, idempotently, as root:
-#   diamond-aligner  the BLAST baseline (tempo_assets.core.blast runs `diamond`)
-#   chromium         headless rendering check of the HTML report (tempo_assets_tests/test_report_browser.py)
-#   bubblewrap       the fence third-party methods run in (tempo_assets.core.fence runs `bwrap`)
-#   postgresql       the production path's Dagster storage and warehouse (scripts/dev_services.sh)
-#   redis-server     the production path's broker (scripts/dev_services.sh)
+# Install the Debian packages Tempo needs outside Python, idempotently, as root.
+#   bash scripts/setup_system.sh               # what the main job runs:
+#       diamond-aligner  the BLAST baseline and the recipe's DIAMOND hits (tempo_assets.core.blast runs `diamond`)
+#       bubblewrap       the fence third-party methods run in (tempo_assets.core.fence runs `bwrap`)
+#   bash scripts/setup_system.sh --test        # plus what the test suite starts or drives:
+#       chromium         headless rendering of the HTML report and the Dagster UI
+#       postgresql       the production path's Dagster storage and warehouse (scripts/dev_services.sh)
+#       redis-server     the production path's celery broker (scripts/dev_services.sh)
+#   bash scripts/setup_system.sh --production  # the main job's packages plus postgresql and redis-server
 # Packages already installed are skipped; `apt-get update` runs at most once, and only when
 # something is missing.
-#   bash scripts/setup_system.sh
 set -euo pipefail
 
-PACKAGES=(diamond-aligner chromium bubblewrap postgresql redis-server)
+PACKAGES=(diamond-aligner bubblewrap)
+case "${1:-}" in
+  "") ;;
+  --test) PACKAGES+=(chromium postgresql redis-server) ;;
+  --production) PACKAGES+=(postgresql redis-server) ;;
+  *) echo "setup_system.sh: unknown option ${1}: use --test or --production (or nothing)" >&2; exit 2 ;;
+esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "setup_system.sh: this script needs a Debian-like system (dpkg, apt-get);" >&2

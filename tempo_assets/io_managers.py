@@ -19,7 +19,7 @@ import dagster as dg
 from tempo_assets.core.artefacts import (  # noqa: F401
     Artefact, ArtefactSet, ArtefactStore, WindowArtefactSet, canonical_json, refuse_flagged,
 )
-from tempo_assets.core.errors import CutoffViolation, TempoInputError
+from tempo_assets.core.errors import CutoffViolation, StorageWriteError, TempoInputError
 from tempo_assets.core.windows import ROLE_BOUND, is_window_key, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
@@ -61,7 +61,12 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
                 # same content hash: keep the original file and its freezing time
                 context.add_output_metadata({"unchanged": True})
                 return
-        meta = store.write(asset, partition, obj, binding, run_id=context.run_id)
+        try:
+            meta = store.write(asset, partition, obj, binding, run_id=context.run_id)
+        except StorageWriteError as exc:
+            # the store refused the bytes (full disk, no permission): one line naming the path,
+            # not a stack trace through the store
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
         context.add_output_metadata({"sha256": meta["sha256"], "path": str(store.folder(asset, partition))})
 
     def load_input(self, context: dg.InputContext) -> Any:

@@ -62,22 +62,24 @@ def _keep_freed_memory() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Evaluate; an error (a missing or bad file) is one line on stderr and exit 2 (``cli/errors.py``)."""
+    from tempo_assets.cli.errors import run_command
+
     args = build_parser().parse_args(argv)
     _keep_freed_memory()
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s [%(levelname)-5.5s] %(message)s")
-    from tempo_assets.core.errors import TempoInputError
+    return run_command("tempo-eval", lambda: evaluate(args))
+
+
+def evaluate(args: argparse.Namespace) -> int:
     from tempo_assets.core.evaluation import cafa_eval, write_results
 
-    try:
-        df_all, dfs_best = cafa_eval(
-            args.obo_file, args.pred_dir, args.gt_file, ia=args.ia, no_orphans=args.no_orphans,
-            norm=args.norm, prop=args.prop, max_terms=args.max_terms, th_step=args.th_step,
-            n_cpu=args.threads, toi=args.toi, known=args.known)
-        write_results(df_all, dfs_best, out_dir=args.out_dir, th_step=args.th_step)
-    except TempoInputError as exc:
-        print(f"tempo-eval: error: {exc}", file=sys.stderr)
-        return 2
+    df_all, dfs_best = cafa_eval(
+        args.obo_file, args.pred_dir, args.gt_file, ia=args.ia, no_orphans=args.no_orphans,
+        norm=args.norm, prop=args.prop, max_terms=args.max_terms, th_step=args.th_step,
+        n_cpu=args.threads, toi=args.toi, known=args.known)
+    write_results(df_all, dfs_best, out_dir=args.out_dir, th_step=args.th_step)
     return 0
 
 

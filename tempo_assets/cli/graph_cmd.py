@@ -348,9 +348,13 @@ def _list(attribute: str):
 def _materialize(args) -> int:
     import dagster as dg
 
+    from tempo_assets.cli.errors import require_free_space
     from tempo_assets.partitions import register_partitions
+    from tempo_assets.resources import default_artefacts_root
 
-    ensure_dagster_home()
+    home = ensure_dagster_home()
+    artefacts = default_artefacts_root()
+    require_free_space(DAGSTER_HOME=str(home), **({} if "://" in artefacts else {"TEMPO_ARTEFACTS": artefacts}))
     plan = current_plan()
     instance = dg.DagsterInstance.get()
     register_partitions(instance, plan)
@@ -384,8 +388,9 @@ def graph_states(instance, exclude=()):
     from tempo_assets.resources import default_archive_root, open_artefact_store
 
     archive = open_archive(default_archive_root())
-    state = GraphState(open_artefact_store(), plan_partitions(archive), archive=archive,
-                       instance=instance, exclude=exclude)
+    store = open_artefact_store()
+    store.location.check()  # an object store that is down fails here, naming its endpoint
+    state = GraphState(store, plan_partitions(archive), archive=archive, instance=instance, exclude=exclude)
     return state.all_states()
 
 
@@ -394,14 +399,27 @@ def _status(args) -> int:
 
     import dagster as dg
 
+    from tempo_assets.cli.errors import ERROR_EXIT, instance_storage_failure
+
     ensure_dagster_home()
-    instance = dg.DagsterInstance.get()
-    states = graph_states(instance)
+    broken = None
+    try:
+        states = graph_states(dg.DagsterInstance.get())
+    except Exception as exc:
+        broken = instance_storage_failure(exc)
+        if broken is None:
+            raise
+        # the store alone still says what is stored; failed runs and check results need the instance
+        states = graph_states(None)
     if args.json:
         print(json.dumps([s.as_dict() for s in states], indent=1))
     else:
         for state in states:
             print(state.line())
+    if broken is not None:
+        print(f"tempo: error: {broken} (the states above come from the artefact store alone: "
+              "no failed runs or check results)", file=sys.stderr)
+        return ERROR_EXIT
     return 0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 # module name -> the sub-commands it registers (imported lazily, in this order)
@@ -42,41 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tempo_assets.core.errors import TempoInputError
+    """Run one command; an error is one line on stderr and exit 2 (``cli/errors.py``)."""
+    from tempo_assets.cli.errors import run_command
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except TempoInputError as exc:
-        print(f"tempo: error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        unreachable = unreachable_storage(exc)
-        if unreachable is None:
-            raise
-        print(f"tempo: error: {unreachable}", file=sys.stderr)
-        return 2
-
-
-def unreachable_storage(exc: BaseException) -> str | None:
-    """The message for a database that is down or refuses the credentials, else None.
-
-    Dagster's Postgres storage retries, then raises its own exception from the driver's
-    ``OperationalError``; the driver's message names the host and port (never the password).
-    """
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    for error in seen:
-        if type(error).__name__ != "OperationalError":
-            continue
-        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-        if "connection to server" in reason:
-            home = os.environ.get("DAGSTER_HOME", "")
-            return f"cannot reach Dagster's instance storage ({home}/dagster.yaml): {reason}"
-    return None
+    return run_command("tempo", lambda: args.func(args))
 
 
 if __name__ == "__main__":

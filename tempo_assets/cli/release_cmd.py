@@ -76,7 +76,7 @@ def run_add(args: argparse.Namespace) -> int:
         provenance=args.provenance, note=args.note,
         fasta_date=_date_arg(args.fasta_date, "--fasta-date"),
         embeddings_date=_date_arg(args.embeddings_date, "--embeddings-date"),
-        derived=args.derived,
+        derived=args.derived, report=lambda line: print(f"note: {line}"),
     )
     print(f"added {_describe(manifest)}")
     return 0

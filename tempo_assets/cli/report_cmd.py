@@ -134,6 +134,7 @@ def _report(args) -> int:
             return GATE_REFUSED_EXIT_CODE
     md_gate = gate if args.format == "md" else None
     store = open_artefact_store()
+    store.location.check()  # an object store that is down fails here, naming its endpoint
     built = build_catalog(store, default_archive_root(), _instance())
     catalog, results = built["catalog"], built["results"]
     if args.compare:

@@ -193,7 +193,8 @@ class ObjectLocation:
             fs.ls(bucket, refresh=True)
         except Exception as exc:  # noqa: BLE001 - every client error means the same here
             reason = _without_secrets(f"{type(exc).__name__}: {exc}")
-            raise TempoInputError(f"cannot reach the artefact store at endpoint {self.endpoint()}: {reason}",
+            raise TempoInputError(f"cannot reach the artefact store at endpoint {self.endpoint()}: {reason}; "
+                                  "start it, or check TEMPO_ARTEFACTS, AWS_ENDPOINT_URL and the credentials",
                                   path=self.url) from None
 
     def __str__(self) -> str:

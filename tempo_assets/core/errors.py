@@ -1,6 +1,7 @@
-"""Errors raised on bad input and on reads past a cutoff."""
+"""Errors raised on bad input, on reads past a cutoff, and on storage that cannot be written."""
 from __future__ import annotations
 
+import errno
 from datetime import date
 from pathlib import Path
 
@@ -31,3 +32,56 @@ class CutoffViolation(TempoInputError):
             "reading it would leak the future into this artefact",
             path=path,
         )
+
+
+class DamagedFileError(TempoInputError):
+    """A compressed file whose stream is truncated or corrupt (a partial download or copy)."""
+
+    def __init__(self, path: str | Path, cause: BaseException, line: int | None = None):
+        if isinstance(cause, EOFError):
+            what = "the gzip stream ends before its end-of-stream marker: the file is truncated"
+        else:
+            what = f"the gzip stream is corrupt ({cause})"
+        super().__init__(f"{what}; download or copy it again", path=path, line=line)
+        self.cause = cause
+
+    def __reduce__(self):  # picklable across processes, like StorageWriteError
+        return (type(self), (self.path, self.cause, self.line))
+
+
+#: what to do when a write fails, by errno
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free space on that filesystem (or point the store elsewhere) and run again",
+    errno.EDQUOT: "free space within your quota (or point the store elsewhere) and run again",
+    errno.EFBIG: "the file exceeds the size limit of this process or filesystem (ulimit -f); raise it",
+    errno.EACCES: "make the folder writable for this user and run again",
+    errno.EPERM: "make the folder writable for this user and run again",
+    errno.EROFS: "the filesystem is read-only; point the store at a writable folder",
+}
+
+
+class StorageWriteError(OSError):
+    """A file could not be written (full disk, no permission, read-only filesystem).
+
+    An ``OSError`` with the errno of its cause and ``filename`` set to the path it meant to write;
+    its message names that path, the reason and what to do, and says that what was there before
+    was left as it was (writes are atomic).
+    """
+
+    def __init__(self, path: str | Path, cause: OSError):
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        advice = _WRITE_ADVICE.get(cause.errno, "check the filesystem and run again")
+        self.message = (f"cannot write {path}: {cause.strerror or cause}; {advice} "
+                        "(the previous version, if any, is unchanged)")
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # picklable across processes (Dagster's multiprocess executor)
+        return (_rebuild_write_error, (self.filename, self.errno, self.strerror, self.message))
+
+
+def _rebuild_write_error(filename, code, strerror, message) -> StorageWriteError:
+    error = StorageWriteError(filename, OSError(code, strerror))
+    error.message = message
+    return error

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, Mapping
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import atomic_write, open_text
+from tempo_assets.core.io import atomic_write, numbered_lines
 
 # one-letter amino-acid codes, including the ambiguity / rare letters B J O U X Z
 _RESIDUES = re.compile(r"^[A-Za-z]*\*?$")
@@ -60,42 +60,41 @@ def read_fasta(path: str | Path) -> dict[str, str]:
         sequences[accession] = "".join(chunks).upper()
 
     number = 0
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith(">"):
-                finish()
-                accession = header_accession(line)
-                if not accession:
-                    raise FastaFormatError("header names no accession", path, number)
-                if accession in sequences:
-                    raise FastaFormatError(f"duplicate accession {accession!r}", path, number)
-                header_line, chunks, stop_line = number, [], None
-                continue
-            if accession is None:
-                raise FastaFormatError("sequence data before the first '>' header", path, number)
-            if stop_line is not None:
-                raise FastaFormatError(
-                    f"'*' (stop) inside the sequence of {accession!r}; only allowed at its end",
-                    path, stop_line,
-                )
-            if not _RESIDUES.match(line):
-                bad = next(
-                    (c for i, c in enumerate(line)
-                     if not (c.isascii() and c.isalpha()) and not (c == "*" and i == len(line) - 1)),
-                    line[0],
-                )
-                raise FastaFormatError(
-                    f"illegal character {bad!r} in the sequence of {accession!r} "
-                    "(expected residue letters, '*' only at the end)", path, number,
-                )
-            if line.endswith("*"):
-                stop_line = number
-                line = line[:-1]
-            if line:
-                chunks.append(line)
+    for number, line in numbered_lines(path):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith(">"):
+            finish()
+            accession = header_accession(line)
+            if not accession:
+                raise FastaFormatError("header names no accession", path, number)
+            if accession in sequences:
+                raise FastaFormatError(f"duplicate accession {accession!r}", path, number)
+            header_line, chunks, stop_line = number, [], None
+            continue
+        if accession is None:
+            raise FastaFormatError("sequence data before the first '>' header", path, number)
+        if stop_line is not None:
+            raise FastaFormatError(
+                f"'*' (stop) inside the sequence of {accession!r}; only allowed at its end",
+                path, stop_line,
+            )
+        if not _RESIDUES.match(line):
+            bad = next(
+                (c for i, c in enumerate(line)
+                 if not (c.isascii() and c.isalpha()) and not (c == "*" and i == len(line) - 1)),
+                line[0],
+            )
+            raise FastaFormatError(
+                f"illegal character {bad!r} in the sequence of {accession!r} "
+                "(expected residue letters, '*' only at the end)", path, number,
+            )
+        if line.endswith("*"):
+            stop_line = number
+            line = line[:-1]
+        if line:
+            chunks.append(line)
     finish()
     if not sequences:
         raise FastaFormatError("no sequences", path, number or 1)

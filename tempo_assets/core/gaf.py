@@ -16,8 +16,8 @@ from typing import IO, Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import atomic_write, open_binary, open_text
+from tempo_assets.core.errors import DamagedFileError, TempoInputError
+from tempo_assets.core.io import atomic_write, numbered_lines, open_binary
 
 #: GAF 2.x has 17 tab-separated columns; the last two (annotation extension, gene product form)
 #: are optional and some writers drop them, so 15 or 16 columns are accepted as well.
@@ -61,13 +61,12 @@ def _read_header(path: str | Path) -> tuple[list[str], int]:
     """Header lines and the number of physical lines they span (blank lines among them too)."""
     header: list[str] = []
     consumed = 0
-    with open_text(path) as handle:
-        for line in handle:
-            if line.startswith("!"):
-                header.append(line.rstrip("\r\n"))
-            elif line.strip():
-                break
-            consumed += 1
+    for _number, line in numbered_lines(path):
+        if line.startswith("!"):
+            header.append(line.rstrip("\r\n"))
+        elif line.strip():
+            break
+        consumed += 1
     return header, consumed
 
 
@@ -114,6 +113,8 @@ def read_gaf(path: str | Path) -> pd.DataFrame:
         Empty file, no ``!gaf-version`` header, an unsupported version, no data rows, or a
         malformed row (column count, missing required field, bad aspect, bad date, bad GO id);
         the message names the file and the 1-based line.
+    DamagedFileError
+        A gzip stream that is truncated or corrupt; the message names the file and the line.
     """
     path = Path(path)
     header, skip = _read_header(path)
@@ -128,8 +129,8 @@ def read_gaf(path: str | Path) -> pd.DataFrame:
                 dtype=str, na_filter=False, quoting=3, engine="c", encoding="utf-8",
                 encoding_errors="replace", skip_blank_lines=True,
             )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
-        _raise_first_bad_line(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, DamagedFileError):
+        _raise_first_bad_line(path)  # names the line (a truncated gzip: the line it stops in)
         raise  # pragma: no cover - the slow pass always finds the line pandas choked on
     if raw.empty:
         raise GafFormatError("no data rows after the header", path, skip + 1)
@@ -191,18 +192,17 @@ def iter_gaf_lines(path: str | Path) -> Iterator[tuple[int, str, list[str] | Non
     rows verbatim.
     """
     in_header = True
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if line.startswith("!"):
-                if not in_header:
-                    raise GafFormatError("header line ('!') after data rows", path, number)
-                yield number, line, None
-                continue
-            if not line.strip():
-                continue
-            in_header = False
-            yield number, line, check_gaf_fields(line, path, number)
+    for number, line in numbered_lines(path):
+        line = line.rstrip("\r\n")
+        if line.startswith("!"):
+            if not in_header:
+                raise GafFormatError("header line ('!') after data rows", path, number)
+            yield number, line, None
+            continue
+        if not line.strip():
+            continue
+        in_header = False
+        yield number, line, check_gaf_fields(line, path, number)
 
 
 def check_gaf_fields(line: str, path: str | Path | None = None, number: int | None = None) -> list[str]:

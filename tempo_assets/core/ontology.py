@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import open_text
+from tempo_assets.core.io import is_gzip, numbered_lines
 
 __all__ = [
     "ASPECTS",
@@ -32,6 +32,7 @@ __all__ = [
     "Ontology",
     "Term",
     "UnknownTermError",
+    "check_release_ontology",
     "obo_file_date",
     "parse_obo",
 ]
@@ -107,16 +108,15 @@ def _date_from_header_date(value: str) -> date | None:
 def _read_header(path: str | Path) -> dict[str, str]:
     """First value of each tag before the first stanza."""
     header: dict[str, str] = {}
-    with open_text(path) as handle:
-        for raw in handle:
-            line = raw.strip()
-            if line.startswith("["):
-                break
-            if not line or line.startswith("!"):
-                continue
-            tag, sep, value = line.partition(": ")
-            if sep:
-                header.setdefault(tag, value.strip())
+    for _number, raw in numbered_lines(path):
+        line = raw.strip()
+        if line.startswith("["):
+            break
+        if not line or line.startswith("!"):
+            continue
+        tag, sep, value = line.partition(": ")
+        if sep:
+            header.setdefault(tag, value.strip())
     return header
 
 
@@ -152,30 +152,29 @@ def _iter_stanzas(path: str | Path) -> Iterator[tuple[str, int, list[tuple[str, 
     start = 0
     tags: list[tuple[str, str, int]] = []
     seen_any = False
-    with open_text(path) as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            line = raw.strip()
-            if not line or line.startswith("!"):
-                continue
-            seen_any = True
-            if line.startswith("[") and line.endswith("]"):
-                if kind == "":
-                    yield "", 0, [], header
-                else:
-                    yield kind, start, tags, header
-                kind, start, tags = line[1:-1], lineno, []
-                continue
-            tag, sep, value = line.partition(": ")
-            if not sep:
-                # tolerate an empty value written "tag:" but not a line with no tag at all
-                if line.endswith(":") and " " not in line:
-                    tag, value = line[:-1], ""
-                else:
-                    raise OboFormatError(f"tag line without ': ': {line[:80]!r}", path, lineno)
+    for lineno, raw in numbered_lines(path):
+        line = raw.strip()
+        if not line or line.startswith("!"):
+            continue
+        seen_any = True
+        if line.startswith("[") and line.endswith("]"):
             if kind == "":
-                header.setdefault(tag, value.strip())
+                yield "", 0, [], header
             else:
-                tags.append((tag, value, lineno))
+                yield kind, start, tags, header
+            kind, start, tags = line[1:-1], lineno, []
+            continue
+        tag, sep, value = line.partition(": ")
+        if not sep:
+            # tolerate an empty value written "tag:" but not a line with no tag at all
+            if line.endswith(":") and " " not in line:
+                tag, value = line[:-1], ""
+            else:
+                raise OboFormatError(f"tag line without ': ': {line[:80]!r}", path, lineno)
+        if kind == "":
+            header.setdefault(tag, value.strip())
+        else:
+            tags.append((tag, value, lineno))
     if not seen_any:
         raise OboFormatError("empty OBO file", path)
     if kind == "":
@@ -187,17 +186,50 @@ def _iter_stanzas(path: str | Path) -> Iterator[tuple[str, int, list[tuple[str, 
 def parse_obo(path: str | Path) -> "Ontology":
     """Parse an OBO 1.2 file (plain or gzipped) into an :class:`Ontology`.
 
+    The whole file is read: a truncated or corrupt gzip stream raises ``DamagedFileError``.
+
     Raises
     ------
     OboFormatError
         Empty file, a stanza without ``id``, a tag line without ``": "``, a duplicate term id,
-        an empty ``is_a``, an ``is_a``/``part_of`` to an id the file does not define, or no
-        ``[Term]`` at all. A reference to a non-id pseudo-root (GO.db's ``is_a: all``, no
-        ``:`` in it) is ignored and counted in ``Ontology.ignored_references``.
+        an empty ``is_a``, an ``is_a``/``part_of`` to an id the file does not define, a cycle
+        of ``is_a``/``part_of`` parents inside a namespace (the message names the terms and the
+        line of one edge), or no ``[Term]`` at all; when the file also ends mid-line, the
+        message says it looks truncated instead. A reference to a non-id pseudo-root (GO.db's
+        ``is_a: all``, no ``:`` in it) is ignored and counted in ``Ontology.ignored_references``.
     """
     path = Path(path)
+    try:
+        return _parse_obo(path)
+    except OboFormatError as exc:
+        last = unterminated_last_line(path)
+        if last is None:
+            raise
+        raise OboFormatError(_TRUNCATED, path, last) from exc
+
+
+_TRUNCATED = "the file ends mid-line, without a newline: it looks truncated; download or copy it again"
+
+
+def unterminated_last_line(path: str | Path) -> int | None:
+    """The number of a plain text file's last line when it has no newline (a cut file), else None.
+
+    A gzip file is not looked at: a cut gzip stream fails its own integrity check.
+    """
+    path = Path(path)
+    if is_gzip(path) or path.stat().st_size == 0:
+        return None
+    with open(path, "rb") as handle:
+        handle.seek(-1, 2)
+        if handle.read(1) == b"\n":
+            return None
+        handle.seek(0)
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b"")) + 1
+
+
+def _parse_obo(path: Path) -> "Ontology":
     terms: dict[str, Term] = {}
-    # (child, parent, line) references to check once every stanza is known
+    # (relation, child, parent, line) references to check once every stanza is known
     references: list[tuple[str, str, str, int]] = []
     header: dict[str, str] = {}
     for kind, start, tags, header in _iter_stanzas(path):
@@ -213,6 +245,7 @@ def parse_obo(path: str | Path) -> "Ontology":
         other: list[tuple[str, str]] = []
         replaced_by: list[str] = []
         consider: list[str] = []
+        edges: list[tuple[str, str, int]] = []
         for tag, value, lineno in tags:
             if tag == "id":
                 if term_id is not None:
@@ -233,7 +266,7 @@ def parse_obo(path: str | Path) -> "Ontology":
                 if not target:
                     raise OboFormatError("is_a without a target", path, lineno)
                 is_a.append(target)
-                references.append(("is_a", target, "", lineno))
+                edges.append(("is_a", target, lineno))
             elif tag == "relationship":
                 parts = _strip_value(value).split()
                 if len(parts) < 2:
@@ -241,7 +274,7 @@ def parse_obo(path: str | Path) -> "Ontology":
                 rel, target = parts[0], parts[1]
                 if rel == "part_of":
                     part_of.append(target)
-                    references.append(("part_of", target, "", lineno))
+                    edges.append(("part_of", target, lineno))
                 else:
                     other.append((rel, target))
             elif tag == "replaced_by":
@@ -254,6 +287,7 @@ def parse_obo(path: str | Path) -> "Ontology":
             raise OboFormatError(f"duplicate term id {term_id}", path, start)
         if namespace is None:
             namespace = header.get("default-namespace")
+        references += [(rel, term_id, target, lineno) for rel, target, lineno in edges]
         terms[term_id] = Term(
             id=term_id,
             name=name,
@@ -269,7 +303,7 @@ def parse_obo(path: str | Path) -> "Ontology":
     if not terms:
         raise OboFormatError("no [Term] stanza", path)
     pseudo: list[tuple[str, str, int]] = []
-    for rel, target, _, lineno in references:
+    for rel, _child, target, lineno in references:
         if target in terms:
             continue
         if ":" not in target:
@@ -282,6 +316,80 @@ def parse_obo(path: str | Path) -> "Ontology":
                     path, len(pseudo), pseudo[0][1])
     ontology = Ontology(terms, header=header, path=path)
     ontology.ignored_references = len(pseudo)
+    _refuse_cycles(ontology, {(child, target): lineno for _, child, target, lineno in references})
+    return ontology
+
+
+def _refuse_cycles(ontology: "Ontology", edge_lines: dict[tuple[str, str], int]) -> None:
+    """Raise :class:`OboFormatError` naming a cycle of :meth:`Ontology.parents` edges (the graph
+    propagation walks), with the line of its first edge.
+
+    Kahn's algorithm from the roots: a live term never reached sits on a cycle or below one.
+    """
+    parents = {t: ontology.parents(t) for t, term in ontology.terms.items() if not term.is_obsolete}
+    children: dict[str, list[str]] = {}
+    pending = {}
+    for term, ups in parents.items():
+        pending[term] = len(ups)
+        for parent in ups:
+            children.setdefault(parent, []).append(term)
+    frontier = [term for term, count in pending.items() if count == 0]
+    while frontier:
+        term = frontier.pop()
+        for child in children.get(term, ()):
+            pending[child] -= 1
+            if pending[child] == 0:
+                frontier.append(child)
+    stuck = {term for term, count in pending.items() if count > 0}
+    if not stuck:
+        return
+    # walk up through unreached parents from any unreached term until a term repeats: a cycle
+    path_order: list[str] = []
+    seen: dict[str, int] = {}
+    node = min(stuck)
+    while node not in seen:
+        seen[node] = len(path_order)
+        path_order.append(node)
+        node = next(parent for parent in parents[node] if parent in stuck)
+    cycle = path_order[seen[node]:] + [node]
+    raise OboFormatError(
+        f"is_a/part_of cycle {' -> '.join(cycle)}: a term cannot be its own ancestor; fix or replace the file",
+        ontology.path, edge_lines.get((cycle[0], cycle[1])),
+    )
+
+
+def check_release_ontology(path: str | Path) -> "Ontology":
+    """Parse an OBO file as a release admits it, and return the ontology.
+
+    On top of :func:`parse_obo` (the whole file, gzip integrity, undefined references, cycles):
+    the last line must end with a newline (a cut file is refused, not half-read) and each GO
+    namespace must hang under exactly one root term, a live term without parents in it, as every
+    GO release does; none means the namespace is missing, several that the file is a subset
+    or lost its root's stanza.
+
+    Raises
+    ------
+    OboFormatError
+        Naming the file and the line (a cut file) or the namespace and its root terms.
+    """
+    path = Path(path)
+    ontology = parse_obo(path)
+    last = unterminated_last_line(path)
+    if last is not None:
+        raise OboFormatError(_TRUNCATED, path, last)
+    for namespace in NAMESPACE_TO_ASPECT:
+        roots = sorted(t.id for t in ontology.terms.values()
+                       if t.namespace == namespace and not t.is_obsolete and not ontology.parents(t.id))
+        if len(roots) == 1:
+            continue
+        if not roots:
+            problem = f"no term of namespace {namespace}: its root is missing"
+        else:
+            shown = ", ".join(roots[:5]) + (", ..." if len(roots) > 5 else "")
+            problem = (f"namespace {namespace} has {len(roots)} root terms ({shown}), terms without "
+                       "parents in it; GO has one: the file is a subset or lost its root's stanza")
+        raise OboFormatError(f"{problem}; a release needs a complete GO ontology (go.obo or go-basic.obo)",
+                             path)
     return ontology
 
 

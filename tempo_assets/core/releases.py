@@ -353,16 +353,6 @@ def _check_gaf_rows_within(path: Path, frame: pd.DataFrame, file_date: date) -> 
         )
 
 
-def _file_own_date(path: Path, kind: str) -> date | None:
-    if kind == "gaf":
-        return gaf_generated_date(path)
-    if kind == "obo":
-        from tempo_assets.core.ontology import obo_file_date
-
-        return obo_file_date(path)
-    return None
-
-
 def add_release(
     archive_root: str | Path,
     release_id: str,
@@ -378,12 +368,20 @@ def add_release(
     fasta_date: date | str | None = None,
     embeddings_date: date | str | None = None,
     derived: bool = False,
+    today: date | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> ReleaseManifest:
     """Add a release to the archive (created if missing) and return its manifest.
 
     Each GAF is dated by its ``!Generated:`` header and each OBO by its ``data-version``; a FASTA
     or embeddings file takes ``fasta_date``/``embeddings_date``, else ``declared_date``, else the
-    release id read as a date. The release's ``as_of`` is the latest of these dates.
+    release id read as a date. The release's ``as_of`` is the latest of these dates. Where a
+    file's own date replaces ``declared_date``, ``report`` is told in one line.
+
+    Every file is read whole before anything is written: each GAF row, the whole OBO
+    (``ontology.check_release_ontology``: cycles, missing roots, a cut file), each FASTA record,
+    the embeddings; a truncated gzip stream is refused. ``today`` (default: the system's date)
+    bounds every date: a release cannot come from the future.
 
     ``provenance`` and ``note`` are one value for every file or a mapping by kind (``gaf``,
     ``obo``, ``fasta``, ``embeddings``). ``derived`` marks a release reconstructed from other
@@ -393,11 +391,20 @@ def add_release(
     ------
     ArchiveError
         A duplicate id, a missing file, a file whose own date is after ``declared_date`` (naming
-        the file and both dates), a file without a date where none is declared, or GAF rows
-        dated after the GAF's own date. ``GafFormatError``/``FastaFormatError`` for bad files.
+        the file and both dates), a date after ``today``, a file without a date where none is
+        declared, or GAF rows dated after the GAF's own date. ``GafFormatError``,
+        ``OboFormatError``, ``FastaFormatError``, ``EmbeddingFormatError``, ``DamagedFileError``
+        for bad files, naming the file and line (or key).
     """
+    from tempo_assets.core.embeddings import load_precomputed_embeddings
+    from tempo_assets.core.ontology import check_release_ontology
+
     _check_release_id(release_id)
+    today = today or date.today()
     declared = parse_date(declared_date) if declared_date is not None else None
+    if declared is not None and declared > today:
+        raise ArchiveError(f"the declared date {declared.isoformat()} is after today ({today.isoformat()}); "
+                           "a release cannot be dated in the future: declare the date its files were made")
     try:
         id_date = parse_date(release_id)
     except ValueError:
@@ -407,49 +414,61 @@ def add_release(
     if not gafs:
         raise ArchiveError("a release needs at least one GAF")
 
-    sources: list[tuple[Path, str, date]] = []
+    # (path, kind, date, where the date comes from)
+    sources: list[tuple[Path, str, date, str]] = []
     species: set[str] = set()
     for gaf in gafs:
         gaf = Path(gaf)
         _require_file(gaf)
         frame = read_gaf(gaf)
-        own = _file_own_date(gaf, "gaf")
-        file_date = own or declared or id_date
+        file_date, origin = _dated((gaf_generated_date(gaf), "its '!Generated:' header"),
+                                   (declared, "the declared date"), (id_date, "the release id"))
         if file_date is None:
             raise ArchiveError("GAF has no '!Generated:' header and no date was declared", gaf)
         _check_gaf_rows_within(gaf, frame, file_date)
         species |= _gaf_species(frame)
-        sources.append((gaf, "gaf", file_date))
+        sources.append((gaf, "gaf", file_date, origin))
     obo = Path(obo)
     _require_file(obo)
-    obo_date = _file_own_date(obo, "obo") or declared
+    obo_date, origin = _dated((check_release_ontology(obo).date, "its data-version/date header"),
+                              (declared, "the declared date"))
     if obo_date is None:
         raise ArchiveError("OBO declares no data-version/date and no date was declared", obo)
-    sources.append((obo, "obo", obo_date))
+    sources.append((obo, "obo", obo_date, origin))
     for path, kind, explicit in ((fasta, "fasta", fasta_date), (embeddings, "embeddings", embeddings_date)):
         if path is None:
             continue
         path = Path(path)
         _require_file(path)
-        file_date = parse_date(explicit) if explicit is not None else (declared or id_date)
+        file_date, origin = _dated((parse_date(explicit) if explicit is not None else None, f"the {kind} date given"),
+                                   (declared, "the declared date"), (id_date, "the release id"))
         if file_date is None:
             raise ArchiveError(f"{kind} file needs a date: pass a declared date", path)
         if kind == "fasta":
             read_fasta(path)
-        sources.append((path, kind, file_date))
+        else:
+            load_precomputed_embeddings(path)
+        sources.append((path, kind, file_date, origin))
 
-    if declared is not None:
-        for path, kind, file_date in sources:
-            if file_date > declared:
-                raise ArchiveError(
-                    f"{kind} file is dated {file_date.isoformat()}, after the release's declared date "
-                    f"{declared.isoformat()}; a release cannot contain data newer than it claims",
-                    path,
-                )
+    for path, kind, file_date, origin in sources:
+        if file_date > today:
+            raise ArchiveError(
+                f"{kind} file is dated {file_date.isoformat()} by {origin}, after today ({today.isoformat()}); "
+                "a release cannot contain data from the future: check that date (or the system clock)", path,
+            )
+        if declared is not None and file_date > declared:
+            raise ArchiveError(
+                f"{kind} file is dated {file_date.isoformat()}, after the release's declared date "
+                f"{declared.isoformat()}; a release cannot contain data newer than it claims",
+                path,
+            )
+        if report is not None and declared is not None and file_date != declared:
+            report(f"{path}: dated {file_date.isoformat()} by {origin}, which replaces the declared date "
+                   f"{declared.isoformat()} for this file")
 
     def populate(tmp: Path) -> list[_Pending]:
         pending = []
-        for path, kind, file_date in sources:
+        for path, kind, file_date, _origin in sources:
             _place(path, tmp / path.name, link)
             pending.append(_Pending(
                 name=path.name, kind=kind, date=file_date,
@@ -464,6 +483,14 @@ def add_release(
     )
 
 
+def _dated(*candidates: tuple[date | None, str]) -> tuple[date | None, str]:
+    """The first candidate date that is set, with where it comes from."""
+    for value, origin in candidates:
+        if value is not None:
+            return value, origin
+    return None, ""
+
+
 def _check_provenance(value: str) -> str:
     if value not in PROVENANCES:
         raise ArchiveError(f"provenance must be one of {PROVENANCES}, not {value!r}")
@@ -472,7 +499,7 @@ def _check_provenance(value: str) -> str:
 
 def _require_file(path: Path) -> None:
     if not path.is_file():
-        raise ArchiveError("file not found", path)
+        raise ArchiveError("file not found: check the path", path)
 
 
 def _derived_name(name: str, cutoff: date) -> str:
@@ -493,6 +520,7 @@ def derive_release(
     fasta_date: date | str | None = None,
     provenance: str | Mapping[str, str] = "real",
     note: str | Mapping[str, str] | None = None,
+    today: date | None = None,
 ) -> ReleaseManifest:
     """Reconstruct an older snapshot by cutting a release's GAFs at column 14 (``date <= cutoff``).
 
@@ -500,17 +528,25 @@ def derive_release(
     saying the file is derived, from what, cut at what date. The manifest is ``derived: true``
     with ``derived_from``; the cut GAFs have provenance ``derived``. ``obo`` (and ``fasta``,
     dated ``fasta_date`` or the cutoff) are added as in ``add_release``, with ``provenance`` and
-    ``note`` applying to them.
+    ``note`` applying to them. Every file is read whole, the OBO as ``add_release`` reads it.
 
     Raises
     ------
     ArchiveError
-        The cutoff is not earlier than a source GAF's date, the OBO (or FASTA) is dated after
-        the cutoff, the source file's sha256 does not match, or ``new_id`` exists.
+        The cutoff is not earlier than a source GAF's date or is after ``today`` (default: the
+        system's date), the OBO (or FASTA) is dated after the cutoff, the source file's sha256
+        does not match, or ``new_id`` exists. ``OboFormatError``, ``FastaFormatError``,
+        ``DamagedFileError`` for bad files.
     """
+    from tempo_assets.core.ontology import check_release_ontology
+
     archive = Archive(archive_root)
     source = archive.release(from_id)
     cutoff = parse_date(cutoff)
+    today = today or date.today()
+    if cutoff > today:
+        raise ArchiveError(f"the cutoff {cutoff.isoformat()} is after today ({today.isoformat()}); "
+                           "a derived release reconstructs the past: pass an earlier --cutoff")
     if (archive.releases_dir / new_id).exists():
         raise ArchiveError(f"release {new_id!r} already exists", archive.releases_dir / new_id)
     source_gafs = source.files_of("gaf")
@@ -523,7 +559,7 @@ def derive_release(
         _verify_sha256(source.file_path(entry), entry.sha256)
     obo = Path(obo)
     _require_file(obo)
-    obo_date = _file_own_date(obo, "obo")
+    obo_date = check_release_ontology(obo).date
     if obo_date is None:
         raise ArchiveError("OBO declares no data-version/date", obo)
     if obo_date > cutoff:
