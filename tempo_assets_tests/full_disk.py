@@ -2,7 +2,8 @@
 
 No tmpfs or quota is needed and nothing is faked: writes on it fail with the kernel's own
 ``ENOSPC``. Where the tests do not run as root, or ``mount`` is not allowed, they are skipped
-with that reason.
+with that reason on a developer's machine and fail under CI (``toolkit.unavailable``): CI runs as
+root, as the README's commands do.
 """
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ import subprocess
 
 import pytest
 
+from tempo_assets_tests.toolkit import unavailable
+
 
 @pytest.fixture
 def small_filesystem(tmp_path):
     """A 24 MiB ext4 filesystem (no blocks reserved for root) mounted on ``tmp_path/fs``;
     ``fill()`` leaves it with no free block."""
     if os.geteuid() != 0:
-        pytest.skip("a full disk is simulated with a loop-mounted ext4 image, which needs root")
+        unavailable("root (a full disk is simulated with a loop-mounted ext4 image)", "run the tests as root")
     if shutil.which("mkfs.ext4") is None:
-        pytest.skip("mkfs.ext4 (e2fsprogs) is not installed")
+        unavailable("mkfs.ext4 (e2fsprogs)", "apt-get install e2fsprogs")
     image, mount_point = tmp_path / "fs.img", tmp_path / "fs"
     mount_point.mkdir()
     with open(image, "wb") as handle:
@@ -28,7 +31,7 @@ def small_filesystem(tmp_path):
     subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True, capture_output=True)
     mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mount_point)], capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"mount -o loop is not allowed here: {mounted.stderr.strip()}")
+        unavailable(f"mount -o loop ({mounted.stderr.strip()})", "run the tests where root may mount a loop device")
 
     class FileSystem:
         path = mount_point

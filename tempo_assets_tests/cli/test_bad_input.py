@@ -22,6 +22,7 @@ import pytest
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive, write_gaf
 from tempo_assets_tests.core.obo_fixtures import write_obo
 from tempo_assets_tests.full_disk import small_filesystem  # noqa: F401 (a fixture)
+from tempo_assets_tests.toolkit import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -206,7 +207,7 @@ def test_tempo_eval_missing_file_is_one_line(tmp_path, src, missing):
 
 
 def test_unreachable_object_store_names_the_endpoint(tmp_path):
-    pytest.importorskip("s3fs")
+    import s3fs  # noqa: F401 (the test extra installs it: its absence is a failure, not a skip)
     archive = build_tiny_archive(tmp_path, n_releases=2)
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -268,7 +269,8 @@ def test_unwritable_artefacts_folder_names_the_path(tmp_path):
     if os.geteuid() == 0:  # root writes through permissions, not through the immutable attribute
         locked = subprocess.run(["chattr", "+i", str(artefacts)], capture_output=True, text=True)
         if locked.returncode != 0:
-            pytest.skip(f"chattr +i is not available here: {locked.stderr.strip()}")
+            unavailable(f"chattr +i ({locked.stderr.strip()})", "run the tests on a filesystem with the immutable "
+                                                                 "attribute")
         unlock, reason = ["chattr", "-i", str(artefacts)], "Operation not permitted"
     else:
         artefacts.chmod(0o555)
