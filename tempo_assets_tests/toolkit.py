@@ -195,11 +195,12 @@ def wait_until(condition: Callable[[], bool], what: str, limit_s: float = 30, po
 
 
 class Listener:
-    """A TCP listener on 127.0.0.1 that counts every connection made to it, exactly and without waiting.
+    """A TCP listener on 127.0.0.1 that counts every connection made to it, exactly.
 
-    Nothing serves it: the kernel completes each handshake and queues the connection in the backlog
-    (a client's ``connect`` returns then), so once the clients are done, :meth:`drain` accepts every
-    queued connection and reads what each sent. No thread, no sleep, no connection missed.
+    Nothing serves it while the clients run: the kernel completes each handshake and queues the
+    connection in the backlog (a client's ``connect`` returns then), so once the clients are done,
+    :meth:`drain` accepts every queued connection and reads what each sent until the client's end
+    closed. No thread, and no connection missed.
     """
 
     def __init__(self, backlog: int = 64):
@@ -208,25 +209,28 @@ class Listener:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(backlog)
-        self.sock.setblocking(False)
         self.port: int = self.sock.getsockname()[1]
         self.accepted = 0
         self.received = b""
 
-    def drain(self) -> tuple[int, bytes]:
-        """Accept every queued connection, read what it sent; the totals so far ``(accepted, received)``."""
+    def drain(self, at_least: int = 0, limit_s: float = 10) -> tuple[int, bytes]:
+        """Accept every queued connection (waiting for one while fewer than ``at_least`` came in all)
+        and read each until its client closed it; the totals so far ``(accepted, received)``."""
+        import socket
+
         while True:
+            self.sock.settimeout(limit_s if self.accepted < at_least else 0)
             try:
                 conn, _ = self.sock.accept()
-            except BlockingIOError:
+            except (BlockingIOError, socket.timeout):
                 return self.accepted, self.received
             self.accepted += 1
             with conn:
-                conn.setblocking(False)
+                conn.settimeout(limit_s)
                 while True:
                     try:
                         chunk = conn.recv(65536)
-                    except (BlockingIOError, ConnectionError):
+                    except (socket.timeout, ConnectionError):
                         break
                     if not chunk:
                         break
