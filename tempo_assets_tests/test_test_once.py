@@ -25,7 +25,7 @@ import dagster as dg
 import pytest
 
 from tempo_assets.core.test_claims import ClaimStore
-from tempo_assets_tests.conftest import REPO, copy_sqlite, tiny_copy
+from tempo_assets_tests.conftest import REPO, TEST_ASSETS, copy_sqlite, tiny_copy
 from tempo_assets_tests.toolkit import script, tempo as run_tempo
 
 pytestmark = pytest.mark.slow
@@ -84,7 +84,6 @@ def _tempo_wrap_barrier():
 if os.environ.get("TEMPO_BARRIER_PORT"):
     _tempo_wrap_barrier()
 '''
-TEST_ASSETS = ("test_growth", "test_score")
 _PROBING: list[bool] = []
 
 
