@@ -32,6 +32,7 @@ SHARED_DATA = SHARED / "data"
 GOA_ARCHIVE = SHARED_DATA / "goa_archive"
 
 SETUP_SYSTEM = "run `bash scripts/setup_system.sh` as root"
+SETUP_SYSTEM_TEST = "run `bash scripts/setup_system.sh --test` as root"
 CAFAEVAL_SETUP = ("create it with `bash scripts/setup.sh --test` (or python3 -m venv .venv-cafaeval && "
                   ".venv-cafaeval/bin/pip install cafaeval==1.3.0), or point $TEMPO_CAFAEVAL_PYTHON at one")
 
@@ -68,7 +69,7 @@ def _console_script(name: str) -> Callable[[], str | None]:
 # name -> (how to find it: its path or None, what it is, how to get it)
 REQUIREMENTS: dict[str, tuple[Callable[[], str | None], str, str]] = {
     "diamond": (lambda: shutil.which("diamond"), "diamond (Debian package diamond-aligner)", SETUP_SYSTEM),
-    "chromium": (_chromium, "chromium (the report's browser test)", SETUP_SYSTEM),
+    "chromium": (_chromium, "chromium (the report's browser test)", SETUP_SYSTEM_TEST),
     "bwrap": (lambda: shutil.which("bwrap"), "bubblewrap (the method fence)", SETUP_SYSTEM),
     "cafaeval": (_cafaeval, "the cafaeval 1.3.0 reference interpreter", CAFAEVAL_SETUP),
     "shared": (lambda: str(SHARED_DATA) if SHARED_DATA.is_dir() else None,
