@@ -21,6 +21,7 @@ from tempo_assets.core.artefacts import (  # noqa: F401
 )
 from tempo_assets.core.errors import CutoffViolation, TempoInputError
 from tempo_assets.core.windows import ROLE_BOUND, is_window_key, parse_window_key
+from tempo_assets.fingerprints import set_data_version
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
 
@@ -60,9 +61,11 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             if previous is not None:
                 # same content hash: keep the original file and its freezing time
                 context.add_output_metadata({"unchanged": True})
+                set_data_version(context.asset_key, store.read_meta(asset, partition)["sha256"])
                 return
         meta = store.write(asset, partition, obj, binding, run_id=context.run_id)
         context.add_output_metadata({"sha256": meta["sha256"], "path": str(store.folder(asset, partition))})
+        set_data_version(context.asset_key, meta["sha256"])
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.asset_key.to_user_string()

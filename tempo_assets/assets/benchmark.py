@@ -140,6 +140,7 @@ def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="benchmark",
     ins={"test_growth": role_in("test", dg.IdentityPartitionMapping()),
          "test_score": role_in("test", dg.IdentityPartitionMapping()),
@@ -365,7 +366,7 @@ def registered_catalog(store: ArtefactStore, archive_root: str, windows) -> pd.D
     return method_catalog(specs, records, [parse_window_key(w) for w in windows], as_of)
 
 
-@dg.asset(group_name="benchmark", deps=[benchmark])
+@dg.asset(code_version="1", group_name="benchmark", deps=[benchmark])
 def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResource,
                       artefact_store: ArtefactStoreResource) -> dg.Output:
     """One row per window (ready / stale / failed / pending) and the longitudinal plot across windows."""

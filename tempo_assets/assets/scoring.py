@@ -80,6 +80,7 @@ def test_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "embeddings": role_in("refit"),
          "experimental_annotations": role_in("test"), "release_annotations": role_in("test"),
@@ -120,6 +121,7 @@ def test_growth(
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
          "test_growth": role_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),

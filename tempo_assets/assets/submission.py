@@ -14,7 +14,7 @@ from tempo_assets.partitions import CUTOFFS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
 
-@dg.asset(partitions_def=CUTOFFS, group_name="submission",
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="submission",
           ins={"frozen_recipe": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())})
 def submission(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,

@@ -51,11 +51,6 @@ def fingerprint(sources: Iterable[Mapping[str, Any]], code_version: str,
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def code_version(package_version: str, source_text: str) -> str:
-    """``<package version>+<sha256 prefix of the asset's code>``."""
-    return f"{package_version}+{hashlib.sha256(source_text.encode('utf-8')).hexdigest()[:12]}"
-
-
 def parse_ref(ref: str) -> tuple[str, str | None]:
     """``"asset[partition]" -> (asset, partition)``; ``None`` for an unpartitioned asset."""
     asset, _, rest = str(ref).partition("[")
