@@ -123,7 +123,8 @@ class GraphState:
         self.archive = archive
         self.code = code_versions(ASSETS)
         self.core_plan = staleness.Plan(plan.releases, plan.windows,
-                                        {c: latest_recipe_window(plan, c, store) for c in plan.cutoffs})
+                                        {c: latest_recipe_window(plan, c, store) for c in plan.cutoffs},
+                                        *registered_methods(archive, plan))
         self._states: dict[str, ArtefactState] = {}
         self._checks: dict[tuple[str, str], tuple[str, str]] = {}
         self._failed_runs: dict[tuple[str, str], tuple[float, str, str]] | None = None
@@ -223,8 +224,7 @@ class GraphState:
             failed_check = why if verdict == "failed" else None
         claimed = self._claims.get(partition) if asset == "test_score" else None
         result = staleness.artefact_state(
-            asset, partition, meta, self.core_plan, self._current_sha,
-            upstream_state=lambda up: self.state(*parse_ref(up)).state, file_sha=self._file_sha,
+            asset, partition, meta, self.core_plan, self._current_sha, file_sha=self._file_sha,
             code_version=self.code.get(asset), failed=failed, failed_check=failed_check, claimed=claimed)
         self._states[name] = result
         return result
@@ -265,10 +265,16 @@ class GraphState:
             step.todo = list(assets)
             step.token = hashlib.sha256(json.dumps([job, self.code.get("benchmark_catalog", "")]).encode()).hexdigest()
             return step
-        step.todo = [a for a in assets if needs_build(self.state(a, key))]
+        deps = asset_deps()
+        step.todo = []
+        for asset in assets:  # in dependency order: what reads an asset this run rebuilds is rebuilt too
+            state = self.state(asset, key)
+            rereads = any(d in step.todo for d in deps.get(asset, ())) and not (
+                state.stored and asset in staleness.FROZEN_ASSETS)
+            if needs_build(state) or (rereads and state.state in ("ok", "stale")):
+                step.todo.append(asset)
         # assets of the run's own selection it keeps and the ones to build read: their blocking
         # checks gate the run too (within one run Dagster's blocking checks do it)
-        deps = asset_deps()
         kept = [(a, key) for a in assets if a not in step.todo and any(a in deps.get(t, ()) for t in step.todo)]
         for asset, partition in step.upstream + kept:
             state = self.state(asset, partition)
@@ -306,6 +312,20 @@ class GraphState:
         # no recipe frozen yet on a window with t0 <= key: wait for the latest such window's
         latest = recipe or latest_window_at(self.plan, key)
         return [(a, key) for a in cut] + [(a, key) for a in rel] + ([("frozen_recipe", latest)] if latest else [])
+
+
+def registered_methods(archive, plan: PartitionPlan) -> tuple[list[str] | None, dict[str, list[str]] | None]:
+    """The methods of ``ARCHIVE/methods.yaml`` and, per window of ``plan``, those its benchmark scores
+    (``core.staleness.Plan.methods`` / ``window_methods``); ``(None, None)`` without an archive."""
+    if archive is None:
+        return None, None
+    from tempo_assets.core.method_eligibility import window_method_keys
+    from tempo_assets.core.method_registry import load_registry
+    from tempo_assets.core.releases import archive_release_dates
+
+    specs = load_registry(archive.root).methods
+    as_of = archive_release_dates(archive.root)[1]
+    return [s.key for s in specs], {w: window_method_keys(specs, parse_window_key(w), as_of) for w in plan.windows}
 
 
 def stored_partitions(store, asset: str) -> list[str]:

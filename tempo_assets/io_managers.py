@@ -21,6 +21,7 @@ from tempo_assets.core.artefacts import (  # noqa: F401
 )
 from tempo_assets.core.errors import CutoffViolation, StorageWriteError, TempoInputError
 from tempo_assets.core.windows import ROLE_BOUND, is_window_key, parse_window_key
+from tempo_assets.fingerprints import set_data_version
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
 
@@ -60,6 +61,7 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             if previous is not None:
                 # same content hash: keep the original file and its freezing time
                 context.add_output_metadata({"unchanged": True})
+                set_data_version(context.asset_key, store.read_meta(asset, partition)["sha256"])
                 return
         try:
             meta = store.write(asset, partition, obj, binding, run_id=context.run_id)
@@ -68,12 +70,19 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             # not a stack trace through the store
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         context.add_output_metadata({"sha256": meta["sha256"], "path": str(store.folder(asset, partition))})
+        set_data_version(context.asset_key, meta["sha256"])
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.asset_key.to_user_string()
-        store = self._store()
         role = unwrap_metadata(context.definition_metadata).get("tempo/role")
         downstream_key = context.partition_key if context.has_partition_key else None
+        keys = list(context.asset_partition_keys) if context.has_asset_partitions else []
+        return self.bind(upstream, role, downstream_key, keys)
+
+    def bind(self, upstream: str, role: str | None, downstream_key: str | None, keys: list[str]) -> Any:
+        """What ``downstream_key`` may read of ``upstream`` under ``role``: one artefact (``keys`` one
+        partition) or a role-gated set (``keys`` several, or none: every partition of the archive)."""
+        store = self._store()
         ids, as_of = self._archive_dates()
         order = {rid: i for i, rid in enumerate(ids)}
         if downstream_key is not None and is_window_key(downstream_key):
@@ -83,7 +92,6 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             limit_release = window.bound_of(role)
         else:
             limit_release = downstream_key
-        keys = list(context.asset_partition_keys) if context.has_asset_partitions else []
         if downstream_key is not None and not is_window_key(downstream_key) and keys and all(map(is_window_key, keys)):
             return self._windows_at(upstream, store, keys, downstream_key, order, as_of)
         if downstream_key is not None and is_window_key(downstream_key) and keys and all(map(is_window_key, keys)):
@@ -124,3 +132,21 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             asset=upstream, limit_release=cutoff, limit_date=as_of[cutoff], windows=windows,
             fetch=lambda key: refuse_flagged(store.open(upstream, key), store.sidecar_path(upstream, key)),
             exists=lambda key: store.exists(upstream, key))
+
+
+def deferred_in(role: str, mapping: dg.PartitionMapping | None = None) -> dg.AssetIn:
+    """An input under ``role`` that Dagster does not load (a dependency only): the asset reads it
+    with :func:`read_deferred` when it decides to (TEST inputs, after the window's TEST claim)."""
+    mapping = dg.AllPartitionMapping() if mapping is None else mapping
+    return dg.AssetIn(partition_mapping=mapping, metadata={"tempo/role": role}, dagster_type=dg.Nothing)
+
+
+def read_deferred(context: dg.AssetExecutionContext, artefact_store: ArtefactStoreResource,
+                  archive: ArchiveResource, name: str) -> Any:
+    """The running asset's :func:`deferred_in` input ``name``, bound and role-gated as ``load_input``
+    binds a loaded one (an :class:`Artefact` for an identity input, else an :class:`ArtefactSet`)."""
+    assets_def, key = context.assets_def, dg.AssetKey(name)
+    role = unwrap_metadata(assets_def.node_def.input_def_named(name).metadata).get("tempo/role")
+    identity = isinstance(assets_def.get_partition_mapping(key), dg.IdentityPartitionMapping)
+    keys = [context.partition_key] if identity else []
+    return ArtefactIOManager(artefact_store=artefact_store, archive=archive).bind(name, role, context.partition_key, keys)

@@ -154,8 +154,8 @@ def test_materialize_runs_show_under_the_named_jobs(tiny_inserted):
     assert expected <= partitions
 
 
-def test_data_versions_follow_fingerprints(tiny_inserted):
-    """Dagster's staleness (the UI's Unsynced) agrees: rebuilding from the same inputs changes nothing."""
+def test_data_versions_are_the_content_sha256(tiny_inserted):
+    """Dagster's staleness (the UI's Unsynced) agrees: rebuilding to the same bytes changes nothing."""
     from dagster._core.definitions.data_version import StaleStatus
     from dagster._utils.test.data_versions import get_stale_status_resolver
 
@@ -167,21 +167,22 @@ def test_data_versions_follow_fingerprints(tiny_inserted):
     t0 = parse_window_key(window).t0
     resolver = get_stale_status_resolver(graph.instance, ASSETS)
     assert resolver.get_status(dg.AssetKey("frozen_recipe"), window) == StaleStatus.FRESH
-    fingerprint = graph.store().read_meta("knn_corpus", t0)["fingerprint"]
+    meta = graph.store().read_meta("knn_corpus", t0)
     record = graph.instance.get_latest_materialization_event(dg.AssetKey("knn_corpus"))
     assert record is not None
-    # knn_corpus[t0] rebuilt from the same inputs: same fingerprint, so nothing downstream is unsynced
+    # knn_corpus[t0] rebuilt from the same inputs: the same bytes, so nothing downstream is unsynced
     result = dg.materialize(ASSETS, selection=["knn_corpus"], partition_key=t0, instance=graph.instance,
                             resources=graph.resources)
     assert result.success
-    assert graph.store().read_meta("knn_corpus", t0)["fingerprint"] == fingerprint
+    rebuilt = graph.store().read_meta("knn_corpus", t0)
+    assert (rebuilt["sha256"], rebuilt["fingerprint"]) == (meta["sha256"], meta["fingerprint"])
     resolver = get_stale_status_resolver(graph.instance, ASSETS)
     for asset in ("test_score", "frozen_recipe", "valid_selection"):
         assert resolver.get_status(dg.AssetKey(asset), window) == StaleStatus.FRESH, asset
     materialisation = graph.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("knn_corpus"), asset_partitions=[t0]), limit=1).records[0]
     tags = materialisation.event_log_entry.asset_materialization.tags
-    assert tags["dagster/data_version"] == fingerprint
+    assert tags["dagster/data_version"] == meta["sha256"]
 
 
 def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_path):

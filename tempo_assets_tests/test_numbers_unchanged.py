@@ -38,6 +38,13 @@ scores the recipe under the profile it was selected under) changed the recipes d
 fixtures were regenerated from that code: the frozen recipes (``profile`` ``lafa``, other cells in W1 CC and
 W2 MF, every aspect's ``tau_by_mode``/``valid_*``), ``test_score``'s rows (now under ``lafa``), the recipe's
 rows of the benchmark tables and the submission; every baseline's row kept its value.
+
+Each asset declares its code version (``code_version=`` on ``@dg.asset``); ``fixtures/code_versions.json``
+records the code versions the fixtures were written under. A fixture that changed while the asset
+that writes it and every asset upstream of it kept its recorded code version fails with "bump
+code_version of X": a changed output needs a new code version, or ``tempo status`` and the UI would
+keep calling the old artefacts current. A bumped code version is recorded when the fixtures are
+rewritten (``TEMPO_WRITE_FIXTURES=1``); one bumped without rewriting them fails too.
 """
 from __future__ import annotations
 
@@ -121,8 +128,63 @@ def _kind(name: str) -> str:
     return name.split(".")[1]
 
 
+CODE_VERSIONS = FIXTURES.parent / "code_versions.json"
+# the asset whose artefact each kind of fixture is read from
+FIXTURE_ASSET = {"test_score_summary": "test_score", "benchmark_summary": "benchmark", "benchmark_paired": "benchmark",
+                 "benchmark_decay": "benchmark", "recipe": "frozen_recipe", "submission": "submission"}
+
+
+def current_code_versions() -> dict[str, str]:
+    from tempo_assets.definitions import ASSETS
+    from tempo_assets.fingerprints import code_versions
+
+    return code_versions(ASSETS)
+
+
+def upstream_closure(asset: str, deps: dict[str, set[str]]) -> list[str]:
+    """``asset`` and every asset it reads, directly or not."""
+    seen, todo = set(), [asset]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += sorted(deps.get(name, ()))
+    return sorted(seen)
+
+
+def code_version_verdict(changed: list[str], recorded: dict[str, str], current: dict[str, str],
+                         deps: dict[str, set[str]]) -> list[str]:
+    """What the fixtures' code-version record says about the fixture files in ``changed``.
+
+    For each asset whose fixture changed: "bump code_version of X" when neither it nor anything
+    upstream of it has a code version other than the recorded one; else the bumped ones, to be
+    recorded with the regenerated fixtures. With nothing changed, code versions that differ from
+    the record (bumped without rewriting the fixtures) are reported too.
+    """
+    messages = []
+    for asset in sorted({FIXTURE_ASSET[_kind(name)] for name in changed}):
+        files = ", ".join(sorted(n for n in changed if FIXTURE_ASSET[_kind(n)] == asset))
+        bumped = [f"{a} {recorded.get(a)} -> {current.get(a)}" for a in upstream_closure(asset, deps)
+                  if recorded.get(a) != current.get(a)]
+        if bumped:
+            messages.append(f"{files} changed with code versions bumped ({', '.join(bumped)}): if the change is "
+                            "deliberate, regenerate the fixtures with TEMPO_WRITE_FIXTURES=1")
+        else:
+            messages.append(f"{files} changed while the code version of {asset} and of everything upstream of it is "
+                            f"still the recorded one: bump code_version of {asset} (or of the upstream asset whose "
+                            "output changed), then regenerate the fixtures with TEMPO_WRITE_FIXTURES=1")
+    if not changed:
+        drift = sorted(a for a in set(recorded) | set(current) if recorded.get(a) != current.get(a))
+        if drift:
+            moved = ", ".join(f"{a} {recorded.get(a)} -> {current.get(a)}" for a in drift)
+            messages.append(f"code versions differ from {CODE_VERSIONS.name} ({moved}) with every number unchanged: "
+                            "record them with TEMPO_WRITE_FIXTURES=1")
+    return messages
+
+
 def write_fixtures(numbers: dict[str, object]) -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
+    CODE_VERSIONS.write_text(json.dumps(current_code_versions(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
     for name, value in numbers.items():
         if isinstance(value, pd.DataFrame):
             _tidy(value, KEYS[_kind(name)]).to_csv(FIXTURES / name, sep="\t", index=False, float_format="%.9f")
@@ -138,26 +200,40 @@ def compare(numbers: dict[str, object]) -> None:
     rewrite_fixtures("TEMPO_WRITE_FIXTURES", lambda: write_fixtures(numbers), f"the number fixtures in {FIXTURES}")
     stored = sorted(p.name for p in FIXTURES.iterdir())
     assert sorted(numbers) == stored, "windows or cutoffs differ from the fixtures"
+    from tempo_assets.graph_state import asset_deps
+
+    recorded = json.loads(CODE_VERSIONS.read_text(encoding="utf-8"))
+    failures: dict[str, str] = {}
     for name, value in numbers.items():
-        path = FIXTURES / name
-        if not isinstance(value, pd.DataFrame):
-            assert value == path.read_text(encoding="utf-8"), f"{name} changed"
-            continue
-        expected = pd.read_csv(path, sep="\t", keep_default_na=True)
-        missing = [c for c in expected.columns if c not in value.columns]
-        assert not missing, f"{name}: columns {missing} gone (have {list(value.columns)})"
-        actual = _tidy(value[list(expected.columns)], KEYS[_kind(name)])
-        assert len(actual) == len(expected), f"{name}: {len(actual)} rows, fixture has {len(expected)}"
-        for column in expected.columns:
-            want, got = expected[column], actual[column]
-            if got.dtype.kind not in "fiub":  # text (an all-empty text column reads back as NaN)
-                assert got.astype(str).tolist() == want.where(want.notna(), "").astype(str).tolist(), \
-                    f"{name} column {column}"
-            elif want.dtype.kind == "f" or got.dtype.kind == "f":
-                np.testing.assert_allclose(got.to_numpy(dtype=float), want.to_numpy(dtype=float), rtol=0,
-                                           atol=2e-9, equal_nan=True, err_msg=f"{name} column {column}")
-            else:
-                assert got.astype(str).tolist() == want.astype(str).tolist(), f"{name} column {column}"
+        try:
+            compare_one(name, value)
+        except AssertionError as exc:
+            failures[name] = str(exc)
+    verdict = code_version_verdict(sorted(failures), recorded, current_code_versions(), asset_deps())
+    assert not failures and not verdict, "\n".join(verdict + [f"{n}: {why}" for n, why in sorted(failures.items())])
+
+
+def compare_one(name: str, value: object) -> None:
+    """Assert the fixture ``name`` equals ``value`` (text exactly, tables column by column)."""
+    path = FIXTURES / name
+    if not isinstance(value, pd.DataFrame):
+        assert value == path.read_text(encoding="utf-8"), f"{name} changed"
+        return
+    expected = pd.read_csv(path, sep="\t", keep_default_na=True)
+    missing = [c for c in expected.columns if c not in value.columns]
+    assert not missing, f"{name}: columns {missing} gone (have {list(value.columns)})"
+    actual = _tidy(value[list(expected.columns)], KEYS[_kind(name)])
+    assert len(actual) == len(expected), f"{name}: {len(actual)} rows, fixture has {len(expected)}"
+    for column in expected.columns:
+        want, got = expected[column], actual[column]
+        if got.dtype.kind not in "fiub":  # text (an all-empty text column reads back as NaN)
+            assert got.astype(str).tolist() == want.where(want.notna(), "").astype(str).tolist(), \
+                f"{name} column {column}"
+        elif want.dtype.kind == "f" or got.dtype.kind == "f":
+            np.testing.assert_allclose(got.to_numpy(dtype=float), want.to_numpy(dtype=float), rtol=0,
+                                       atol=2e-9, equal_nan=True, err_msg=f"{name} column {column}")
+        else:
+            assert got.astype(str).tolist() == want.astype(str).tolist(), f"{name} column {column}"
 
 
 PICKLE_MAGIC = tuple(bytes([0x80, protocol]) for protocol in range(2, 6))

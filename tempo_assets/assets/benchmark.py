@@ -140,6 +140,7 @@ def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="benchmark",
     ins={"test_growth": role_in("test", dg.IdentityPartitionMapping()),
          "test_score": role_in("test", dg.IdentityPartitionMapping()),
@@ -267,44 +268,6 @@ def valid_tau_markdown(taus: pd.DataFrame) -> str:
 # the longitudinal view
 
 
-def failed_benchmark_runs(instance, windows) -> dict[str, str]:
-    """window -> ISO end time of its latest failed run that selected ``benchmark``."""
-    from datetime import datetime, timezone
-
-    if instance is None:
-        return {}
-    failed: dict[str, str] = {}
-    records = instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-    for record in records:
-        run = record.dagster_run
-        key = run.tags.get("dagster/partition")
-        selection = run.asset_selection or set()
-        if key not in set(windows) or dg.AssetKey("benchmark") not in selection:
-            continue
-        when = record.end_time or record.create_timestamp.timestamp()
-        iso = datetime.fromtimestamp(when, tz=timezone.utc).isoformat(timespec="microseconds")
-        failed[key] = max(failed.get(key, ""), iso)
-    return failed
-
-
-def current_shas(store: ArtefactStore, sources, archive) -> tuple[dict, dict]:
-    """Current sha256 of every artefact and raw release file named in ``sources``."""
-    artefact_sha, file_sha = {}, {}
-    manifests = {m.id: m for m in archive.releases()}
-    for source in sources:
-        if "artefact" in source:
-            asset, _, partition = source["artefact"].partition("[")
-            partition = partition.rstrip("]")
-            partition = None if partition in ("None", "") else partition
-            artefact_sha[source["artefact"]] = (store.read_meta(asset, partition)["sha256"]
-                                                if store.exists(asset, partition) else None)
-        elif "path" in source and "release" in source:
-            manifest = manifests.get(str(source["release"]))
-            files = {} if manifest is None else {f"releases/{manifest.id}/{f.path}": f.sha256 for f in manifest.files}
-            file_sha[(str(source["release"]), str(source["path"]))] = files.get(str(source["path"]))
-    return artefact_sha, file_sha
-
-
 def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dict[str, Any]:
     """Catalog of every window of the archive, results of the stored benchmarks, and their decay.
 
@@ -313,9 +276,12 @@ def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dic
     flagged by the catalog), and the decay rows with a ``window`` column.
     """
     from tempo_assets.core.benchmark import catalog_frame
+    from tempo_assets.core.staleness import window_releases
+    from tempo_assets.graph_state import GraphState, superseded_windows
 
     archive = open_archive(archive_root)
-    windows = plan_partitions(archive).windows
+    plan = plan_partitions(archive)
+    windows = plan.windows
     derived_ids = {m.id for m in archive.releases() if m.derived}
     metas, results, decays = {}, [], []
     for window in windows:
@@ -329,23 +295,17 @@ def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dic
         results.append(results_frame(value["summary"], window, derived))
         if len(value.get("decay", [])):
             decays.append(value["decay"].assign(window=window))
-    sources = [s for m in metas.values() if m for s in m.get("sources", [])]
-    artefact_sha, file_sha = current_shas(store, sources, archive)
-    derived = {w: bool(set(parse_window_key(w).releases) & derived_ids) for w in windows}
-    catalog = catalog_frame(windows, metas, failed_benchmark_runs(instance, windows), artefact_sha, file_sha,
-                            derived)
-    # windows the archive no longer has (a release inserted inside them): history, with the reason;
-    # their results stay out of the current tables
-    from tempo_assets.core.staleness import window_releases
-    from tempo_assets.graph_state import superseded_windows
-
+    # each window as `tempo status` states its benchmark, and windows the archive no longer has (a
+    # release inserted inside them): history, with the reason; their results stay out of the tables
+    graph = GraphState(store, plan, archive=archive, instance=instance)
     history = superseded_windows(store, archive)
+    states = {w: (graph.state("benchmark", w).state, graph.state("benchmark", w).reason) for w in windows}
+    states.update({w: ("superseded", reason) for w, reason in history.items()})
+    history = list(history)
+    derived = {w: bool(set(window_releases(w)) & derived_ids) for w in windows + history}
+    catalog = catalog_frame(windows + history, states, derived)
     for window in history:
         metas[window] = store.read_meta("benchmark", window) if store.exists("benchmark", window) else None
-    catalog = pd.concat([catalog, pd.DataFrame(
-        [{"window": w, "status": "superseded", "written_at": (metas[w] or {}).get("written_at", ""),
-          "derived": bool(set(window_releases(w)) & derived_ids), "reasons": reason} for w, reason in history.items()],
-        columns=catalog.columns)], ignore_index=True) if history else catalog
     return {"catalog": catalog, "metas": metas, "methods": registered_catalog(store, archive_root, windows),
             "results": pd.concat(results, ignore_index=True) if results else pd.DataFrame(),
             "decay": pd.concat(decays, ignore_index=True) if decays else pd.DataFrame()}
@@ -365,7 +325,7 @@ def registered_catalog(store: ArtefactStore, archive_root: str, windows) -> pd.D
     return method_catalog(specs, records, [parse_window_key(w) for w in windows], as_of)
 
 
-@dg.asset(group_name="benchmark", deps=[benchmark])
+@dg.asset(code_version="1", group_name="benchmark", deps=[benchmark])
 def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResource,
                       artefact_store: ArtefactStoreResource) -> dg.Output:
     """One row per window (ready / stale / failed / pending) and the longitudinal plot across windows."""
@@ -388,7 +348,8 @@ def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResourc
         if len(built["methods"]):  # each registered method's status per window
             provenance["registered methods"] = built["methods"][
                 ["window", "method", "status", "reason", "valid_tau_note"]].to_dict("records")
-        write_report(folder / "report.html", render_archive_report(main, provenance))
+        statuses = {row.window: (row.status, row.reasons) for row in catalog.itertuples()}
+        write_report(folder / "report.html", render_archive_report(main, provenance, statuses))
         extra["report"] = dg.MetadataValue.path(str(folder / "report.html"))
     ids = archive.release_ids()
     # the latest t1 of the archive's windows (a superseded window's may no longer be a release)

@@ -10,7 +10,7 @@ from tempo_assets.partitions import CUTOFFS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
 
-@dg.asset(partitions_def=CUTOFFS, group_name="corpus")
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="corpus")
 def knn_corpus(
     context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
     embeddings: Artefact, release_annotations: Artefact,

@@ -11,7 +11,7 @@ from tempo_assets.partitions import RELEASES
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, EmbedderResource
 
 
-@dg.asset(partitions_def=RELEASES, group_name="embeddings")
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="embeddings")
 def embeddings(
     context: dg.AssetExecutionContext, archive: ArchiveResource, embedder: EmbedderResource,
     artefact_store: ArtefactStoreResource, sequences: Artefact,

@@ -10,7 +10,7 @@ from tempo_assets.partitions import CUTOFFS
 from tempo_assets.resources import ArchiveResource
 
 
-@dg.asset(partitions_def=CUTOFFS, group_name="ia")
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="ia")
 def ia_weights(
     context: dg.AssetExecutionContext, archive: ArchiveResource,
     release_annotations: Artefact, ontology: Artefact,

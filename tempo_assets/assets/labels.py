@@ -10,6 +10,7 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridR
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=CUTOFFS, group_name="labels",
     ins={"embeddings": all_in(), "release_annotations": all_in(), "ontology": all_in(), "sequences": all_in()},
 )

@@ -30,7 +30,7 @@ class MethodFenceResource(dg.ConfigurableResource):
                            threads=self.threads)
 
 
-@dg.asset(partitions_def=CUTOFFS, group_name="methods")
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="methods")
 def method_bundle(context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
                   release_annotations: Artefact, sequences: Artefact, ia_weights: Artefact) -> dg.Output:
     """One folder per cutoff: targets, sequences, annotations, GO and IA as of the cutoff, all a method may read."""
@@ -67,7 +67,7 @@ def bundle_folder(store, cutoff: str, bundle: Artefact):
     return verify_bundle(store.folder("method_bundle", cutoff) / bundle.value["folder"], bundle.value)
 
 
-@dg.asset(partitions_def=CUTOFF_METHODS, group_name="methods",
+@dg.asset(code_version="1", partitions_def=CUTOFF_METHODS, group_name="methods",
           ins={"method_bundle": dg.AssetIn(partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
               partition_dimension_name="cutoff"))})
 def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResource,
@@ -101,7 +101,7 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
         status=outcome.status, reason=outcome.reason or "none", predictions=len(outcome.predictions),
         proteins=int(outcome.predictions["protein"].nunique()), seconds=round(outcome.seconds, 2),
         trained_until=spec.training_bound.isoformat() if spec.training_bound else "undeclared",
-        **{k: v for k, v in outcome.provenance.items() if v is not None},
+        **{k: v for k, v in outcome.provenance.items() if v is not None},  # where its code lived: sidecar only
         **removal_metadata(context, artefact_store, removals)))
 
 

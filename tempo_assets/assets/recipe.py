@@ -10,6 +10,7 @@ from tempo_assets.resources import ArchiveResource
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="recipe", metadata={"tempo/immutable_key": "recipe_hash"},
     ins={"valid_selection": role_in("valid", dg.IdentityPartitionMapping())},
 )

@@ -14,7 +14,7 @@ from tempo_assets.partitions import RELEASES
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
 
-@dg.asset(partitions_def=RELEASES, group_name="releases")
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="releases")
 def ontology(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.Output:
     """One GO ontology per release, read at the release's cutoff (its as-of date)."""
     release = context.partition_key
@@ -24,7 +24,7 @@ def ontology(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.
         archive.cutoff_of(release), reader=reader, terms=len(parsed.terms)))
 
 
-@dg.asset(partitions_def=RELEASES, group_name="releases")
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="releases")
 def release_annotations(
     context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
     ontology: Artefact,
@@ -58,7 +58,7 @@ def release_annotations(
         **removal_metadata(context, artefact_store, removals)))
 
 
-@dg.asset(partitions_def=RELEASES, group_name="releases")
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="releases")
 def sequences(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.Output:
     """One row per protein with a sequence at the release's cutoff (accession, sequence, sha256)."""
     release = context.partition_key

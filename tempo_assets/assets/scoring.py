@@ -14,6 +14,7 @@ from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
 from tempo_assets.core.selection import recipe_profile
 from tempo_assets.core.workflow import release_growth, score_test, verify_recipe as check_recipe
+from tempo_assets.io_managers import deferred_in, read_deferred
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, WarehouseResource
 
@@ -59,12 +60,57 @@ def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResou
             context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window, metadata={
                 observed: claim.run_id, "claimed_at": claim.claimed_at, "host": claim.host, "pid": claim.pid}))
             return True
-    # no output: the stored artefact stays the only one, downstream steps and checks are skipped
+    # no output: the stored artefact stays the only one, downstream steps are skipped; the checks
+    # this run planned on it are restated as they stand on the stored artefact (not "skipped")
     context.log.warning(f"{asset}[{window}] not materialised, TEST not read: {reason}")
     context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window,
                                           metadata={REFUSED_TAG: reason}))
     context.instance.add_run_tags(context.run.run_id, {REFUSED_TAG: window})
+    for evaluation in stored_check_evaluations(context, window):
+        context.log_event(evaluation)
     return False
+
+
+def stored_check_evaluations(context: dg.AssetExecutionContext, partition: str) -> list[dg.AssetCheckEvaluation]:
+    """The checks this run planned on ``partition`` of this asset and of what its refusal skips (the
+    assets downstream of it), each with its latest evaluation on the stored artefact (from an earlier
+    run), restated for this run, which leaves the artefacts as they are.
+
+    A check already evaluated in this run, or never evaluated on the stored artefact, is left out
+    (the latter shows skipped: nothing says it passed).
+    """
+    from dagster._core.event_api import PartitionKeyFilter
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+    graph, storage, run_id = context.job_def.asset_layer.asset_graph, context.instance.event_log_storage, context.run.run_id
+    skipped, todo = set(), [context.asset_key]
+    while todo:  # this asset and everything downstream of it
+        key = todo.pop()
+        if key not in skipped:
+            skipped.add(key)
+            todo += sorted(graph.get(key).child_keys)
+    done = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
+    out = []
+    for key in sorted(graph.asset_check_keys, key=str):
+        if key.asset_key not in skipped:
+            continue
+        history = storage.get_asset_check_execution_history(key, limit=20, partition_filter=PartitionKeyFilter(key=partition))
+        mine = [r for r in history if r.run_id == run_id]
+        if not mine or mine[0].status in done:
+            continue  # not planned by this run, or already evaluated in it
+        previous = next((r for r in history if r.run_id != run_id and r.status in done and r.event), None)
+        if previous is None:
+            continue
+        stored = previous.event.dagster_event.event_specific_data
+        out.append(dg.AssetCheckEvaluation(
+            asset_key=key.asset_key, check_name=key.name, passed=stored.passed, partition=partition,
+            metadata={**stored.metadata, "restated_from_run": dg.MetadataValue.text(previous.run_id),
+                      "restated": dg.MetadataValue.text(
+                          f"this run refused to read TEST again ({context.asset_key.to_user_string()}): the stored "
+                          "artefact is unchanged, so its check result stands")},
+            target_materialization_data=stored.target_materialization_data, severity=stored.severity,
+            description=stored.description, blocking=stored.blocking))
+    return out
 
 
 def test_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
@@ -80,27 +126,35 @@ def test_refusal(instance: dg.DagsterInstance, run_id: str) -> str | None:
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
+    # the inputs read under the test role are dependencies Dagster does not load: they are read
+    # through the store after the window's TEST claim, so a refused run loads nothing of TEST
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()), "embeddings": role_in("refit"),
-         "experimental_annotations": role_in("test"), "release_annotations": role_in("test"),
-         "ontology": role_in("test"), "sequences": role_in("test")},
+         "experimental_annotations": deferred_in("test"), "release_annotations": deferred_in("test"),
+         "ontology": deferred_in("test"), "sequences": deferred_in("test")},
+    description=("One row per TEST target (protein, aspect, mode) of growth (t0, t1]. TEST is read ONCE: "
+                 "the first run takes the window's TEST claim; every later launch is refused (nothing read, "
+                 "nothing written, the stored growth and its checks kept)."),
 )
 def test_growth(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
     artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, embeddings: ArtefactSet,
-    experimental_annotations: ArtefactSet, release_annotations: ArtefactSet, ontology: ArtefactSet,
-    sequences: ArtefactSet,
 ) -> Iterator[dg.Output]:
     """One row per TEST target (protein, aspect, mode) of growth (t0, t1]: evaluation_sets, window_role 'test'.
 
     Built once, after the recipe froze; ``test_score`` and ``benchmark`` both read it. The window's
-    TEST claim is taken before any TEST data is read; a refused claim (read, claimed or burned)
-    yields no output, so the run succeeds and its test_score, benchmark and checks are skipped.
+    TEST claim is taken before any TEST data is read (its test-role inputs are read after it); a
+    refused claim (read, claimed or burned) yields no output, so the run succeeds, its test_score
+    and benchmark are skipped, and the stored growth's checks are restated as they stand.
     """
     window = parse_window_key(context.partition_key)
     verify_recipe(frozen_recipe)
     if not claim_or_refuse(context, artefact_store, window.key, READ_KEY):
         return
+    experimental_annotations, release_annotations, ontology, sequences = (
+        read_deferred(context, artefact_store, archive, name)
+        for name in ("experimental_annotations", "release_annotations", "ontology", "sequences"))
     t0, t1 = window.growth_span("test")
     emb, ann_t0, seq_t0 = embeddings.get(t0), release_annotations.get(t0), sequences.get(t0)
     test_read_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -120,17 +174,22 @@ def test_growth(
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
+    # test_growth and the ontology (t1) are read through the store after the claim (deferred_in)
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
-         "test_growth": role_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
+         "test_growth": deferred_in("test", dg.IdentityPartitionMapping()), "knn_corpus": role_in("refit"),
          "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"), "embeddings": role_in("refit"),
          # t0 (the candidates') and, for a recipe selected under lafa, t1 (terms of interest, binding filter)
-         "ontology": role_in("test"), "sequences": role_in("refit"), "release_annotations": role_in("refit")},
+         "ontology": deferred_in("test"), "sequences": role_in("refit"), "release_annotations": role_in("refit")},
+    description=("One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe scored ONCE. "
+                 "Materialising it again is refused (TEST is not read, nothing is written, the stored score "
+                 "and its passed checks stay); the headline is f_at_valid_tau."),
 )
 def test_score(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
-    artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, test_growth: Artefact, knn_corpus: ArtefactSet,
-    reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet, ontology: ArtefactSet,
+    artefact_store: ArtefactStoreResource, frozen_recipe: Artefact, knn_corpus: ArtefactSet,
+    reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
     sequences: ArtefactSet, release_annotations: ArtefactSet,
 ) -> Iterator[dg.Output]:
     """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe at t0, scored once.
@@ -138,13 +197,15 @@ def test_score(
     The recipe reads the corpus, IA and candidate sources of t0; its rerankers are the ones VALID
     fixed its thresholds for, trained on the TRAIN labels (``Window.recipe_labels``).
 
-    Its own claim on the window is taken after the recipe check, before test_growth's value is
-    used; a refused one (scored, claimed or burned) yields no output and the run succeeds.
+    Its own claim on the window is taken after the recipe check, before test_growth (and the
+    ontology, read under the test role) are read; a refused one (scored, claimed or burned) yields
+    no output, the run succeeds and the stored score's checks are restated as they stand.
     """
     window = parse_window_key(context.partition_key)
     recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
     if not claim_or_refuse(context, artefact_store, window.key, SCORE_KEY):
         return
+    test_growth, ontology = (read_deferred(context, artefact_store, archive, name) for name in ("test_growth", "ontology"))
     corpus, ia, emb, onto_t0, seq_t0, ann_t0 = (s.get(t0) for s in (
         knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
     labels = reranker_labels.get(window.recipe_labels)  # the rerankers VALID fixed the thresholds for

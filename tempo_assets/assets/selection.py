@@ -11,6 +11,7 @@ from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridR
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="selection",
     ins={"valid_evaluation_set": role_in("valid", dg.IdentityPartitionMapping()), "knn_corpus": role_in("train"),
          "reranker_labels": role_in("train"), "ia_weights": role_in("train"), "embeddings": role_in("train"),

@@ -8,13 +8,14 @@ import dagster as dg
 from tempo_assets.assets.common import binding_metadata, removal_metadata
 from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.artefacts import Artefact, WindowArtefactSet
+from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.removals import RemovalLog, log_submission
 from tempo_assets.core.workflow import candidate_source, latest_recipe_key
 from tempo_assets.partitions import CUTOFFS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
 
-@dg.asset(partitions_def=CUTOFFS, group_name="submission",
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="submission",
           ins={"frozen_recipe": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())})
 def submission(
     context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
@@ -28,9 +29,12 @@ def submission(
 
     cutoff = context.partition_key
     # the archive's windows now, not every key ever registered: a superseded window's recipe never applies
-    current = set(plan_partitions(archive.archive()).windows)
-    frozen_windows = [parse_window_key(w) for w in frozen_recipe.available() if w in current]
-    key = latest_recipe_key(frozen_windows, archive.release_ids(), cutoff)
+    current = plan_partitions(archive.archive()).windows
+    frozen_windows = [parse_window_key(w) for w in frozen_recipe.available() if w in set(current)]
+    try:
+        key = latest_recipe_key(frozen_windows, archive.release_ids(), cutoff, map(parse_window_key, current))
+    except TempoInputError as exc:  # said plainly in the run (no stack trace to read through)
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     frozen = frozen_recipe.get(key)  # refuses a recipe read past the cutoff
     recipe = verify_recipe(frozen)
     source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ontology.value,

@@ -16,7 +16,7 @@ from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, WarehouseResource
 
 
-@dg.asset(partitions_def=RELEASES, group_name="warehouse")
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="warehouse")
 def stg_annotations(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
     release_annotations: Artefact, ontology: Artefact, sequences: Artefact, embeddings: Artefact,
@@ -36,7 +36,7 @@ def stg_annotations(
         archive.cutoff_of(release), artefacts=[release_annotations, ontology, sequences, embeddings], **counts))
 
 
-@dg.asset(partitions_def=RELEASES, group_name="warehouse")
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="warehouse")
 def experimental_annotations(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
     stg_annotations: Artefact,
@@ -48,7 +48,7 @@ def experimental_annotations(
         archive.cutoff_of(release), artefacts=[stg_annotations], rows=run.rows, seconds=run.seconds))
 
 
-@dg.asset(partitions_def=CUTOFFS, group_name="warehouse", ins={"experimental_annotations": all_in()})
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="warehouse", ins={"experimental_annotations": all_in()})
 def annotation_growth(
     context: dg.AssetExecutionContext, archive: ArchiveResource, warehouse: WarehouseResource,
     experimental_annotations: ArtefactSet,
@@ -81,6 +81,7 @@ def warehouse_evaluation_set(warehouse: WarehouseResource, window, role: str, py
 
 
 @dg.asset(
+    code_version="1",
     partitions_def=WINDOWS, group_name="warehouse",
     ins={"experimental_annotations": role_in("valid"), "release_annotations": role_in("valid"),
          "ontology": role_in("valid"), "sequences": role_in("valid"), "embeddings": role_in("train")},

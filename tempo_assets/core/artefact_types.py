@@ -179,9 +179,9 @@ def _ontology_fields(ontology: Ontology) -> dict[str, Any]:
         "relation": [[r for r, _ in t.other_relations] for t in terms],
         "relation_target": [[x for _, x in t.other_relations] for t in terms],
     })
-    return {"terms": table, "header": dict(ontology.header),
-            "path": None if ontology.path is None else str(ontology.path),
-            "ignored_references": int(ontology.ignored_references)}
+    # no path: the OBO's location is not part of its content (the sidecar's ``sources`` name the
+    # file by its path inside the archive), so a moved archive stores the same bytes
+    return {"terms": table, "header": dict(ontology.header), "ignored_references": int(ontology.ignored_references)}
 
 
 def _ontology_from_fields(values: dict[str, Any]) -> Ontology:
@@ -192,7 +192,7 @@ def _ontology_from_fields(values: dict[str, Any]) -> Ontology:
             id=row.id, name=row.name, namespace=row.namespace, is_obsolete=bool(row.is_obsolete),
             **{name: tuple(getattr(row, name)) for name in TERM_LISTS},
             other_relations=tuple(zip(row.relation, row.relation_target)))
-    ontology = Ontology(terms, header=values["header"], path=values["path"])
+    ontology = Ontology(terms, header=values["header"], path=values.get("path"))  # stored before: an absolute path
     ontology.ignored_references = int(values["ignored_references"])
     return ontology
 

@@ -10,8 +10,9 @@ Pure functions behind the ``benchmark`` and ``benchmark_catalog`` assets and ``t
   ontologies (:func:`lafa_terms_of_interest`), known terms for PK, ``-prop fill``,
   ``-no_orphans``, and MF targets whose only new terms are protein binding dropped
   (:func:`protein_binding_only_targets`).
-* The longitudinal view: :func:`stale_inputs` / :func:`catalog_frame` (ready / stale / failed /
-  pending per window), :func:`compare_windows` and :func:`decay_table`.
+* The longitudinal view: :func:`stale_inputs`, :func:`catalog_frame` (ready / stale / failed /
+  pending / superseded per window, as ``tempo status`` says), :func:`compare_windows` and
+  :func:`decay_table`.
 """
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ __all__ = [
 ]
 
 PROTEIN_BINDING = "GO:0005515"
-STATUSES = ("ready", "stale", "failed", "pending")
+STATUSES = ("ready", "stale", "failed", "pending", "superseded")
+# tempo status's states of a window's benchmark under the catalog's names (the others as they are)
+CATALOG_STATUS = {"ok": "ready", "missing": "pending"}
 # one scorer and one set of options for VALID, test_score and the benchmark (core/scoring.py)
 BenchmarkOptions = ScoringOptions
 score_benchmark = score_methods
@@ -221,32 +224,21 @@ def stale_inputs(sources: Iterable[Mapping[str, Any]], artefact_sha: Mapping[str
     return sorted(set(reasons))
 
 
-def catalog_frame(windows: Iterable[str], metas: Mapping[str, Mapping[str, Any] | None],
-                  failures: Mapping[str, str], artefact_sha: Mapping[str, str | None],
-                  file_sha: Mapping[tuple[str, str], str | None],
+def catalog_frame(windows: Iterable[str], states: Mapping[str, tuple[str, str]],
                   derived: Mapping[str, bool] | None = None) -> pd.DataFrame:
-    """One row per window: ``status`` (ready / stale / failed / pending) and why.
+    """One row per window: ``status`` (ready / stale / failed / pending / superseded) and why.
 
-    ``metas`` holds each window's benchmark sidecar (None when never written); ``failures``
-    maps a window to the ISO time of a failed benchmark run. A failure after the stored
-    artefact was written (or with none written) makes the window ``failed``; otherwise a stored
-    artefact is ``stale`` when any input it read changed (:func:`stale_inputs`), else ``ready``.
+    ``states`` maps a window to ``tempo status``'s state and reason of its ``benchmark``
+    (``graph_state.GraphState``: the one rule for stale, failed and superseded), shown under the
+    catalog's names (:data:`CATALOG_STATUS`); a window absent from it is pending.
     """
     rows = []
     for window in windows:
-        meta, failed_at = metas.get(window), failures.get(window)
-        written = None if meta is None else meta.get("written_at")
-        reasons: list[str] = []
-        if failed_at is not None and (written is None or str(failed_at) > str(written)):
-            status, reasons = "failed", [f"benchmark run failed at {failed_at}"]
-        elif meta is None:
-            status = "pending"
-        else:
-            reasons = stale_inputs(meta.get("sources", []), artefact_sha, file_sha)
-            status = "stale" if reasons else "ready"
-        rows.append({"window": window, "status": status, "written_at": written or "",
-                     "derived": bool((derived or {}).get(window, False)), "reasons": "; ".join(reasons)})
-    return pd.DataFrame(rows, columns=["window", "status", "written_at", "derived", "reasons"])
+        state, reason = states.get(window, ("missing", ""))
+        status = CATALOG_STATUS.get(state, state)
+        rows.append({"window": window, "status": status, "derived": bool((derived or {}).get(window, False)),
+                     "reasons": "" if status in ("ready", "pending") else reason})
+    return pd.DataFrame(rows, columns=["window", "status", "derived", "reasons"])
 
 
 def compare_windows(results: pd.DataFrame, window_a: str, window_b: str,

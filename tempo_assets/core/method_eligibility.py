@@ -35,7 +35,8 @@ NO_T_MINUS_1 = "no predictions at t-1: headline not available"
 METHOD_PREFIX = "method:"
 
 __all__ = ["ELIGIBILITY_COLUMNS", "EXCLUDED", "METHOD_PREFIX", "NO_T_MINUS_1", "UNDECLARED", "benchmark_methods",
-           "collect_records", "method_catalog", "method_eligibility", "method_prediction_frames"]
+           "collect_records", "method_catalog", "method_eligibility", "method_prediction_frames", "trained_after",
+           "window_method_keys"]
 
 
 def _meta(record: Any) -> Mapping[str, Any]:
@@ -51,6 +52,19 @@ def _run_state(records: Mapping[tuple[str, str], Any], cutoff: str, key: str) ->
     if meta.get("status") == STATUS_OK:
         return STATUS_OK, ""
     return STATUS_FAILED, f"failed: {meta.get('reason') or 'no reason recorded'}"
+
+
+def trained_after(spec: Any, cutoff_date: date) -> bool:
+    """Whether ``spec`` declares a training date after ``cutoff_date`` (it saw labels dated after it)."""
+    bound = spec.training_bound
+    return bound is not None and cutoff_date < bound
+
+
+def window_method_keys(methods: Iterable[Any], window: Any, release_dates: Mapping[str, date | str]) -> list[str]:
+    """Keys of the registered methods ``window``'s benchmark scores by the training-date rule alone
+    (trained until its t0 at the latest, or undeclared): what a benchmark built now must hold."""
+    t0_date = parse_date(release_dates[window.t0])
+    return [spec.key for spec in methods if not trained_after(spec, t0_date)]
 
 
 def method_eligibility(methods: Iterable[Any], records: Mapping[tuple[str, str], Any], window: Any,
@@ -77,14 +91,14 @@ def method_eligibility(methods: Iterable[Any], records: Mapping[tuple[str, str],
     for spec in methods:
         bound = spec.training_bound
         state, why = _run_state(records, window.t0, spec.key)
-        if bound is not None and t0_date < bound:
+        if trained_after(spec, t0_date):
             status, reason = "excluded", EXCLUDED
         elif state != STATUS_OK:
             status, reason = state, why
         else:
             status, reason = "eligible", "" if bound is not None else UNDECLARED
         valid_state, valid_why = _run_state(records, window.t_minus_1, spec.key)
-        if bound is not None and tm1_date < bound:
+        if trained_after(spec, tm1_date):
             valid_ok, valid_note = False, "trained after t-1: no VALID threshold"
         elif valid_state != STATUS_OK:
             valid_ok, valid_note = False, f"no VALID threshold: {valid_why}"

@@ -24,6 +24,8 @@ from tempo_assets.core.method_output import PREDICTION_COLUMNS, PredictionCheck,
 from tempo_assets.core.io import sha256_file
 
 PREDICTIONS_FILE = "predictions.tsv"
+# provenance that says where a method's code or file lives: recorded beside the value, not in it
+LOCATION_KEYS = ("method_dir", "predictions_file")
 
 __all__ = ["MethodOutcome", "folder_digest", "run_method"]
 
@@ -43,11 +45,13 @@ class MethodOutcome:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def value(self) -> dict[str, Any]:
-        """What ``method_predictions`` stores."""
+        """What ``method_predictions`` stores: the predictions and what identifies the method's code
+        or file (sha256), nothing of where it lived or how long it ran (the sidecar records those)."""
+        identity = {k: v for k, v in self.provenance.items() if k not in LOCATION_KEYS}
         return {"method": self.method, "cutoff": self.cutoff, "status": self.status, "reason": self.reason,
                 "predictions": self.predictions, "rows_read": self.check.rows if self.check else 0,
-                "counts": dict(self.check.counts) if self.check else {}, "seconds": self.seconds,
-                "returncode": self.returncode, **self.provenance}
+                "counts": dict(self.check.counts) if self.check else {}, "returncode": self.returncode,
+                **identity}
 
 
 def _empty() -> pd.DataFrame:

@@ -802,11 +802,13 @@ def render_window_report(window_key: str, results: pd.DataFrame,
     return _page(title, body)
 
 
-def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] | None) -> str:
+def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] | None,
+                          statuses: Mapping[str, tuple[str, str]] | None = None) -> str:
     """Self-contained HTML page across all windows: longitudinal plots and every result row.
 
     One longitudinal plot per metric among ``f_at_valid_tau, fmax_oracle, wfmax, smin`` that ``results`` holds (with
-    any finite value), then one table per window.
+    any finite value), then one table per window, under its status (``statuses``: window ->
+    ``(status, reason)`` as the catalog states it, e.g. ``stale`` with why; ``ready`` said too).
     """
     frame = _check_results(results)
     if frame.empty:
@@ -833,6 +835,10 @@ def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] |
     body.append("<h2>All results</h2>")
     for window in windows:
         body += [f"<h3>{_esc(window)}</h3>", _window_roles(window)]
+        if statuses and window in statuses:
+            status, reason = statuses[window]
+            why = f": {_esc(reason)}" if reason else ""
+            body.append(f'<p class="note status status-{_esc(status)}"><strong>status: {_esc(status)}</strong>{why}</p>')
         for profile in _profiles_of(frame):
             body += _profile_heading(profile, 4)
             body.append(_results_table(_of_profile(frame[frame["window"] == window], profile), False))

@@ -10,9 +10,12 @@ materialisation's data version.
 :func:`artefact_state` says what one stored (or expected) artefact is now:
 
 - ``ok``: every input it read is unchanged and is still what its partition reads;
-- ``stale``: an input changed, is gone, or is no longer the one its partition reads (a cutoff
-  whose previous release changed because a release was inserted; a submission for which a newer
-  frozen recipe applies; an upstream artefact that is itself stale), or its code changed;
+- ``stale``: an input it read changed, is gone, or is no longer the one its partition reads (a
+  cutoff whose previous release changed because a release was inserted; a submission for which a
+  newer frozen recipe applies; a benchmark missing a method registered since, or holding one no
+  longer registered), or its declared code version changed. Only its own inputs count, as in
+  Dagster's "Unsynced": an upstream that is stale but not rebuilt yet changes nothing it read
+  (``tempo materialize`` rebuilds in dependency order, and within a run what reads a rebuilt asset);
 - ``superseded``: its window is no longer a window of the archive (a release was inserted
   inside it); kept as history, never rebuilt and never re-scored;
 - ``missing``: its partition is in the plan and nothing is stored;
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tempo_assets.core.benchmark import stale_inputs
-from tempo_assets.core.windows import is_window_key, split_window_key
+from tempo_assets.core.windows import is_window_key, method_of_partition, split_window_key
 
 STATES = ("ok", "stale", "superseded", "missing", "failed", "claimed")
 # artefacts never rebuilt once written: the recipe is frozen, TEST is read once (test_growth, the
@@ -49,11 +52,6 @@ def fingerprint(sources: Iterable[Mapping[str, Any]], code_version: str,
     document = {"code_version": str(code_version), "sources": entries,
                 "extra": {str(k): str(v) for k, v in sorted((extra or {}).items())}}
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def code_version(package_version: str, source_text: str) -> str:
-    """``<package version>+<sha256 prefix of the asset's code>``."""
-    return f"{package_version}+{hashlib.sha256(source_text.encode('utf-8')).hexdigest()[:12]}"
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:
@@ -111,13 +109,17 @@ class ArtefactState:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the archive implies now: release ids oldest first, window keys, and per cutoff the
-    window whose frozen recipe a submission there applies (the latest frozen one with t0 <= the
-    cutoff; None when none is frozen yet)."""
+    """What the archive implies now: release ids oldest first, window keys, per cutoff the window
+    whose frozen recipe a submission there applies (the latest frozen one with t0 <= the cutoff;
+    None when none is frozen yet) and per window the registered methods its benchmark scores."""
 
     releases: Sequence[str]
     windows: Sequence[str]
     recipe_for_cutoff: Mapping[str, str | None]
+    # the methods registered in ARCHIVE/methods.yaml and, per window, those its benchmark scores
+    # (training date permitting: trained until t0 at the latest, or undeclared); None: not known
+    methods: Sequence[str] | None = None
+    window_methods: Mapping[str, Sequence[str]] | None = None
 
     def previous(self, release: str) -> str | None:
         ids = list(self.releases)
@@ -154,13 +156,26 @@ def plan_reasons(asset: str, partition: str | None, refs: Mapping[str, str | Non
     return reasons
 
 
+def method_reasons(asset: str, partition: str | None, refs: Mapping[str, str | None], plan: Plan) -> list[str]:
+    """A benchmark is stale when a method registered since is eligible for its window and was not
+    read, or when it read the predictions of a method no longer registered (``ARCHIVE/methods.yaml``
+    is one of its inputs)."""
+    if asset != "benchmark" or plan.methods is None or plan.window_methods is None:
+        return []
+    read = {method_of_partition(parse_ref(r)[1]) for r in refs if parse_ref(r)[0] == "method_predictions"}
+    wanted, registered = set(plan.window_methods.get(partition, ())), set(plan.methods)
+    reasons = [f"method {key} registered since it was built, not scored yet (scored from the stored test_growth; "
+               "TEST is not read again)" for key in sorted(wanted - read)]
+    reasons += [f"scored method {key}, no longer registered" for key in sorted(read - registered)]
+    return reasons
+
+
 def artefact_state(
     asset: str,
     partition: str | None,
     meta: Mapping[str, Any] | None,
     plan: Plan,
     current_sha: Callable[[str], str | None],
-    upstream_state: Callable[[str], str | None] = lambda _ref: None,
     file_sha: Mapping[tuple[str, str], str | None] | None = None,
     code_version: str | None = None,
     failed: str | None = None,
@@ -170,7 +185,7 @@ def artefact_state(
     """The state of ``asset[partition]`` given its sidecar ``meta`` (None when nothing is stored).
 
     ``current_sha(ref)`` is the sha256 stored now for an upstream ``"asset[partition]"`` (None if
-    gone); ``upstream_state(ref)`` that upstream's own state; ``file_sha`` the release manifests'
+    gone); ``file_sha`` the release manifests'
     ``(release, path) -> sha256``; ``code_version`` the asset's code version now; ``failed`` the
     reason of a failed run after it was written; ``failed_check`` that of a blocking check that
     failed on it; ``claimed`` the reason of a TEST claim with no score.
@@ -199,11 +214,7 @@ def artefact_state(
     artefact_sha = {r: current_sha(r) for r in refs}
     reasons += stale_inputs(sources, artefact_sha, file_sha or {})
     reasons += plan_reasons(asset, partition, refs, plan)
-    for upstream in sorted(refs):
-        if parse_ref(upstream)[0] in FROZEN_ASSETS:
-            continue
-        if upstream_state(upstream) in ("stale", "failed"):
-            reasons.append(f"reads {upstream}, which is {upstream_state(upstream)}")
+    reasons += method_reasons(asset, partition, refs, plan)
     if reasons:
         if asset in FROZEN_ASSETS:
             reasons.append("kept: frozen artefacts are not rebuilt (PROTOCOL.md)")

@@ -40,6 +40,11 @@ def cutoff_method_key(cutoff: str, method: str) -> str:
     return f"{cutoff}{MULTI_SEPARATOR}{method}"
 
 
+def method_of_partition(key: str) -> str:
+    """The method of a ``<cutoff>|<method>`` partition key (``cutoff_method_key``'s inverse)."""
+    return str(key).split(MULTI_SEPARATOR, 1)[-1]
+
+
 @dataclass(frozen=True)
 class Window:
     """Four releases ``t-2 < t-1 < t0 < t1``: TRAIN <= t-1, VALID (t-1, t0], TEST (t0, t1]."""

@@ -635,13 +635,27 @@ def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], method
                      homology={} if homology is None else dict(homology.info), n_boot=int(options.n_boot))
 
 
-def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str) -> str:
-    """The latest window (by t0, then t1) with a frozen recipe whose t0 <= cutoff."""
+def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str,
+                      windows: Iterable[Window] = ()) -> str:
+    """The latest window (by t0, then t1) with a frozen recipe whose t0 <= cutoff.
+
+    ``windows`` (every window of the archive) lets the refusal say which case it is: no window
+    has t0 <= cutoff (no submission can ever be made there), or one has but is not frozen yet.
+    """
     order = {r: i for i, r in enumerate(release_ids)}
     usable = [w for w in frozen_windows if order.get(w.t0, 1 << 30) <= order[cutoff]]
-    if not usable:
-        raise TempoInputError(f"no frozen recipe on a window with t0 <= {cutoff}: materialise frozen_recipe first")
-    return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key
+    if usable:
+        return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key
+    windows = list(windows)
+    possible = [w for w in windows if order.get(w.t0, 1 << 30) <= order[cutoff]]
+    if windows and not possible:
+        first = min((w.t0 for w in windows if w.t0 in order), key=order.get, default=None)
+        later = f"; the first cutoff with one is {first}" if first else ""
+        raise TempoInputError(f"no submission at cutoff {cutoff}: no window of the archive has t0 <= {cutoff}, so no "
+                              f"recipe frozen on VALID can apply there (PROTOCOL.md){later}")
+    latest = max(possible, key=lambda w: (order[w.t0], order[w.t1])).key if possible else None
+    how = f"`tempo materialize --window {latest}`" if latest else "`tempo materialize --all`"
+    raise TempoInputError(f"no frozen recipe yet on a window with t0 <= {cutoff}: freeze one first ({how})")
 
 
 __all__ = [

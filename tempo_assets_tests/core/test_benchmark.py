@@ -146,15 +146,14 @@ def test_stale_inputs_and_catalog_status():
     assert len(stale_inputs(sources, {**same, "ia_weights[2019]": "zzz"}, files)) == 1
     assert len(stale_inputs(sources, {"test_score[w]": "bbb"}, files)) == 1  # gone
     assert len(stale_inputs(sources, same, {("2019", "releases/2019/go.obo"): "ddd"})) == 1
-    metas = {"w1": {"sources": sources, "written_at": "2026-01-02T00:00:00"},
-             "w2": {"sources": sources, "written_at": "2026-01-02T00:00:00"},
-             "w3": {"sources": sources, "written_at": "2026-01-02T00:00:00"}, "w4": None}
-    failures = {"w2": "2026-01-01T00:00:00", "w3": "2026-01-03T00:00:00"}
-    catalog = catalog_frame(["w1", "w2", "w3", "w4"], metas, failures, same, files, {"w1": True})
-    assert catalog["status"].tolist() == ["ready", "ready", "failed", "pending"]
-    assert catalog["derived"].tolist() == [True, False, False, False]
-    changed = catalog_frame(["w1"], metas, {}, {**same, "test_score[w]": "new"}, files)
-    assert changed["status"].tolist() == ["stale"] and "test_score[w]" in changed["reasons"].iloc[0]
+    states = {"w1": ("ok", "fingerprint abc"), "w2": ("stale", "test_score[w] changed"),
+              "w3": ("failed", "run r1 failed"), "w5": ("superseded", "release x now lies inside it")}
+    catalog = catalog_frame(["w1", "w2", "w3", "w4", "w5"], states, {"w1": True})
+    assert catalog["status"].tolist() == ["ready", "stale", "failed", "pending", "superseded"]
+    assert catalog["reasons"].tolist() == ["", "test_score[w] changed", "run r1 failed", "",
+                                           "release x now lies inside it"]
+    assert catalog["derived"].tolist() == [True, False, False, False, False]
+    assert "written_at" not in catalog.columns  # no wall-clock time inside an artefact's value
 
 
 def test_compare_windows_and_decay():

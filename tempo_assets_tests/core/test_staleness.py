@@ -79,13 +79,34 @@ def test_the_submission_is_stale_when_a_newer_frozen_recipe_applies():
     assert no_recipe_yet.state == "stale" and "superseded since" in no_recipe_yet.reason
 
 
-def test_staleness_propagates_but_not_from_frozen_artefacts():
+def test_only_an_artefacts_own_inputs_make_it_stale_as_dagster_counts_unsynced():
+    """An upstream that is stale but not rebuilt changed nothing this artefact read: it stays ok (the
+    UI's "Unsynced" counts the same way); once the upstream is rebuilt to other bytes it is stale."""
     meta = sidecar(("embeddings[2019-01-15]", "e5"), ("frozen_recipe[" + W_OLD + "]", "r"))
-    upstream = {"embeddings[2019-01-15]": "stale", "frozen_recipe[" + W_OLD + "]": "stale"}
-    result = state("benchmark", W_OLD, meta, plan(), upstream_state=upstream.get)
-    assert result.reason == "reads embeddings[2019-01-15], which is stale"
-    only_frozen = state("benchmark", W_OLD, meta, plan(), upstream_state={"frozen_recipe[" + W_OLD + "]": "stale"}.get)
-    assert only_frozen.state == "ok"
+    assert state("benchmark", W_OLD, meta, plan()).state == "ok"
+    rebuilt = dict(SHA, **{"embeddings[2019-01-15]": "e5-rebuilt"})
+    result = artefact_state("benchmark", W_OLD, meta, plan(), rebuilt.get)
+    assert result.state == "stale" and "embeddings[2019-01-15] changed" in result.reason
+
+
+def methods_plan(registered, eligible):
+    windows = ["__".join(R[:4]), W_OLD]
+    return Plan(R, windows, {c: None for c in R}, methods=registered, window_methods={w: eligible for w in windows})
+
+
+def test_a_method_registered_after_the_benchmark_makes_it_stale():
+    read = sidecar(("method_predictions[2017-01-15|a]", "p1"), ("method_predictions[2018-01-15|a]", "p2"))
+    shas = dict(SHA, **{"method_predictions[2017-01-15|a]": "p1", "method_predictions[2018-01-15|a]": "p2"})
+    now = lambda p: artefact_state("benchmark", W_OLD, read, p, shas.get)  # noqa: E731
+    assert now(methods_plan(["a"], ["a"])).state == "ok"
+    late = now(methods_plan(["a", "late"], ["a", "late"]))
+    assert late.state == "stale" and "method late registered since it was built" in late.reason and needs_build(late)
+    # registered, but trained after this window's t0: the benchmark does not score it, nothing to rebuild
+    assert now(methods_plan(["a", "late"], ["a"])).state == "ok"
+    removed = now(methods_plan([], []))
+    assert removed.state == "stale" and "scored method a, no longer registered" in removed.reason
+    # a plan that does not know the registry says nothing about methods
+    assert artefact_state("benchmark", W_OLD, read, plan(), shas.get).state == "ok"
 
 
 def test_frozen_artefacts_are_reported_stale_but_never_rebuilt():

@@ -1,0 +1,101 @@
+"""A method registered after its windows were scored is scored on them (issue 20, Build item 5).
+
+``ARCHIVE/methods.yaml`` is an input of every window's ``benchmark``: registering a method makes the
+benchmarks it is eligible for ``stale``, and ``tempo materialize --all`` runs it at every cutoff and
+rebuilds exactly those benchmarks from the stored ``test_growth`` (TEST is read once): the frozen
+recipe, TEST growth, TEST score and the TEST claims are left as they were, byte for byte, and every
+number the recipe and the baselines had stays. Before, the method ran at every cutoff and was never
+scored: ``window_job`` said "already materialised and current, skipped" and status said ``ok``.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tempo_assets.cli.graph_cmd import plan_steps, run_steps
+from tempo_assets.core.method_eligibility import METHOD_PREFIX
+from tempo_assets.core.releases import open_archive
+from tempo_assets.partitions import plan_partitions
+from tempo_assets_tests.conftest import REPO, graph_from, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+LATE = "freqlate@1"
+KEPT = ("frozen_recipe", "test_growth", "test_score", "valid_selection", "valid_evaluation_set")
+
+
+def tempo(graph, *args) -> subprocess.CompletedProcess:
+    run = subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], cwd=REPO, env=subprocess_env(graph),
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run
+
+
+def states(graph) -> dict[str, tuple[str, str]]:
+    return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"])
+            for s in json.loads(tempo(graph, "status", "--json").stdout)}
+
+
+def folder_bytes(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def without_methods(summary: pd.DataFrame) -> pd.DataFrame:
+    rows = summary[~summary["method"].astype(str).str.startswith(METHOD_PREFIX)]
+    return rows.sort_values(["profile", "method", "mode", "aspect"]).reset_index(drop=True)
+
+
+def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_path):
+    graph = graph_from(demo_build, tmp_path / "graph")
+    try:
+        store, windows = graph.store(), list(graph.plan.windows)
+        assert len(windows) == 2
+        kept = {(a, w): folder_bytes(store.folder(a, w)) for a in KEPT for w in windows}
+        claims = folder_bytes(graph.artefacts / "_test_claims")
+        old = {w: store.open("benchmark", w).value.summary for w in windows}
+        assert not any(f"{METHOD_PREFIX}{LATE}" in set(s["method"]) for s in old.values())
+
+        tempo(graph, "method", "add", "freqlate", "--version", "1",
+              "--dir", str(REPO / "examples" / "methods" / "freqprior"), "--command", "python3 predict.py")
+        before = states(graph)
+        for window in windows:
+            state, reason = before[f"benchmark[{window}]"]
+            assert state == "stale" and f"method {LATE} registered since" in reason, (window, state, reason)
+            for asset in ("frozen_recipe", "test_growth", "test_score"):
+                assert before[f"{asset}[{window}]"][0] == "ok", (asset, window, before[f"{asset}[{window}]"])
+        # the catalog and the HTML report say so too (they said "ready")
+        catalog = tempo(graph, "report", "--format", "md").stdout
+        assert all(f"| {window} | stale " in catalog for window in windows), catalog[:3000]
+        page = tmp_path / "archive.html"
+        tempo(graph, "report", "--format", "html", "--allow-failed-gate", "--out", str(page))
+        assert page.read_text(encoding="utf-8").count("status: stale") == len(windows)
+
+        plan = plan_partitions(open_archive(graph.archive))
+        lines: list[str] = []
+        report = run_steps(plan_steps(plan, "all"), graph.instance, graph.resources, echo=lines.append)
+        ran = {(job, key) for job, key, status, _ in report if status == "ok"}
+        assert all(status in ("ok", "skipped") for *_, status, _ in report), lines
+        assert {("method_job", f"{c}|{LATE}") for c in plan.cutoffs} <= ran, lines
+        assert {("window_job", w) for w in windows} <= ran, lines
+        for window in windows:  # the window runs rebuilt its benchmark only
+            assert any(f"window_job {window}: started run" in line and line.endswith("(benchmark)") for line in lines), lines
+
+        for (asset, window), files in kept.items():
+            assert folder_bytes(store.folder(asset, window)) == files, f"{asset}[{window}] was touched"
+        assert folder_bytes(graph.artefacts / "_test_claims") == claims, "a TEST claim was taken or changed"
+        for window in windows:
+            value = store.open("benchmark", window).value
+            assert f"{METHOD_PREFIX}{LATE}" in set(value.summary["method"]), window
+            assert LATE in set(value.methods["method"]) and set(value.methods["status"]) == {"eligible"}
+            # the recipe's and the baselines' numbers did not move
+            pd.testing.assert_frame_equal(without_methods(value.summary), without_methods(old[window]))
+        after = states(graph)
+        assert all(after[f"benchmark[{w}]"][0] == "ok" for w in windows), after
+        report_md = tempo(graph, "report", "--format", "md").stdout
+        assert report_md.count(f"{METHOD_PREFIX}{LATE}") >= 2 * 2, report_md[:2000]  # rows in both windows
+    finally:
+        graph.instance.dispose()
