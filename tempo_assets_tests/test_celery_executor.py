@@ -9,7 +9,7 @@ folder with its own ``DAGSTER_HOME``, tmp dir and cache; stopped by their pids a
 byte for byte as the in-process run of the session's ``demo_graph``; then a worker is killed
 (``kill -9``) in the middle of a step, which fails the run visibly and leaves the stored artefact
 as it was. The archive is ``data/`` without ``methods.yaml``: a registered method's bundle is a
-local extra of the worker that built it (README limitations), and the window's score does not
+local extra of the worker that built it (docs/limitations.md), and the window's score does not
 depend on the methods.
 """
 from __future__ import annotations

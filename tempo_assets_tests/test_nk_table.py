@@ -1,4 +1,4 @@
-"""benchmarks/nk_table.py: the README's NK rows from a benchmark's summary and paired tables."""
+"""benchmarks/nk_table.py: the NK rows of docs/results/ from a benchmark's summary and paired tables."""
 from __future__ import annotations
 
 import importlib.util
