@@ -1,4 +1,5 @@
-"""The NK tables of docs/results/ (demo.md, full_archives.md): per window, aspect and profile, F at each method's VALID threshold on TEST
+"""The NK tables of docs/results/ (demo.md, full_archives.md): per window, aspect and profile, F at
+each method's VALID threshold on TEST
 and the recipe's paired difference with naive (intervals resampling proteins, then clusters); then,
 per cell, the recipe against every baseline: where its paired intervals lie above 0 and where not.
 
