@@ -35,24 +35,27 @@ PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["sub
                     "windows": WINDOW_ASSETS}
 
 
-def test_claims(store, windows: Iterable[str]) -> dict[str, str]:
-    """window -> reason, for each window whose TEST was claimed but never reported.
+def window_tests(store, windows: Iterable[str], instance=None) -> dict[str, "WindowTest"]:
+    """window -> its place in the TEST lifecycle (``core.test_claims.TEST_STATES``)."""
+    from tempo_assets.core.test_claims import ClaimStore, window_test_state
+    from tempo_assets.runs import claim_ended
 
-    A claim whose run wrote no score is ``claimed`` (``tempo test-claim release`` burns it);
-    a burned window stays "TEST read, not reported" for good.
-    """
-    from tempo_assets.core.test_claims import ClaimStore
+    claims = ClaimStore.of(store)
+    out = {}
+    for window in windows:
+        stored = [a for a in ("test_growth", "test_score") if store.exists(a, window)]
+        out[window] = window_test_state(window, claims.claims_of(window), claims.burn_of(window), stored,
+                                        lambda claim: claim_ended(instance, claim))
+    return out
 
-    statuses = ClaimStore.of(store).claims(lambda w: store.exists("test_score", w), windows=list(windows))
-    reasons = {}
-    for status in statuses:
-        if status.state == "claimed":
-            claim = status.claim
-            who = f"run {claim.run_id} at {claim.claimed_at}" if claim else "a run"
-            reasons[status.window] = f"TEST claimed by {who}, no score written (tempo test-claim release)"
-        elif status.state == "burned":
-            reasons[status.window] = f"TEST read, not reported (burned: {status.reason})"
-    return reasons
+
+def claim_reason(asset: str, test: "WindowTest") -> str | None:
+    """Why ``asset`` (test_growth or test_score) of the window cannot be built now because of TEST's claims."""
+    if test.state == "burned":
+        return test.describe()
+    if test.state in ("reading", "scoring", "dead") and (asset == "test_score" or test.asset == "test_growth"):
+        return test.describe()
+    return None
 
 
 def blocking_checks() -> dict[str, list[dg.AssetCheckKey]]:
@@ -96,11 +99,14 @@ class Step:
     todo: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
+    # stored partitions it reads (or keeps) whose blocking checks never ran in this instance:
+    # (asset, partition, check keys) -- run on their own before the step (``check_runs``)
+    unchecked: list[tuple[str, str, list]] = field(default_factory=list)
     token: str = ""
 
     @property
     def ready(self) -> bool:
-        return bool(self.todo) and not self.waiting and not self.blocked
+        return bool(self.todo) and not self.waiting and not self.blocked and not self.unchecked
 
     @property
     def run_key(self) -> str:
@@ -128,7 +134,7 @@ class GraphState:
         self._states: dict[str, ArtefactState] = {}
         self._checks: dict[tuple[str, str], tuple[str, str]] = {}
         self._failed_runs: dict[tuple[str, str], tuple[float, str, str]] | None = None
-        self._claims = test_claims(store, plan.windows)
+        self.tests = window_tests(store, plan.windows, instance)
         self._blocking = blocking_checks()
         self._file_sha = self._manifest_shas()
 
@@ -169,6 +175,28 @@ class GraphState:
         events = self.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
         return {e.step_key for e in events}
 
+    def _check_verdicts(self, asset: str, partition: str) -> tuple[list[str], list[dg.AssetCheckKey]]:
+        """Names of ``asset[partition]``'s blocking checks that failed, and keys of those with no
+        evaluation on the stored artefact (none, only planned, or older than the artefact)."""
+        keys = self._blocking.get(asset, [])
+        if not keys or self.instance is None:
+            return [], []
+        meta = self._meta(asset, partition) or {}
+        written = datetime.fromisoformat(meta["written_at"]).timestamp() if meta.get("written_at") else None
+        records = self.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            keys, partition_filter=PartitionKeyFilter(key=partition))
+        failed, pending = [], []
+        for key in keys:
+            record = records.get(key)
+            status = getattr(getattr(record, "status", None), "value", None)
+            # the evaluation's own time (the record's creation time is when the run planned it)
+            when = None if record is None else (record.event.timestamp if record.event else record.create_timestamp)
+            if record is None or status == "PLANNED" or (written is not None and when < written):
+                pending.append(key)
+            elif status == "FAILED":
+                failed.append(key.name)
+        return failed, pending
+
     def check_result(self, asset: str, partition: str) -> tuple[str, str]:
         """``("passed"|"failed"|"pending", reason)`` of ``asset[partition]``'s blocking checks in the instance.
 
@@ -177,29 +205,19 @@ class GraphState:
         cached = self._checks.get((asset, partition))
         if cached is not None:
             return cached
-        keys = self._blocking.get(asset, [])
+        failed, pending = self._check_verdicts(asset, partition)
         result = ("passed", "")
-        if keys and self.instance is not None:
-            meta = self._meta(asset, partition) or {}
-            written = datetime.fromisoformat(meta["written_at"]).timestamp() if meta.get("written_at") else None
-            records = self.instance.event_log_storage.get_latest_asset_check_execution_by_key(
-                keys, partition_filter=PartitionKeyFilter(key=partition))
-            failed, pending = [], []
-            for key in keys:
-                record = records.get(key)
-                status = getattr(getattr(record, "status", None), "value", None)
-                # the evaluation's own time (the record's creation time is when the run planned it)
-                when = None if record is None else (record.event.timestamp if record.event else record.create_timestamp)
-                if record is None or status == "PLANNED" or (written is not None and when < written):
-                    pending.append(key.name)
-                elif status == "FAILED":
-                    failed.append(key.name)
-            if failed:
-                result = ("failed", f"blocking check(s) {', '.join(failed)} failed on {ref(asset, partition)}")
-            elif pending:
-                result = ("pending", f"blocking check(s) {', '.join(pending)} of {ref(asset, partition)} not passed yet")
+        if failed:
+            result = ("failed", f"blocking check(s) {', '.join(failed)} failed on {ref(asset, partition)}")
+        elif pending:
+            result = ("pending", f"blocking check(s) {', '.join(k.name for k in pending)} never ran on the stored "
+                                 f"{ref(asset, partition)} in this instance (tempo materialize runs them)")
         self._checks[(asset, partition)] = result
         return result
+
+    def unchecked_keys(self, asset: str, partition: str) -> list[dg.AssetCheckKey]:
+        """The blocking checks of the stored ``asset[partition]`` with no evaluation since it was written."""
+        return self._check_verdicts(asset, partition)[1]
 
     # ----------------------------------------------------------------------------- states
 
@@ -222,10 +240,15 @@ class GraphState:
         if meta is not None and failed is None and partition is not None:
             verdict, why = self.check_result(asset, partition)
             failed_check = why if verdict == "failed" else None
-        claimed = self._claims.get(partition) if asset == "test_score" else None
+        test = self.tests.get(partition) if asset in ("test_growth", "test_score") else None
+        claimed = claim_reason(asset, test) if test is not None else None
         result = staleness.artefact_state(
             asset, partition, meta, self.core_plan, self._current_sha, file_sha=self._file_sha,
             code_version=self.code.get(asset), failed=failed, failed_check=failed_check, claimed=claimed)
+        if result.state == "ok" and partition is not None:
+            verdict, why = self.check_result(asset, partition)
+            if verdict == "pending":  # stored, never checked here: a kill before its checks, another instance
+                result = ArtefactState(asset, partition, "unchecked", why, stored=True)
         self._states[name] = result
         return result
 
@@ -271,23 +294,24 @@ class GraphState:
             state = self.state(asset, key)
             rereads = any(d in step.todo for d in deps.get(asset, ())) and not (
                 state.stored and asset in staleness.FROZEN_ASSETS)
-            if needs_build(state) or (rereads and state.state in ("ok", "stale")):
+            if needs_build(state) or (rereads and state.state in ("ok", "unchecked", "stale")):
                 step.todo.append(asset)
         # assets of the run's own selection it keeps and the ones to build read: their blocking
         # checks gate the run too (within one run Dagster's blocking checks do it)
         kept = [(a, key) for a in assets if a not in step.todo and any(a in deps.get(t, ()) for t in step.todo)]
         for asset, partition in step.upstream + kept:
             state = self.state(asset, partition)
-            if state.state == "ok" or (state.state == "stale" and not needs_build(state)):  # frozen, kept
-                verdict, why = self.check_result(asset, partition)
+            if state.state in ("ok", "unchecked") or (state.state == "stale" and not needs_build(state)):
+                verdict, why = self.check_result(asset, partition)  # frozen, kept: its checks still gate
                 if verdict == "failed":
                     step.blocked.append(why)
                 elif verdict == "pending":
-                    step.waiting.append(why)
+                    step.unchecked.append((asset, partition, self.unchecked_keys(asset, partition)))
             elif state.state == "failed" and state.stored:
                 step.blocked.append(f"{state.line()}")
             else:
-                step.waiting.append(f"{ref(asset, partition)} is {state.state}")
+                detail = f" ({state.reason})" if state.state == "claimed" else ""
+                step.waiting.append(f"{ref(asset, partition)} is {state.state}{detail}")
         inputs = sorted((ref(a, p), self._current_sha(ref(a, p)) or "") for a, p in step.upstream)
         files = sorted(f"{k}={v}" for k, v in self._file_sha.items() if job == "release_job" and k[0] == key)
         # what a run would read and with what code: unchanged while a requested run is under way

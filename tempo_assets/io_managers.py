@@ -20,6 +20,7 @@ from tempo_assets.core.artefacts import (  # noqa: F401
     Artefact, ArtefactSet, ArtefactStore, WindowArtefactSet, canonical_json, refuse_flagged,
 )
 from tempo_assets.core.errors import CutoffViolation, StorageWriteError, TempoInputError
+from tempo_assets.core.faults import fault_point
 from tempo_assets.core.windows import ROLE_BOUND, is_window_key, parse_window_key
 from tempo_assets.fingerprints import set_data_version
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
@@ -71,6 +72,7 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         context.add_output_metadata({"sha256": meta["sha256"], "path": str(store.folder(asset, partition))})
         set_data_version(context.asset_key, meta["sha256"])
+        fault_point(asset, "written")
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.asset_key.to_user_string()

@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import sqlalchemy.exc
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
@@ -81,13 +82,26 @@ def plan_partitions(archive) -> PartitionPlan:
 
 
 def register_partitions(instance: dg.DagsterInstance, plan: PartitionPlan) -> dict[str, list[str]]:
-    """Add the plan's keys missing from the instance; return the newly added keys per partition."""
-    added: dict[str, list[str]] = {}
-    for definition, keys in ((RELEASES, plan.releases), (CUTOFFS, plan.cutoffs), (WINDOWS, plan.windows),
-                            (METHODS, plan.methods)):
-        existing = set(instance.get_dynamic_partitions(definition.name))
+    """Add the plan's keys missing from the instance; return the keys this call added per partition.
+
+    Safe under concurrency: when another process adds some of the same keys first (the storage's
+    unique constraint refuses the second insert), the keys still missing are added again.
+    """
+    return {definition.name: _add_missing_keys(instance, definition.name, keys)
+            for definition, keys in ((RELEASES, plan.releases), (CUTOFFS, plan.cutoffs), (WINDOWS, plan.windows),
+                                     (METHODS, plan.methods))}
+
+
+def _add_missing_keys(instance: dg.DagsterInstance, name: str, keys: list[str], attempts: int = 5) -> list[str]:
+    for attempt in range(attempts):
+        existing = set(instance.get_dynamic_partitions(name))
         new = [k for k in keys if k not in existing]
-        if new:
-            instance.add_dynamic_partitions(definition.name, new)
-        added[definition.name] = new
-    return added
+        if not new:
+            return []
+        try:
+            instance.add_dynamic_partitions(name, new)
+            return new
+        except sqlalchemy.exc.IntegrityError:  # a concurrent launch added some of them: re-read, retry
+            if attempt == attempts - 1:
+                raise
+    return []

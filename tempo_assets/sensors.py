@@ -16,6 +16,7 @@ from tempo_assets.graph_state import (  # noqa: F401  (the asset lists are part 
 from tempo_assets.core.releases import open_archive
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
+from tempo_assets.runs import fail_dead_runs
 
 release_job = dg.define_asset_job("release_job", selection=RELEASE_ASSETS)
 cutoff_job = dg.define_asset_job("cutoff_job", selection=CUTOFF_ASSETS)
@@ -29,6 +30,22 @@ def run_request(step: Step) -> dg.RunRequest:
     """The request of a ready step: its job, partition and only the assets it must (re)build."""
     return dg.RunRequest(run_key=step.run_key, job_name=step.job, partition_key=step.key,
                          asset_selection=[dg.AssetKey(a) for a in step.todo])
+
+
+def check_requests(steps: list[Step]) -> list[dg.RunRequest]:
+    """Requests running, on their own, the blocking checks that never ran on a stored partition a step
+    reads (``unchecked``: a kill between a write and its checks, another instance on the same store)."""
+    seen, requests = set(), []
+    for step in steps:
+        for asset, partition, keys in step.unchecked if step.todo else ():
+            if (asset, partition) in seen or not keys:
+                continue
+            seen.add((asset, partition))
+            job = next(j for j, assets in JOB_ASSETS.items() if asset in assets)
+            names = ",".join(sorted(k.name for k in keys))
+            requests.append(dg.RunRequest(run_key=f"checks:{asset}:{partition}:{names}", job_name=job,
+                                          partition_key=partition, asset_selection=[], asset_check_keys=keys))
+    return requests
 
 
 def plan_steps_now(plan, store, instance=None, archive=None) -> list[Step]:
@@ -74,11 +91,15 @@ def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource
     (e.g. its inputs were rebuilt after a release was inserted); steps with nothing to build
     leave the cursor, which therefore never outgrows the archive's partitions.
     """
+    for line in fail_dead_runs(context.instance):
+        context.log.warning(line)
     added, partition_requests = plan_new_partitions(context.instance, archive.root)
     opened = open_archive(archive.root)
     steps = plan_steps_now(plan_partitions(opened), artefact_store.store(), context.instance, opened)
     previous = read_cursor(context.cursor)
-    runs = [run_request(s) for s in steps if s.ready and previous.get(f"{s.job}:{s.key}") != s.token]
+    runs = check_requests(steps)
+    runs += [run_request(s) for s in steps if s.ready and not s.unchecked
+             and previous.get(f"{s.job}:{s.key}") != s.token]
     pending = {f"{s.job}:{s.key}": (s.token if s.ready else previous.get(f"{s.job}:{s.key}", ""))
                for s in steps if s.todo}
     cursor = json.dumps({k: v for k, v in sorted(pending.items()) if v})

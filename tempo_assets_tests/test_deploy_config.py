@@ -42,6 +42,9 @@ def test_instance_files_pass_dagsters_instance_schema(tmp_path, monkeypatch, nam
     assert config["concurrency"]["runs"]["max_concurrent_runs"] >= 1
     assert config["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
     assert config["telemetry"] == {"enabled": False}
+    # the daemon marks failed a run whose process died (kill -9, OOM): nothing waits on it for good
+    assert config["run_monitoring"]["enabled"] is True
+    assert config["run_monitoring"]["start_timeout_seconds"] > 0
 
 
 def test_instance_schema_rejects_a_misspelt_key(tmp_path, monkeypatch):
@@ -92,5 +95,9 @@ def test_helm_values_describe_the_same_instance():
     assert (coordinator["config"]["queuedRunCoordinator"]["maxConcurrentRuns"]
             == server["concurrency"]["runs"]["max_concurrent_runs"])
     assert values["telemetry"] == server["telemetry"]
+    monitoring = values["dagsterDaemon"]["runMonitoring"]
+    assert monitoring["enabled"] is server["run_monitoring"]["enabled"] is True
+    assert monitoring["startTimeoutSeconds"] == server["run_monitoring"]["start_timeout_seconds"]
+    assert monitoring["pollIntervalSeconds"] == server["run_monitoring"]["poll_interval_seconds"]
     deployment = values["dagster-user-deployments"]["deployments"][0]
     assert deployment["dagsterApiGrpcArgs"] == ["-m", "tempo_assets.definitions"]

@@ -162,10 +162,12 @@ def benchmark(
     method_predictions: ArtefactSet,
 ) -> dg.Output:
     """One row per (profile, method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold."""
+    from tempo_assets.core.faults import fault_point
     from tempo_assets.core.report import render_window_report, strata_frame, write_report
     from tempo_assets.core.scoring import PROFILES
     from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query, window_homology
 
+    fault_point("benchmark", "started")
     window = parse_window_key(context.partition_key)
     recipe, options, (t0, t1) = verify_recipe(frozen_recipe), benchmark_config.options(), window.growth_span("test")
     tm1 = window.t_minus_1

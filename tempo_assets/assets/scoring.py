@@ -47,6 +47,7 @@ def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResou
     The claim is recorded as an observation ``observed`` (the claiming run id) before anything of
     TEST is read. A claim store that cannot be written raises ``ClaimUnavailable``: the run fails.
     """
+    from tempo_assets.core.faults import fault_point
     from tempo_assets.core.test_claims import ClaimRefused, ClaimStore
 
     asset = context.asset_key.to_user_string()
@@ -59,6 +60,7 @@ def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResou
         else:
             context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window, metadata={
                 observed: claim.run_id, "claimed_at": claim.claimed_at, "host": claim.host, "pid": claim.pid}))
+            fault_point(asset, "claimed")
             return True
     # no output: the stored artefact stays the only one, downstream steps are skipped; the checks
     # this run planned on it are restated as they stand on the stored artefact (not "skipped")

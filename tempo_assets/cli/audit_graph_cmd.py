@@ -248,18 +248,35 @@ def audit_instance(instance, archive_root: str, asset_keys=None):
                                 test_reads=test_read_records(instance))
 
 
+def unfinished_tests(instance, archive_root: str) -> list:
+    """``core.test_claims.WindowTest`` of every window of the archive whose TEST is neither unread nor scored."""
+    from tempo_assets.core.releases import open_archive
+    from tempo_assets.graph_state import window_tests
+    from tempo_assets.partitions import plan_partitions
+    from tempo_assets.resources import open_artefact_store
+
+    windows = plan_partitions(open_archive(archive_root)).windows
+    tests = window_tests(open_artefact_store(), windows, instance)
+    return [t for t in tests.values() if t.state not in ("unread", "scored")]
+
+
 def run_audit_cutoffs(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from tempo_assets.cli.graph_cmd import ensure_dagster_home
     from tempo_assets.resources import default_archive_root
+    from tempo_assets.runs import settle_dead_runs
 
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
+        settle_dead_runs(instance, echo=lambda line: print(line, file=sys.stderr))
         report = audit_instance(instance, args.archive or default_archive_root())
+        tests = unfinished_tests(instance, args.archive or default_archive_root())
     print(report.table().to_string(index=False))
     for finding in report.findings:
         print(f"VIOLATION [{finding.rule}] {finding.message}")
+    for test in tests:  # not violations: windows whose TEST is claimed, burned or read and not scored
+        print(f"TEST {test.state} [{test.window}] {test.describe()}")
     print("PASS" if report.passed else f"FAIL: {len(report.findings)} violation(s)")
     write_report(args.out, {"audit": "audit-cutoffs", **report.to_dict()})
     return 0 if report.passed else 1

@@ -92,7 +92,11 @@ class MethodStep:
     """A method step's work: the assets it still has to build (nothing to wait for beyond its cutoff)."""
 
     def __init__(self, todo: list[str]):
-        self.todo, self.blocked, self.waiting = todo, [], []
+        self.todo, self.blocked, self.waiting, self.unchecked = todo, [], [], []
+
+
+# statuses of a step in ``run_steps``' report, and what each means in the closing summary
+BUILT, SKIPPED, BLOCKED, WAITING, FAILED, REFUSED = "ok", "skipped", "blocked", "waiting", "FAILED", "refused"
 
 
 def run_steps(steps, instance, resources=None, echo=print, exclude=(),
@@ -102,14 +106,19 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     A step builds only its missing or stale artefacts (``graph_state``: a stored TEST growth,
     TEST score or frozen recipe is never rebuilt, a superseded window never re-scored), and runs
     only when every partition it reads is stored, current and passed its blocking checks
-    (the Python, audit and SQL warehouse checks) in the instance; otherwise it stops with the
-    reason (status ``blocked``). ``catalog_job`` (the cross-window catalog) runs every time.
-    ``exclude`` names assets left out of every step; the run stops at the first failed or
-    blocked step. A line is printed when each run starts and when it ends, and, while it runs,
-    the latest progress line of each running step (``core/progress.py``). Dagster's console
-    log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING); the event log
-    in the instance keeps everything. ``$TEMPO_RUN_CONFIG`` names a YAML file of run config
-    merged into every run (e.g. ``resources: {grid: {config: {bootstrap_samples: 20}}}``).
+    (the Python, audit and SQL warehouse checks) in the instance. Checks that never ran on a
+    stored partition it reads (``unchecked``: a kill between a write and its checks, another
+    instance on the same store) are run first, on their own. A step that cannot run is
+    ``blocked`` (a blocking check failed on what it reads) or ``waiting`` (on a TEST claim, a
+    burned window, an upstream that failed or is missing) and the others still run: the report
+    ends with a summary of what was not built and why. ``catalog_job`` runs every time.
+    ``exclude`` names assets left out of every step. A line is printed when each run starts and
+    ends, and, while it runs, the latest progress line of each running step (``core/progress.py``).
+    Dagster's console log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING);
+    the event log keeps everything. ``$TEMPO_RUN_CONFIG`` names a YAML file of run config merged
+    into every run (e.g. ``resources: {grid: {config: {bootstrap_samples: 20}}}``). Concurrent
+    launches on one local store take each step's lock (``runs.step_lock``): the later one waits,
+    re-plans and skips what the first built.
 
     With ``TEMPO_EXECUTOR=celery`` each run goes through ``dagster.execute_job`` on the module's
     definitions (``tempo_assets.definitions``), whose jobs use the celery executor: every step is
@@ -117,91 +126,152 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     their own environment, so ``resources`` must be ``None`` then, the instance must be one they
     share (PostgreSQL) and the artefact store an object store.
     """
-    log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
-    import uuid
+    runner = StepRunner(instance, resources, echo, exclude, log_level)
+    report = [runner.run_one(number, len(steps), job, key) for number, (job, key) in enumerate(steps, start=1)]
+    runner.summarise(report)
+    return [(job, key, status, seconds) for job, key, status, seconds, _ in report]
 
-    import dagster as dg
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
 
-    from tempo_assets.assets.scoring import test_refusal
-    from tempo_assets.resources import open_artefact_store
-    from tempo_assets.audit_checks import AUDIT_CHECKS
-    from tempo_assets.checks import CHECKS
-    from tempo_assets.assets.methods import METHOD_JOBS
-    from tempo_assets.core.releases import open_archive
-    from tempo_assets.definitions import ASSETS, build_resources
-    from tempo_assets.graph_state import GraphState
-    from tempo_assets.method_checks import METHOD_CHECKS
-    from tempo_assets.partitions import plan_partitions
-    from tempo_assets.sensors import JOBS
-    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
+class StepRunner:
+    """What ``run_steps`` needs for every step: the definitions, the store, the plan and how to launch."""
 
-    from tempo_assets.executors import executor_kind
-
-    distributed = executor_kind() == "celery"
-    if distributed:
-        from tempo_assets.core.errors import TempoInputError
-
-        if resources is not None:
-            raise TempoInputError("TEMPO_EXECUTOR=celery: the workers build the resources from their own "
-                                  "environment; unset it to run with resources given in code")
-    resources = resources or build_resources()
-    store = resources["artefact_store"].store() if "artefact_store" in resources else open_artefact_store()
-    store.location.check()  # an object store that is down fails here, naming its endpoint
-    archive = open_archive(resources["archive"].root)
-    plan = plan_partitions(archive)
-    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
-                          jobs=JOBS + METHOD_JOBS, resources=resources)
-    run_config = merged_run_config({"loggers": {"console": {"config": {"log_level": log_level}}}})
-    if distributed:
-        launch = celery_launcher(instance, store, echo)
     # a method's bundle and predictions are built once per (cutoff, method) and kept (a failed run is
     # recorded as its status); they are not part of the staleness graph
-    method_assets = {"method_bundle_job": ["method_bundle"], "method_job": ["method_predictions"]}
-    report = []
-    for number, (job, key) in enumerate(steps, start=1):
-        if job in method_assets:
-            step = MethodStep([n for n in method_assets[job] if not store.exists(n, key)])
-        else:
-            step = GraphState(store, plan, archive=archive, instance=instance, exclude=exclude).step(job, key)
-        where = f"[{number}/{len(steps)}] {job} {key}"
-        if not step.todo:
-            echo(f"{where}: already materialised and current, skipped")
-            report.append((job, key, "skipped", 0.0))
-            continue
-        if step.blocked or step.waiting:
-            echo(f"{where}: blocked, not run: {'; '.join(step.blocked + step.waiting)}")
-            report.append((job, key, "blocked", 0.0))
-            break
+    METHOD_ASSETS = {"method_bundle_job": ["method_bundle"], "method_job": ["method_predictions"]}
+
+    def __init__(self, instance, resources=None, echo=print, exclude=(), log_level: str | None = None):
+        from tempo_assets.core.errors import TempoInputError
+        from tempo_assets.core.releases import open_archive
+        from tempo_assets.definitions import build_resources
+        from tempo_assets.executors import executor_kind
+        from tempo_assets.partitions import plan_partitions
+        from tempo_assets.resources import open_artefact_store
+
+        log_level = (log_level or os.environ.get("TEMPO_LOG_LEVEL", "WARNING")).upper()
+        self.distributed = executor_kind() == "celery"
+        if self.distributed and resources is not None:
+            raise TempoInputError("TEMPO_EXECUTOR=celery: the workers build the resources from their own "
+                                  "environment; unset it to run with resources given in code")
+        self.instance, self.echo, self.exclude = instance, echo, exclude
+        self.resources = resources or build_resources()
+        self.store = (self.resources["artefact_store"].store() if "artefact_store" in self.resources
+                      else open_artefact_store())
+        self.store.location.check()  # an object store that is down fails here, naming its endpoint
+        self.archive = open_archive(self.resources["archive"].root)
+        self.plan = plan_partitions(self.archive)
+        self.defs = _definitions(self.resources)
+        self.run_config = merged_run_config({"loggers": {"console": {"config": {"log_level": log_level}}}})
+        self.launch_celery = celery_launcher(instance, self.store, echo) if self.distributed else None
+        self.locks = Path(self.store.root) / "_locks" if self.store.root is not None else None
+
+    def plan_step(self, job: str, key: str):
+        from tempo_assets.graph_state import GraphState
+
+        if job in self.METHOD_ASSETS:
+            return MethodStep([n for n in self.METHOD_ASSETS[job] if not self.store.exists(n, key)])
+        return GraphState(self.store, self.plan, archive=self.archive, instance=self.instance,
+                          exclude=self.exclude).step(job, key)
+
+    def run_one(self, number: int, total: int, job: str, key: str) -> tuple[str, str, str, float, str]:
+        """Plan, check what it reads, and run one step under its lock; ``(job, key, status, seconds, why)``."""
+        from tempo_assets.runs import step_lock
+
+        where = f"[{number}/{total}] {job} {key}"
+        with step_lock(self.locks, job, key) as waited:
+            step = self.plan_step(job, key)
+            if step.unchecked:
+                self.run_checks(step.unchecked, where)
+                step = self.plan_step(job, key)
+            if not step.todo:
+                meanwhile = " (by another launch, which this one waited for)" if waited else ""
+                self.echo(f"{where}: already materialised and current, skipped{meanwhile}")
+                return job, key, SKIPPED, 0.0, ""
+            if step.blocked or step.waiting or step.unchecked:
+                status = BLOCKED if step.blocked else WAITING
+                why = "; ".join(step.blocked + step.waiting
+                                + [f"checks of {a}[{p}] did not run" for a, p, _ in step.unchecked])
+                self.echo(f"{where}: {status}, not run: {why}")
+                return job, key, status, 0.0, why
+            return self.launch(step, job, key, where)
+
+    def run_checks(self, unchecked, where: str) -> None:
+        """Run the blocking checks that never ran on stored partitions, each partition's on their own."""
+        import dagster as dg
+
+        from tempo_assets.graph_state import JOB_ASSETS
+        from tempo_assets.runs import launch_tags
+
+        for asset, partition, keys in unchecked:
+            job = next(j for j, assets in JOB_ASSETS.items() if asset in assets)
+            names = ", ".join(k.name for k in keys)
+            self.echo(f"{where}: running the checks that never ran on {asset}[{partition}] ({names})")
+            subset = self.defs.resolve_job_def(job).get_subset(asset_selection=set(), asset_check_selection=set(keys))
+            result = subset.execute_in_process(run_config=self.run_config, instance=self.instance,
+                                               partition_key=partition, raise_on_error=False, tags=launch_tags())
+            outcome = "passed" if result.success and all(
+                e.passed for e in result.get_asset_check_evaluations()) else "did not pass"
+            self.echo(f"{where}: checks of {asset}[{partition}] {outcome} (run {result.run_id})")
+
+    def launch(self, step, job: str, key: str, where: str) -> tuple[str, str, str, float, str]:
+        """Run ``step``'s selection; ``(job, key, status, seconds, why)``."""
+        import uuid
+
+        import dagster as dg
+        from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+        from tempo_assets.assets.scoring import test_refusal
+        from tempo_assets.runs import launch_tags
+
         selection = [dg.AssetKey(name) for name in step.todo]
         started = time.perf_counter()
-        if distributed:
-            echo(f"{where}: started on the celery workers ({', '.join(step.todo)})")
-            result = launch(job, key, run_config, selection, where)
+        if self.distributed:
+            self.echo(f"{where}: started on the celery workers ({', '.join(step.todo)})")
+            result = self.launch_celery(job, key, self.run_config, selection, where)
             run_id = result.run_id
         else:
             run_id = str(uuid.uuid4())
-            echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
+            self.echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
             # the definitions load against this instance's defs-state storage, as `with instance:`
             # would set it, not whatever an earlier instance of this process left in Dagster's
             # context variable (a collected instance there fails the load)
-            with ProgressWatch(instance, lambda: run_id, echo, where), \
-                    set_defs_state_storage(getattr(instance, "defs_state_storage", None)):
-                result = defs.resolve_job_def(job).execute_in_process(
-                    run_config=run_config, instance=instance, partition_key=key, raise_on_error=False,
-                    run_id=run_id, asset_selection=selection)
+            with ProgressWatch(self.instance, lambda: run_id, self.echo, where), \
+                    set_defs_state_storage(getattr(self.instance, "defs_state_storage", None)):
+                result = self.defs.resolve_job_def(job).execute_in_process(
+                    run_config=self.run_config, instance=self.instance, partition_key=key, raise_on_error=False,
+                    run_id=run_id, asset_selection=selection, tags=launch_tags())
         seconds = time.perf_counter() - started
-        status = "ok" if result.success else "FAILED"
-        touches_test = {"test_growth", "test_score"} & set(step.todo)
-        refusal = test_refusal(instance, run_id) if touches_test else None
+        status, why = (BUILT, "") if result.success else (FAILED, f"run {run_id} failed (tempo status; the run's log)")
+        refusal = test_refusal(self.instance, run_id) if {"test_growth", "test_score"} & set(step.todo) else None
         if refusal is not None:  # the run succeeded without reading or scoring TEST: say so, and go on
-            status = "refused"
-            echo(f"{where}: TEST not read nor scored: {refusal}")
-        echo(f"{where}: {status} in {seconds:.1f}s (run {run_id})")
-        report.append((job, key, status, seconds))
-        if not result.success:
-            break
-    return report
+            status, why = REFUSED, refusal
+            self.echo(f"{where}: TEST not read nor scored: {refusal}")
+        self.echo(f"{where}: {status} in {seconds:.1f}s (run {run_id})")
+        return job, key, status, seconds, why
+
+    def summarise(self, report) -> None:
+        """One closing line of counts, then one line per step not built, with why."""
+        counts = {s: sum(1 for r in report if r[2] == s) for s in (BUILT, SKIPPED, REFUSED, WAITING, BLOCKED, FAILED)}
+        if len(report) <= 1 and not (counts[WAITING] or counts[BLOCKED] or counts[FAILED]):
+            return
+        self.echo("summary: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
+        for job, key, status, _, why in report:
+            if status in (WAITING, BLOCKED, FAILED, REFUSED):
+                self.echo(f"  {status.lower()}: {job} {key}: {why}")
+
+
+def _definitions(resources):
+    import dagster as dg
+
+    from tempo_assets.assets.methods import METHOD_JOBS
+    from tempo_assets.audit_checks import AUDIT_CHECKS
+    from tempo_assets.checks import CHECKS
+    from tempo_assets.definitions import ASSETS
+    from tempo_assets.method_checks import METHOD_CHECKS
+    from tempo_assets.sensors import JOBS
+    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
+
+    return dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
+                          jobs=JOBS + METHOD_JOBS, resources=resources)
 
 
 def merged_run_config(base: dict) -> dict:
@@ -351,12 +421,14 @@ def _materialize(args) -> int:
     from tempo_assets.cli.errors import require_free_space
     from tempo_assets.partitions import register_partitions
     from tempo_assets.resources import default_artefacts_root
+    from tempo_assets.runs import settle_dead_runs
 
     home = ensure_dagster_home()
     artefacts = default_artefacts_root()
     require_free_space(DAGSTER_HOME=str(home), **({} if "://" in artefacts else {"TEMPO_ARTEFACTS": artefacts}))
     plan = current_plan()
     instance = dg.DagsterInstance.get()
+    settle_dead_runs(instance)
     register_partitions(instance, plan)
     ensure_test_pool(instance)
     if args.window and args.window not in plan.windows:
@@ -374,10 +446,10 @@ def _materialize(args) -> int:
 
         resources = build_resources(grid=GRIDS[args.grid](profile_name=profile))
     report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, resources=resources)
-    failed = any(status in ("FAILED", "blocked") for _, _, status, _ in report)
-    if not failed:
-        print_outputs(report)
-    return 1 if failed else 0
+    print_outputs(report)
+    # 0: everything buildable was built (what waits on a claim, a burned window or a user's action is
+    # in the summary); 1: a run failed or a blocking check failed on what a step reads
+    return 1 if any(status in (FAILED, BLOCKED) for _, _, status, _ in report) else 0
 
 
 def graph_states(instance, exclude=()):
@@ -401,10 +473,14 @@ def _status(args) -> int:
 
     from tempo_assets.cli.errors import ERROR_EXIT, instance_storage_failure
 
+    from tempo_assets.runs import settle_dead_runs
+
     ensure_dagster_home()
     broken = None
     try:
-        states = graph_states(dg.DagsterInstance.get())
+        instance = dg.DagsterInstance.get()
+        settle_dead_runs(instance, echo=lambda line: print(line, file=sys.stderr))
+        states = graph_states(instance)
     except Exception as exc:
         broken = instance_storage_failure(exc)
         if broken is None:
@@ -429,7 +505,7 @@ def print_outputs(report) -> None:
 
     store = open_artefact_store()
     for job, key, status, _ in report:
-        if status == "refused":
+        if status not in (BUILT, SKIPPED):
             continue
         if job == "submission_job":
             value = store.where(f"{store.prefix('submission', key)}/{store.read_meta('submission', key)['file']}")
@@ -453,7 +529,12 @@ def register(subparsers) -> None:
     parser.set_defaults(func=_list("cutoffs"))
     parser = subparsers.add_parser("windows", help="list window partition keys, oldest first")
     parser.set_defaults(func=_list("windows"))
-    parser = subparsers.add_parser("materialize", help="materialise what a target needs, in dependency order")
+    parser = subparsers.add_parser(
+        "materialize", help="materialise what a target needs, in dependency order",
+        epilog="Every step that can run does, whatever another window's state; the output ends with a summary "
+               "of what was not built and why. Exit status: 0 when everything buildable was built (steps waiting "
+               "on a TEST claim, a burned window or a release are listed in the summary), 1 when a run failed or "
+               "a blocking check failed on what a step reads, 2 for a usage or input error.")
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--all", action="store_true", help="every window through test_score and the latest submission")
     group.add_argument("--window", metavar="KEY", help="one window through test_score")

@@ -34,7 +34,11 @@ def _instance():
         return None
     import dagster as dg
 
-    return dg.DagsterInstance.get()
+    from tempo_assets.runs import settle_dead_runs
+
+    instance = dg.DagsterInstance.get()
+    settle_dead_runs(instance, echo=lambda line: print(line, file=sys.stderr))
+    return instance
 
 
 def _emit(text: str, out: str | None, gate=None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 IN_PROGRESS = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 
@@ -56,10 +57,12 @@ def run_list(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from tempo_assets.cli.graph_cmd import ensure_dagster_home
+    from tempo_assets.runs import settle_dead_runs
 
     ensure_dagster_home()
     statuses = claim_statuses()
     with dg.DagsterInstance.get() as instance:
+        settle_dead_runs(instance, echo=lambda line: print(line, file=sys.stderr))
         rows = [{**s.to_dict(), "line": s.line(),
                  "run_status": run_status(instance, s.claim.run_id) if s.claim else "unknown",
                  "run_statuses": {a: run_status(instance, c.run_id) for a, c in s.claims.items()}}
@@ -79,6 +82,7 @@ def run_release(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from tempo_assets.cli.graph_cmd import ensure_dagster_home
+    from tempo_assets.runs import settle_dead_runs
     from tempo_assets.core.errors import TempoInputError
     from tempo_assets.core.artefacts import ArtefactStore
     from tempo_assets.core.test_claims import CLAIMED_ASSETS, ClaimStore
@@ -88,6 +92,7 @@ def run_release(args: argparse.Namespace) -> int:
     root = default_artefacts_root()
     store, claims = ArtefactStore(root), ClaimStore.beside(root)
     with dg.DagsterInstance.get() as instance:
+        settle_dead_runs(instance, echo=lambda line: print(line, file=sys.stderr))
         for asset, claim in claims.claims_of(args.window).items():
             status = run_status(instance, claim.run_id)
             if status in IN_PROGRESS:

@@ -21,7 +21,11 @@ materialisation's data version.
 - ``missing``: its partition is in the plan and nothing is stored;
 - ``failed``: the latest run that built it failed after it was written, or a blocking check on it
   failed;
-- ``claimed``: TEST was claimed for the window and no score was written (the run died).
+- ``claimed``: TEST was claimed for the window and no score was written: in flight, or its run
+  died (``core.test_claims.TEST_STATES`` says which, and the one command to run);
+- ``unchecked``: stored and current, but its blocking checks never ran on it in this instance
+  (a kill between the write and the checks, a second instance, a restored store):
+  ``tempo materialize`` and the sensor run exactly those checks before anything reads it.
 
 No dagster import here: the callers pass what the instance and the store hold.
 """
@@ -35,7 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from tempo_assets.core.benchmark import stale_inputs
 from tempo_assets.core.windows import is_window_key, method_of_partition, split_window_key
 
-STATES = ("ok", "stale", "superseded", "missing", "failed", "claimed")
+STATES = ("ok", "stale", "superseded", "missing", "failed", "claimed", "unchecked")
 # artefacts never rebuilt once written: the recipe is frozen, TEST is read once (test_growth, the
 # only reader of raw TEST data) and scored once (PROTOCOL.md); their staleness is reported but
 # does not make what reads them stale again and again
@@ -197,13 +201,13 @@ def artefact_state(
         reason = (superseded_reason(partition, plan.releases) if is_window_key(partition)
                   else f"release {partition} no longer in the archive")
         return ArtefactState(asset, partition, "superseded", reason, stored=True)
+    if claimed and meta is None:  # a TEST claim outranks the failed run that took it: the claim says what to do
+        return ArtefactState(asset, partition, "claimed", claimed)
     if failed:
         return ArtefactState(asset, partition, "failed", failed, stored=meta is not None)
     if failed_check and meta is not None:
         return ArtefactState(asset, partition, "failed", failed_check, stored=True, check_failed=True)
     if meta is None:
-        if claimed:
-            return ArtefactState(asset, partition, "claimed", claimed)
         return ArtefactState(asset, partition, "missing", "not materialised")
     sources = list(meta.get("sources", []))
     refs = read_refs(sources)

@@ -30,9 +30,10 @@ A claim that cannot be taken (the folder is unwritable, the store is down) raise
 :class:`ClaimUnavailable`: the caller refuses to score; it never scores unclaimed. A claim held by
 another run, or a burned window, raises :class:`ClaimRefused` before anything of TEST is read.
 
-States a window is shown in (``tempo status``, ``tempo test-claim list``):
-``claimed`` (a claim, no stored score: in flight, or its run died after reading TEST),
-``scored`` (a stored TEST score), ``burned`` (released: TEST read, not reported).
+States a window is shown in (``tempo test-claim list``): ``claimed`` (a claim, no stored score: in
+flight, or its run died after reading TEST), ``scored`` (a stored TEST score), ``burned`` (released:
+TEST read, not reported). :data:`TEST_STATES` refines them into the window's TEST lifecycle, each
+state with the one command that moves it on (``tempo status``, ``tempo audit-cutoffs``).
 """
 from __future__ import annotations
 
@@ -120,6 +121,74 @@ class Burn:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TestState:
+    """One state of a window's TEST lifecycle: what it means and the one command that moves it on."""
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    meaning: str
+    next_step: str
+
+
+# The TEST lifecycle of a window (docs/PROTOCOL.md: TEST growth is read once by test_growth and
+# scored once by test_score with the frozen recipe). Every state but the last two has a way
+# forward; {window}, {run}, {asset} and {reason} are filled in by WindowTest.describe.
+TEST_STATES: dict[str, TestState] = {state.name: state for state in (
+    TestState("unread", "TEST not read yet", "tempo materialize --window {window}"),
+    TestState("reading", "test_growth is reading TEST in run {run}, which is still running",
+              "wait for run {run} to end (tempo status)"),
+    TestState("read", "TEST growth read and stored by test_growth, not scored yet",
+              "tempo materialize --window {window} (test_score scores it, once)"),
+    TestState("scoring", "test_score is scoring TEST in run {run}, which is still running",
+              "wait for run {run} to end (tempo status)"),
+    TestState("dead", "claimed by run {run}, which ended without storing {asset}: TEST may have been read",
+              "tempo test-claim release {window} --reason TEXT (burns the window: TEST read, not reported)"),
+    TestState("scored", "TEST scored once with the frozen recipe", "tempo report --window {window}"),
+    TestState("burned", "TEST read, not reported (released: {reason})", "none: a burned window is never re-scored"),
+)}
+
+
+@dataclass(frozen=True)
+class WindowTest:
+    """A window's place in :data:`TEST_STATES`, with the run and asset it concerns."""
+
+    __test__ = False  # not a pytest class
+
+    window: str
+    state: str
+    run: str = ""
+    asset: str = ""
+    reason: str = ""
+
+    def describe(self) -> str:
+        """``<meaning>; next: <command>`` with the window's run, asset and reason filled in."""
+        state = TEST_STATES[self.state]
+        fields = {"window": self.window, "run": self.run or "unknown", "asset": self.asset, "reason": self.reason}
+        return f"{state.meaning.format(**fields)}; next: {state.next_step.format(**fields)}"
+
+
+def window_test_state(window: str, claims: dict[str, TestClaim], burn: Burn | None, stored: Iterable[str],
+                      ended: Callable[[TestClaim], bool | None]) -> WindowTest:
+    """Where ``window`` stands in :data:`TEST_STATES`.
+
+    ``stored``: which of ``test_growth``/``test_score`` the artefact store holds for the window;
+    ``ended(claim)``: whether the claiming run is over (``None`` when it cannot be told, e.g. a run
+    on another host: then it is taken to be running).
+    """
+    stored = set(stored)
+    if burn is not None:
+        return WindowTest(window, "burned", burn.claim_run_id, reason=burn.reason)
+    if "test_score" in stored:
+        return WindowTest(window, "scored", asset="test_score")
+    held = claims.get("test_score") or (claims.get("test_growth") if "test_growth" not in stored else None)
+    if held is not None:
+        running = "scoring" if held.asset == "test_score" else "reading"
+        return WindowTest(window, "dead" if ended(held) else running, held.run_id, held.asset)
+    return WindowTest(window, "read" if "test_growth" in stored else "unread")
 
 
 @dataclass(frozen=True)

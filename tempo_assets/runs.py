@@ -1,0 +1,110 @@
+"""Runs ``tempo`` launches: who launched them, and the ones whose process died.
+
+A run executed in process by ``tempo materialize`` carries the launching process's identity in
+its tags (:func:`launch_tags`). When that process is killed (``kill -9``, the OOM killer, a
+reboot) Dagster never hears of it and the run stays ``STARTED`` for good; :func:`fail_dead_runs`,
+called by every ``tempo`` command that reads run state and by the sensor, reports each such run
+failed through the instance, naming what died, and frees the concurrency-pool slots it held.
+Runs a Dagster daemon launches are watched by Dagster's own run monitoring instead
+(``run_monitoring`` in ``docs/deploy/dagster.yaml``).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+
+from tempo_assets.core.liveness import ProcessIdentity, is_alive, this_process
+
+PID_TAG, HOST_TAG, STARTED_TAG = "tempo/pid", "tempo/host", "tempo/process_started"
+# statuses of a run that has not ended
+UNFINISHED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+              dg.DagsterRunStatus.CANCELING)
+
+
+def launch_tags() -> dict[str, str]:
+    """Tags naming the calling process, for a run it executes in process."""
+    me = this_process()
+    return {PID_TAG: str(me.pid), HOST_TAG: me.host, STARTED_TAG: f"{me.started:.3f}"}
+
+
+def launcher_of(run: dg.DagsterRun) -> ProcessIdentity | None:
+    """The process that executes ``run`` in process, from its tags (None for runs ``tempo`` did not launch)."""
+    tags = run.tags
+    if PID_TAG not in tags or HOST_TAG not in tags:
+        return None
+    started = tags.get(STARTED_TAG)
+    return ProcessIdentity(tags[HOST_TAG], int(tags[PID_TAG]), float(started) if started else None)
+
+
+def fail_dead_runs(instance) -> list[str]:
+    """Report failed every unfinished run whose launching process is gone; one line per run so marked."""
+    if instance is None:
+        return []
+    lines = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(UNFINISHED)), limit=1000):
+        launcher = launcher_of(run)
+        if launcher is None or is_alive(launcher) is not False:
+            continue
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        message = (f"the process that ran it died ({launcher.describe()}, killed or crashed without ending "
+                   f"the run); marked failed by tempo at {now}")
+        instance.report_run_failed(run, message=message)
+        with contextlib.suppress(Exception):  # storages without pools have nothing to free
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        lines.append(f"run {run.run_id} ({run.job_name} {run.tags.get('dagster/partition', '')}) "
+                     f"was {run.status.value}: {message}")
+    return lines
+
+
+def settle_dead_runs(instance, echo=print) -> None:
+    """:func:`fail_dead_runs`, saying on ``echo`` what it marked: the first thing a command that reads run state does."""
+    for line in fail_dead_runs(instance):
+        echo(f"tempo: {line}")
+
+
+def claim_ended(instance, claim) -> bool | None:
+    """Whether the run holding a TEST claim is over: its run ended in ``instance``, or the process that
+    took the claim is gone (a run another instance launched); ``None`` when neither can be told."""
+    run = instance.get_run_by_id(claim.run_id) if instance is not None and claim.run_id != "unknown" else None
+    if run is not None and run.is_finished:
+        return True
+    try:
+        claimed_at = datetime.fromisoformat(claim.claimed_at).timestamp()
+    except ValueError:
+        claimed_at = None
+    alive = is_alive(ProcessIdentity(claim.host, claim.pid), started_before=claimed_at)
+    if alive is None:  # another host: trust the instance when it knows the run
+        return False if run is not None else None
+    return not alive
+
+
+@contextlib.contextmanager
+def step_lock(folder: Path | None, job: str, key: str | None):
+    """Hold ``job[key]``'s lock while a launch plans and runs it; yields True when it had to wait.
+
+    ``fcntl.flock`` on a file under ``folder`` (the artefact store's ``_locks/`` when it is a local
+    folder): concurrent ``tempo materialize`` launches on one store build each step once, the later
+    one re-planning after the first ends; the kernel drops the lock of a killed process, so a
+    ``kill -9`` never wedges it. ``folder`` None (an object store) locks nothing.
+    """
+    if folder is None:
+        yield False
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^0-9A-Za-z_.@-]", "_", f"{job}.{key or 'all'}") + ".lock"
+    with open(folder / name, "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except BlockingIOError:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

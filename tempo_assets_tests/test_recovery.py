@@ -1,0 +1,151 @@
+"""Recovery, tried as a user meets it: ``kill -9`` at the TEST claim, after test_growth's and
+test_score's writes and during benchmark, a second instance on one store, and three concurrent
+``tempo materialize --all`` launches; after each, ``tempo status``, ``tempo audit-cutoffs``,
+``tempo test-claim release`` and ``tempo materialize --all`` say what happened and finish the work.
+
+The kills are real ``SIGKILL``s the process sends itself at an exact point (``core/faults.py``,
+``TEMPO_FAULT_AT``), so nothing of Python's or Dagster's clean-up runs, as with the OOM killer.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from tempo_assets_tests.conftest import make_home, subprocess_env, tiny_copy
+from tempo_assets_tests.toolkit import script, tempo
+
+pytestmark = pytest.mark.slow
+
+
+def _env(graph, **extra) -> dict:
+    env = subprocess_env(graph)
+    env.update(extra)
+    return env
+
+
+def _window(graph) -> str:
+    [window] = graph.plan.windows
+    return window
+
+
+def _killed_at(graph, point: str) -> subprocess.CompletedProcess:
+    """``tempo materialize --all`` killed with SIGKILL at ``point`` (``<asset>:<point>``)."""
+    graph.instance.dispose()
+    result = tempo("materialize", "--all", env=_env(graph, TEMPO_FAULT_AT=point))
+    assert result.returncode == -9, f"not killed at {point}: rc {result.returncode}\n{result.stdout}{result.stderr}"
+    return result
+
+
+def _status(graph) -> dict[str, tuple[str, str]]:
+    out = tempo("status", "--json", env=_env(graph))
+    assert out.returncode == 0, out.stderr
+    return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"]) for s in json.loads(out.stdout)}
+
+
+def _materialize_all(graph) -> subprocess.CompletedProcess:
+    result = tempo("materialize", "--all", env=_env(graph))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "summary:" in result.stdout
+    return result
+
+
+def _all_ok(graph) -> None:
+    states = _status(graph)
+    assert {name: s for name, s in states.items() if s[0] != "ok"} == {}
+
+
+def test_kill_at_the_test_claim_the_dead_run_is_failed_released_burned_and_the_rest_built(tiny_build, tmp_path):
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
+    window = _window(graph)
+    _killed_at(graph, "test_growth:claimed")
+    status = tempo("status", env=_env(graph))
+    # the run the kill left STARTED is reported failed, naming the process that died
+    assert "the process that ran it died" in status.stderr
+    line = next(l for l in status.stdout.splitlines() if l.startswith(f"test_growth[{window}]"))
+    assert " claimed " in line and "ended without storing test_growth" in line
+    assert f"tempo test-claim release {window} --reason" in line
+    audit = tempo("audit-cutoffs", env=_env(graph))
+    assert f"TEST dead [{window}]" in audit.stdout
+    release = tempo("test-claim", "release", window, "--reason", "killed at the claim", env=_env(graph))
+    assert release.returncode == 0, release.stderr
+    finished = _materialize_all(graph)
+    assert "waiting: window_job" in finished.stdout and "CAFA submission for cutoff" in finished.stdout
+    assert f"TEST burned [{window}]" in tempo("audit-cutoffs", env=_env(graph)).stdout
+    assert _status(graph)["submission[2018-01-15]"][0] == "ok"
+
+
+@pytest.mark.parametrize("point, unchecked", [
+    ("test_growth:written", "test_growth"),
+    ("test_score:written", "test_score"),
+    ("benchmark:started", None),
+])
+def test_kill_after_a_write_or_during_benchmark_is_finished_by_the_next_materialize(tiny_build, tmp_path, point,
+                                                                                     unchecked):
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
+    window = _window(graph)
+    _killed_at(graph, point)
+    states = _status(graph)
+    if unchecked:  # stored, its blocking checks never ran: shown, then run on their own
+        assert states[f"{unchecked}[{window}]"][0] == "unchecked"
+        assert "never ran" in states[f"{unchecked}[{window}]"][1]
+    finished = _materialize_all(graph)
+    if unchecked:
+        assert f"running the checks that never ran on {unchecked}[{window}]" in finished.stdout
+        assert f"checks of {unchecked}[{window}] passed" in finished.stdout
+    _all_ok(graph)
+    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    assert [c["state"] for c in claims] == ["scored"]
+    assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout
+
+
+def test_a_second_instance_on_one_store_runs_the_checks_it_never_saw(tiny_build, tmp_path):
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    graph.instance.dispose()
+    second = _env(graph, DAGSTER_HOME=str(make_home(tmp_path / "second_home")))
+    states = json.loads(tempo("status", "--json", env=second).stdout)
+    unchecked = {f"{s['asset']}[{s['partition']}]" for s in states if s["state"] == "unchecked"}
+    assert f"test_score[{_window(graph)}]" in unchecked and len(unchecked) > 10
+    finished = tempo("materialize", "--all", env=second)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    after = json.loads(tempo("status", "--json", env=second).stdout)
+    assert {s["state"] for s in after} == {"ok"}, [s for s in after if s["state"] != "ok"]
+
+
+def test_three_concurrent_materialize_all_build_each_artefact_once(tiny_build, tmp_path):
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
+    graph.instance.dispose()
+    # a fresh instance: the three launches also race to register the archive's partitions; and the
+    # window's VALID selection and recipe are built again, by one of them
+    shutil.rmtree(graph.home)
+    for asset in ("valid_selection", "frozen_recipe"):
+        shutil.rmtree(graph.artefacts / asset)
+    env = _env(graph, DAGSTER_HOME=str(make_home(graph.home)))
+    barrier = threading.Barrier(3)
+    results = [None] * 3
+
+    def launch(i: int) -> None:
+        barrier.wait()
+        results[i] = subprocess.run([script("tempo"), "materialize", "--all"], env=env, capture_output=True,
+                                    text=True, timeout=900)
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "IntegrityError" not in result.stderr
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
+        for asset in ("valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark", "submission"):
+            events = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
+            assert len(events) == 1, f"{asset} materialised {len(events)} times by three concurrent launches"
+    waited = sum("by another launch" in r.stdout for r in results)
+    assert waited >= 1
