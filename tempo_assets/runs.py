@@ -90,14 +90,16 @@ def step_lock(folder: Path | None, job: str, key: str | None):
     ``fcntl.flock`` on a file under ``folder`` (the artefact store's ``_locks/`` when it is a local
     folder): concurrent ``tempo materialize`` launches on one store build each step once, the later
     one re-planning after the first ends; the kernel drops the lock of a killed process, so a
-    ``kill -9`` never wedges it. ``folder`` None (an object store) locks nothing.
+    ``kill -9`` never wedges it. ``folder`` None (an object store) or unwritable locks nothing.
     """
-    if folder is None:
-        yield False
-        return
-    folder.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^0-9A-Za-z_.@-]", "_", f"{job}.{key or 'all'}") + ".lock"
-    with open(folder / name, "a+b") as handle:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / name, "a+b")
+    except (OSError, AttributeError):  # no folder (an object store), or one this user cannot write:
+        yield False                     # the step's own write then fails, naming the path
+        return
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             waited = False

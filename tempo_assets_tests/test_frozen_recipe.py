@@ -91,11 +91,16 @@ def test_a_tampered_stored_recipe_fails_its_check_and_test_is_never_read(unscore
     tampered = recipe_hash(recipe)
     assert tampered != frozen
 
-    # tempo materialize stops before TEST: the stored recipe is not the one its check passed
+    # tempo materialize stops before TEST: the stored recipe is not the one its check passed, so
+    # the check runs again on it, on its own, fails, and blocks the window
     lines = []
     report = run_steps([("window_job", window)], unscored.instance, unscored.resources, echo=lines.append)
     assert [r[2] for r in report] == ["blocked"], lines
-    assert f"frozen_recipe__hash_matches of frozen_recipe[{window}] not passed yet" in lines[0], lines
+    assert lines[0].endswith(f"running the checks that never ran on frozen_recipe[{window}] "
+                             "(frozen_recipe__hash_matches)"), lines
+    assert f"checks of frozen_recipe[{window}] did not pass" in lines[1], lines
+    assert f"frozen_recipe__hash_matches failed on frozen_recipe[{window}]" in lines[2], lines
+    assert not unscored.store().exists("test_growth", window)  # TEST never read
     # the check, run on the stored recipe (frozen_recipe re-materialised: same VALID choice, file kept), fails
     result = materialize(unscored, ["frozen_recipe"])
     [evaluation] = [e for e in result.get_asset_check_evaluations() if e.check_name == "frozen_recipe__hash_matches"]

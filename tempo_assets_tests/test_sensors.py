@@ -119,11 +119,13 @@ def test_a_failed_blocking_check_stops_the_chain_with_its_reason(world):
     assert f"window_job[{window}] blocked" in result.skip_reason.skip_message
     assert f"knn_corpus__within_cutoff failed on knn_corpus[{t0}]" in result.skip_reason.skip_message
 
-    # the artefact rebuilt but its check not yet evaluated on it: still nothing reads it
+    # the artefact rebuilt but its check not yet evaluated on it: nothing reads it; the sensor
+    # requests that check alone (a run with no asset selected)
     mark_done(store, ["knn_corpus"], t0)
     result = archive_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=resources))
-    assert not result.run_requests
-    assert f"knn_corpus__within_cutoff of knn_corpus[{t0}] not passed yet" in result.skip_reason.skip_message
+    [request] = result.run_requests
+    assert (request.job_name, request.partition_key, list(request.asset_selection)) == ("cutoff_job", t0, [])
+    assert [k.name for k in request.asset_check_keys] == ["knn_corpus__within_cutoff"]
 
 
 def test_requests_select_only_what_is_missing_and_the_cursor_stays_bounded(world):
