@@ -2,7 +2,7 @@
 finishes, and say what happened (``scripts/chaos.sh N``).
 
 Each attempt is ``tempo materialize --all`` in its own process group, killed with SIGKILL (the whole
-group) after a random delay; a window whose TEST claim the kill left behind is released (burned:
+group) a random time into a random step of the job; a window whose TEST claim the kill left behind is released (burned:
 TEST may have been read), as its status line says to. The last attempt runs to the end. Printed:
 kills, recoveries (attempts after a kill that went on from where it stopped), each window's TEST
 state (scored once, or burned with the reason), the submission's sha256 beside an uninterrupted
@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,19 +43,38 @@ def fresh_copy(archive: Path, folder: Path) -> dict[str, str]:
     return env
 
 
-def attempt(env: dict, kill_after: float | None, log) -> tuple[bool, str]:
-    """One ``tempo materialize --all``; ``(killed, output)``; killed only if it still ran after ``kill_after`` s."""
+def attempt(env: dict, target: tuple[int, float] | None, log) -> tuple[bool, str]:
+    """One ``tempo materialize --all``; ``(killed, output)``.
+
+    ``target`` ``(step, delay)``: SIGKILL the process group ``delay`` seconds after step number
+    ``step`` starts (``[step/total] ... started``); None runs to the end. The steps a kill left done
+    are skipped by the next attempt within seconds, so the kills fall all along the job.
+    """
     process = subprocess.Popen([TEMPO, "materialize", "--all"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=REPO)
-    try:
-        output, _ = process.communicate(timeout=kill_after)
-        return False, output
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        last = [line for line in output.splitlines() if line.startswith("[")][-1:] or ["(before the first step)"]
-        log(f"  killed after {kill_after:.0f}s at: {last[0][:150]}")
-        return True, output
+    lines: list[str] = []
+    timer = None
+    for line in process.stdout:
+        lines.append(line)
+        if target and timer is None and line.startswith(f"[{target[0]}/") and ": started" in line:
+            timer = threading.Timer(target[1], os.killpg, (process.pid, signal.SIGKILL))
+            timer.start()
+    process.wait()
+    if timer is not None:
+        timer.cancel()
+    killed = process.returncode == -signal.SIGKILL
+    if killed:
+        last = [l for l in lines if l.startswith("[")][-1:] or ["(before the first step)"]
+        log(f"  killed {target[1]:.0f}s into step {target[0]}: {last[0].strip()[:140]}")
+    return killed, "".join(lines)
+
+
+def step_count(env: dict) -> int:
+    """How many steps ``tempo materialize --all`` has on this archive (from a dry look at its plan)."""
+    code = ("from tempo_assets.cli.graph_cmd import current_plan, plan_steps; "
+            "print(len(plan_steps(current_plan(), 'all')))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
 
 
 def release_dead_claims(env: dict, log) -> list[str]:
@@ -89,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kills", type=int, help="how many times to kill -9 the job")
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill moments (printed)")
     parser.add_argument("--archive", type=Path, default=REPO / "data", help="archive to copy (default data/)")
-    parser.add_argument("--max-delay", type=float, default=90.0, help="longest run before a kill, seconds")
+    parser.add_argument("--max-delay", type=float, default=30.0,
+                        help="longest time into the chosen step before its kill, seconds (default 30)")
     parser.add_argument("--reference-sha256", default=None,
                         help="the submission's sha256 from an uninterrupted run (default: make one first)")
     args = parser.parse_args(argv)
@@ -106,10 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     kills = recoveries = attempts = 0
     burned: list[str] = []
     started = time.perf_counter()
+    steps = step_count(env)
     while True:
         attempts += 1
-        delay = rng.uniform(2.0, args.max_delay) if kills < args.kills else None
-        killed, output = attempt(env, delay, log)
+        target = (rng.randint(1, steps), rng.uniform(0.0, args.max_delay)) if kills < args.kills else None
+        killed, output = attempt(env, target, log)
         if kills and ("ok in" in output or "skipped" in output):
             recoveries += 1  # after a kill, this attempt went on from where the last one stopped
         if not killed:
