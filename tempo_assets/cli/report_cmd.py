@@ -121,6 +121,17 @@ def _all_strata(store, catalog):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["window"])
 
 
+def way_forward(store, window: str) -> str:
+    """What to run for a window with no benchmark: its TEST state's own command when TEST holds it
+    (``core.test_claims.TEST_STATES``), never a ``tempo materialize`` that would be refused."""
+    from tempo_assets.graph_state import window_tests
+
+    test = window_tests(store, [window], _instance())[window]
+    if test.state in ("reading", "scoring", "dead", "burned"):
+        return f"its TEST is {test.state}: {test.describe()}"
+    return f"run `tempo materialize --window {window}`"
+
+
 def _report(args) -> int:
     from tempo_assets.assets.benchmark import OLDER, build_catalog, curve_groups
     from tempo_assets.core.errors import TempoInputError
@@ -157,7 +168,7 @@ def _report(args) -> int:
         row = catalog[catalog["window"] == args.window].iloc[0]
         if built["metas"].get(args.window) is None:
             raise TempoInputError(f"window {args.window} has no benchmark yet (status {row['status']}): "
-                                  f"run `tempo materialize --window {args.window}`")
+                                  f"{way_forward(store, args.window)}")
         if row["status"] != "ready":
             print(f"tempo: warning: window {args.window} is {row['status']}: {row['reasons']}", file=sys.stderr)
         value = store.open("benchmark", args.window).value
