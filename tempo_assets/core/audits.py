@@ -350,7 +350,8 @@ def _stage_table_problems(record: MaterialisationRecord, window, latest: date, s
     limit = as_of[limit_release]
     if latest > limit:
         problems.append(("stage_table", f"{record.where}: max_source_date {latest} is after {ROLE_LIMIT[role]} "
-                                        f"({limit_release}, as of {limit}), the last release a {role} artefact may read"))
+                                        f"({limit_release}, as of {limit}), the last release a {role} "
+                                        "artefact may read"))
     problems += _late_sources(record, sources, as_of, role, limit_release)
     return problems
 

@@ -44,7 +44,8 @@ FILES = ("cutoff.txt", "targets.fasta", "sequences.fasta", "annotations.tsv", "n
          "go.obo", "ia.tsv")
 MANIFEST = "manifest.json"
 
-__all__ = ["ANNOTATION_COLUMNS", "FILES", "BundleContent", "read_bundle_targets", "verify_bundle", "write_cutoff_bundle"]
+__all__ = ["ANNOTATION_COLUMNS", "FILES", "BundleContent", "read_bundle_targets", "verify_bundle",
+           "write_cutoff_bundle"]
 
 
 def _annotation_rows(frame: pd.DataFrame, what: str) -> pd.DataFrame:

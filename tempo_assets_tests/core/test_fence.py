@@ -38,7 +38,8 @@ def bundle(tmp_path_factory):
 
 def call_on(bundle: Path) -> MethodCall:
     """A run at the bundle's cutoff, 2016-01-15, checked against its targets and ontology."""
-    return MethodCall(bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle), parse_obo(bundle / "go.obo"))
+    return MethodCall(bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
+                      parse_obo(bundle / "go.obo"))
 
 
 def method(tmp_path, script: str) -> Path:
