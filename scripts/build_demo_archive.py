@@ -28,7 +28,9 @@ from tempo_assets.core.annotations import EXPERIMENTAL_CODES
 from tempo_assets.core.fasta import read_fasta, write_fasta
 from tempo_assets.core.gaf import iter_gaf_lines, read_gaf, read_gaf_header, write_gaf_rows
 from tempo_assets.core.io import atomic_write, open_text
-from tempo_assets.core.releases import Archive, CutoffReader, add_release, derive_release
+from tempo_assets.core.releases import (
+    Archive, CutoffReader, DeriveRequest, ReleaseRequest, add_release, derive_release,
+)
 
 SEED = 20140929
 # proteins sampled per group (see sample_proteins)
@@ -245,24 +247,24 @@ def build(source: Path, out: Path) -> None:
         if staging.exists():
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
-        add_release(staging, "2014-09-29", [files["gaf2014"]], files["obo2014"],
-                    fasta=files["fasta"], fasta_date=FASTA_DATE, provenance="derived",
-                    note=notes(GAF_2014, "obo2014", OBO_2014))
-        add_release(staging, "2019-01-14", [files["gaf2019"]], files["obo2019"],
-                    fasta=files["fasta"], fasta_date=FASTA_DATE, provenance="derived",
-                    note=notes(GAF_2019, "obo2019", OBO_2019))
+        add_release(staging, ReleaseRequest(
+            "2014-09-29", [files["gaf2014"]], files["obo2014"], fasta=files["fasta"],
+            fasta_date=FASTA_DATE, provenance="derived", note=notes(GAF_2014, "obo2014", OBO_2014)))
+        add_release(staging, ReleaseRequest(
+            "2019-01-14", [files["gaf2019"]], files["obo2019"], fasta=files["fasta"],
+            fasta_date=FASTA_DATE, provenance="derived", note=notes(GAF_2019, "obo2019", OBO_2019)))
         for cutoff in DERIVED_CUTOFFS:
-            derive_release(staging, "2019-01-14", cutoff, cutoff, files["obo2014"],
-                           fasta=files["fasta"], fasta_date=FASTA_DATE, provenance="derived",
-                           note={k: v for k, v in notes(GAF_2019, "obo2014", OBO_2014).items()
-                                 if k != "gaf"})
+            derive_release(staging, DeriveRequest(
+                "2019-01-14", cutoff, cutoff, files["obo2014"], fasta=files["fasta"],
+                fasta_date=FASTA_DATE, provenance="derived",
+                note={k: v for k, v in notes(GAF_2019, "obo2014", OBO_2014).items() if k != "gaf"}))
         gene2go_note = (f"{GAF_2022}: derived upstream from NCBI gene2go (Bioconductor "
                         "org.Hs.eg.db 3.16.0) mapped to UniProtKB; column 14 is the snapshot date; "
                         + sample_note)
-        add_release(staging, "2022-09-12", [files["gaf2022"]], files["obo2022"],
-                    fasta=files["fasta"], fasta_date=FASTA_DATE, provenance="derived",
-                    note={**notes(GAF_2022, "obo2022", OBO_2022), "gaf": gene2go_note},
-                    derived=True)
+        add_release(staging, ReleaseRequest(
+            "2022-09-12", [files["gaf2022"]], files["obo2022"], fasta=files["fasta"],
+            fasta_date=FASTA_DATE, provenance="derived",
+            note={**notes(GAF_2022, "obo2022", OBO_2022), "gaf": gene2go_note}, derived=True))
         (staging / "README.md").write_text(render_readme(staging, proteins, stats))
         if (out / "releases").exists():
             shutil.rmtree(out / "releases")

@@ -34,7 +34,7 @@ class MethodFenceResource(dg.ConfigurableResource):
 def method_bundle(context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
                   release_annotations: Artefact, sequences: Artefact, ia_weights: Artefact) -> dg.Output:
     """One folder per cutoff: targets, sequences, annotations, GO and IA as of the cutoff, all a method may read."""
-    from tempo_assets.core.method_bundle import prune_bundles, write_cutoff_bundle
+    from tempo_assets.core.method_bundle import BundleContent, prune_bundles, write_cutoff_bundle
 
     cutoff = context.partition_key
     reader = archive.reader(cutoff)
@@ -42,10 +42,10 @@ def method_bundle(context: dg.AssetExecutionContext, archive: ArchiveResource, a
     seqs = dict(zip(sequences.value["protein"], sequences.value["sequence"]))
     annotations = release_annotations.value
     folder = store.folder("method_bundle", cutoff)
-    manifest = write_cutoff_bundle(
-        folder, archive.cutoff_of(cutoff), targets=seqs, sequences=seqs,
+    manifest = write_cutoff_bundle(folder, archive.cutoff_of(cutoff), BundleContent(
+        targets=seqs, sequences=seqs,
         experimental=annotations["experimental_cleaned"], non_experimental=annotations["non_experimental_cleaned"],
-        obo_path=reader.obo_path(cutoff), ia=ia_series(ia_weights.value))
+        obo_path=reader.obo_path(cutoff), ia=ia_series(ia_weights.value)))
     # keep the folder the current sidecar names until the new sidecar replaces it
     previous = store.open("method_bundle", cutoff).value["folder"] if store.exists("method_bundle", cutoff) else None
     prune_bundles(folder, {manifest["folder"], previous})
@@ -76,7 +76,7 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
     """One row per (target, term) a registered method predicted at the cutoff inside the fence, or its failure."""
     from tempo_assets.core.method_bundle import read_bundle_targets
     from tempo_assets.core.method_registry import load_registry, refuse_exposing
-    from tempo_assets.core.method_run import run_method
+    from tempo_assets.core.method_run import MethodCall, run_method
     from tempo_assets.core.ontology import parse_obo
     from tempo_assets.core.removals import RemovalLog
 
@@ -87,8 +87,9 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
         refuse_exposing(spec.dir, hidden_paths(archive.root, artefact_store.root))
     folder = bundle_folder(artefact_store.store(), cutoff, method_bundle)
     context.log.info(f"{key} at {cutoff}: bundle {folder}")
-    outcome = run_method(spec, folder, cutoff, archive.cutoff_of(cutoff), read_bundle_targets(folder),
-                         parse_obo(folder / "go.obo"), method_fence.limits(),
+    call = MethodCall(folder, cutoff, archive.cutoff_of(cutoff), read_bundle_targets(folder),
+                      parse_obo(folder / "go.obo"))
+    outcome = run_method(spec, call, method_fence.limits(),
                          on_line=lambda stream, line: context.log.info(f"[{key} {stream}] {line}"),
                          max_invalid_fraction=method_fence.max_invalid_fraction)
     (context.log.info if outcome.status == "ok" else context.log.warning)(

@@ -68,27 +68,28 @@ def _describe(manifest) -> str:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from tempo_assets.core.releases import add_release
+    from tempo_assets.core.releases import ReleaseRequest, add_release
 
-    manifest = add_release(
-        args.archive, args.release_id, args.gaf, args.obo, fasta=args.fasta,
-        embeddings=args.embeddings, declared_date=_date_arg(args.date, "--date"), link=args.link,
-        provenance=args.provenance, note=args.note,
+    request = ReleaseRequest(
+        args.release_id, args.gaf, args.obo, fasta=args.fasta, embeddings=args.embeddings,
+        declared_date=_date_arg(args.date, "--date"),
         fasta_date=_date_arg(args.fasta_date, "--fasta-date"),
         embeddings_date=_date_arg(args.embeddings_date, "--embeddings-date"),
-        derived=args.derived, report=lambda line: print(f"note: {line}"),
+        provenance=args.provenance, note=args.note, derived=args.derived,
     )
+    manifest = add_release(args.archive, request, link=args.link,
+                           report=lambda line: print(f"note: {line}"))
     print(f"added {_describe(manifest)}")
     return 0
 
 
 def run_derive(args: argparse.Namespace) -> int:
-    from tempo_assets.core.releases import derive_release
+    from tempo_assets.core.releases import DeriveRequest, derive_release
 
-    manifest = derive_release(
-        args.archive, args.from_id, _date_arg(args.cutoff, "--cutoff"), args.release_id,
+    manifest = derive_release(args.archive, DeriveRequest(
+        args.from_id, _date_arg(args.cutoff, "--cutoff"), args.release_id,
         args.obo, fasta=args.fasta, fasta_date=_date_arg(args.fasta_date, "--fasta-date"),
-    )
+    ))
     print(f"derived {_describe(manifest)}")
     for entry in manifest.files_of("gaf"):
         print(f"  {entry.path}: {entry.note}")

@@ -140,15 +140,7 @@ def clean_annotations(frame: pd.DataFrame, ontology: Any) -> tuple[pd.DataFrame,
     reason = terms.map(dropped)
     alt_rows = keep & (mapped != terms)
 
-    cleaned = frame.loc[keep].copy()
-    cleaned["term"] = mapped[keep].astype(str)
-    primaries = pd.unique(cleaned["term"]).tolist()
-    new_aspect = cleaned["term"].map({term: ontology.aspect(term) for term in primaries})
-    mismatch = 0
-    if "aspect" in cleaned.columns:
-        mismatch = int((cleaned["aspect"].astype(str) != new_aspect.astype(str)).sum())
-    cleaned["aspect"] = new_aspect.astype(str)
-    cleaned = cleaned.reset_index(drop=True)
+    cleaned, mismatch = _with_primary_terms(frame.loc[keep].copy(), mapped[keep], ontology)
 
     manifest = (
         pd.DataFrame({"protein": frame["protein"].astype(str), "term": terms, "reason": reason})
@@ -168,6 +160,18 @@ def clean_annotations(frame: pd.DataFrame, ontology: Any) -> tuple[pd.DataFrame,
         "dropped": manifest,
     }
     return cleaned, report
+
+
+def _with_primary_terms(kept: pd.DataFrame, primary: pd.Series, ontology: Any) -> tuple[pd.DataFrame, int]:
+    """``kept`` with its primary terms and their ontology aspects; how many GAF aspects disagreed."""
+    kept["term"] = primary.astype(str)
+    primaries = pd.unique(kept["term"]).tolist()
+    new_aspect = kept["term"].map({term: ontology.aspect(term) for term in primaries})
+    mismatch = 0
+    if "aspect" in kept.columns:
+        mismatch = int((kept["aspect"].astype(str) != new_aspect.astype(str)).sum())
+    kept["aspect"] = new_aspect.astype(str)
+    return kept.reset_index(drop=True), mismatch
 
 
 def propagate_annotations(frame: pd.DataFrame, ontology: Any) -> pd.DataFrame:

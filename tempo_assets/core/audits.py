@@ -277,65 +277,91 @@ def check_record(record: MaterialisationRecord, as_of: Mapping[str, date]) -> li
     by release id, is later than its role allows: train <= t-1, valid <= t0, test <= t1).
     """
     meta = record.metadata
-    found: list[Finding] = []
-
-    def add(rule: str, message: str) -> None:
-        found.append(Finding(record.asset, record.partition, record.storage_id, rule, message))
-
+    problems: list[tuple[str, str]] = []
     cutoff = _date_or_none(meta.get("cutoff"))
     latest = _date_or_none(meta.get("max_source_date"))
     sources = meta.get("sources", [])
     if cutoff is None or latest is None:
-        add("binding", f"{record.where}: no parseable cutoff/max_source_date in its metadata "
-                       f"(cutoff={meta.get('cutoff')!r}, max_source_date={meta.get('max_source_date')!r})")
-        return found
-    if not isinstance(sources, list):
-        add("binding", f"{record.where}: sources is {type(sources).__name__}, not a list")
-        sources = []
+        problems.append(("binding", f"{record.where}: no parseable cutoff/max_source_date in its metadata "
+                                    f"(cutoff={meta.get('cutoff')!r}, "
+                                    f"max_source_date={meta.get('max_source_date')!r})"))
+    else:
+        if not isinstance(sources, list):
+            problems.append(("binding", f"{record.where}: sources is {type(sources).__name__}, not a list"))
+            sources = []
+        problems += _cutoff_problems(record, cutoff, latest, sources, as_of)
+        window = _window_releases(record.partition) if record.partition else None
+        if window is not None:
+            problems += _stage_table_problems(record, window, latest, sources, as_of)
+    return [Finding(record.asset, record.partition, record.storage_id, rule, message)
+            for rule, message in problems]
+
+
+def _cutoff_problems(record: MaterialisationRecord, cutoff: date, latest: date, sources: list,
+                     as_of: Mapping[str, date]) -> list[tuple[str, str]]:
+    """``within_cutoff``: nothing recorded is dated after the cutoff, the cutoff is not after the
+    partition's release, and a release partition read no later release."""
+    problems = []
     if latest > cutoff:
-        add("within_cutoff", f"{record.where}: max_source_date {latest} is after its cutoff {cutoff}")
+        problems.append(("within_cutoff", f"{record.where}: max_source_date {latest} is after its cutoff {cutoff}"))
     for source in sources:
         when = _date_or_none(source.get("date")) if isinstance(source, Mapping) else None
         if when is not None and when > cutoff:
-            add("within_cutoff", f"{record.where}: source {_source_label(source)} dated {when} "
-                                 f"is after its cutoff {cutoff}")
+            problems.append(("within_cutoff", f"{record.where}: source {_source_label(source)} dated {when} "
+                                              f"is after its cutoff {cutoff}"))
     partition = record.partition
     window = _window_releases(partition) if partition else None
     if partition in as_of and cutoff > as_of[partition]:
-        add("within_cutoff", f"{record.where}: recorded cutoff {cutoff} is after release "
-                             f"{partition}'s as-of date {as_of[partition]}")
-    if window is None:
-        if partition in as_of:
-            for source in sources:
-                ref = _referenced_partition(source) if isinstance(source, Mapping) else None
-                if ref in as_of and ref > partition:
-                    add("within_cutoff", f"{record.where}: read {_source_label(source)}, a release "
-                                         f"after its own partition {partition}")
-        return found
+        problems.append(("within_cutoff", f"{record.where}: recorded cutoff {cutoff} is after release "
+                                          f"{partition}'s as-of date {as_of[partition]}"))
+    if window is None and partition in as_of:
+        for source in sources:
+            ref = _referenced_partition(source) if isinstance(source, Mapping) else None
+            if ref in as_of and ref > partition:
+                problems.append(("within_cutoff", f"{record.where}: read {_source_label(source)}, a release "
+                                                  f"after its own partition {partition}"))
+    return problems
 
+
+def _stage_table_problems(record: MaterialisationRecord, window, latest: date, sources: list,
+                          as_of: Mapping[str, date]) -> list[tuple[str, str]]:
+    """``stage_table``: the window artefact's role is its asset's, and nothing it read is later
+    than the last release its role may read."""
+    meta, partition = record.metadata, record.partition
+    problems = []
     role = meta.get("window_role")
     expected = EXPECTED_ROLE.get(record.asset)
     if expected is not None and role != expected:
-        add("stage_table", f"{record.where}: window_role {role!r}, but {record.asset} is bound to "
-                           f"{expected!r}")
+        problems.append(("stage_table", f"{record.where}: window_role {role!r}, but {record.asset} is bound to "
+                                        f"{expected!r}"))
     if role not in ROLE_LIMIT:
         if expected is None:
-            add("stage_table", f"{record.where}: a window artefact without a window_role in "
-                               f"{sorted(ROLE_LIMIT)}")
+            problems.append(("stage_table", f"{record.where}: a window artefact without a window_role in "
+                                            f"{sorted(ROLE_LIMIT)}"))
         role = expected
     if role is None:
-        return found
+        return problems
     if meta.get("window") not in (None, partition):
-        add("stage_table", f"{record.where}: records window {meta.get('window')!r}, not its partition")
+        problems.append(("stage_table", f"{record.where}: records window {meta.get('window')!r}, not its partition"))
     limit_release = window[ROLE_LIMIT[role]]
     if limit_release not in as_of:
-        add("stage_table", f"{record.where}: release {limit_release} of its window is not in the archive")
-        return found
+        problems.append(("stage_table", f"{record.where}: release {limit_release} of its window is not in the archive"))
+        return problems
+    limit = as_of[limit_release]
+    if latest > limit:
+        problems.append(("stage_table", f"{record.where}: max_source_date {latest} is after {ROLE_LIMIT[role]} "
+                                        f"({limit_release}, as of {limit}), the last release a {role} "
+                                        "artefact may read"))
+    problems += _late_sources(record, sources, as_of, role, limit_release)
+    return problems
+
+
+def _late_sources(record: MaterialisationRecord, sources: list, as_of: Mapping[str, date], role: str,
+                  limit_release: str) -> list[tuple[str, str]]:
+    """Sources dated, or of a release, after the last release a ``role`` artefact may read."""
     limit = as_of[limit_release]
     order = {rid: i for i, rid in enumerate(sorted(as_of))}
-    if latest > limit:
-        add("stage_table", f"{record.where}: max_source_date {latest} is after {ROLE_LIMIT[role]} "
-                           f"({limit_release}, as of {limit}), the last release a {role} artefact may read")
+    problems = []
     for source in sources:
         if not isinstance(source, Mapping):
             continue
@@ -345,10 +371,10 @@ def check_record(record: MaterialisationRecord, as_of: Mapping[str, date]) -> li
         late_ref = ref in order and order[ref] > order[limit_release]
         if late_date or late_ref:
             what = f"dated {when}" if late_date else f"of release {ref}"
-            add("stage_table", f"{record.where}: source {_source_label(source)} {what} is after "
-                               f"{ROLE_LIMIT[role]} ({limit_release}), the last release a {role} "
-                               "artefact may read")
-    return found
+            problems.append(("stage_table", f"{record.where}: source {_source_label(source)} {what} is after "
+                                            f"{ROLE_LIMIT[role]} ({limit_release}), the last release a {role} "
+                                            "artefact may read"))
+    return problems
 
 
 def check_test_scores(records: Sequence[MaterialisationRecord]) -> list[Finding]:

@@ -253,16 +253,7 @@ def parse_design(mapping: Any, path: str | Path | None = None) -> EvaluationDesi
     def fail(key: str, message: str) -> DesignError:
         return DesignError(f"key '{key}': {message}", path=path)
 
-    if not isinstance(mapping, Mapping):
-        raise DesignError("a design must be a YAML mapping of keys to values", path=path)
-    try:
-        keys = _DesignKeys.model_validate(dict(mapping))
-    except pydantic.ValidationError as exc:
-        key, message = _first_error(exc)
-        raise fail(key, message) from None
-    mapping = {**mapping, "label_tolerance": keys.label_tolerance, "conflicting_labels": keys.conflicting_labels,
-               "repeated_entities": keys.repeated_entities}
-
+    mapping = _with_defaults(mapping, path, fail)
     table = mapping["table"]
     if table is not None and (not isinstance(table, str) or not table.strip()):
         raise fail("table", "must be a path string")
@@ -304,6 +295,19 @@ def parse_design(mapping: Any, path: str | Path | None = None) -> EvaluationDesi
         chronology=chronology,
         description=str(description) if description is not None else None,
     )
+
+
+def _with_defaults(mapping: Any, path: Path | None, fail) -> dict:
+    """The mapping, its keys checked (``_DesignKeys``), with the label and repetition defaults."""
+    if not isinstance(mapping, Mapping):
+        raise DesignError("a design must be a YAML mapping of keys to values", path=path)
+    try:
+        keys = _DesignKeys.model_validate(dict(mapping))
+    except pydantic.ValidationError as exc:
+        key, message = _first_error(exc)
+        raise fail(key, message) from None
+    return {**mapping, "label_tolerance": keys.label_tolerance, "conflicting_labels": keys.conflicting_labels,
+            "repeated_entities": keys.repeated_entities}
 
 
 def _is_name(value: Any) -> bool:
@@ -559,31 +563,15 @@ def audit_design(
     _check_columns(design, table, table_path)
 
     n = len(table)
-    if design.split_column is None:
-        roles = np.full(n, "test", dtype=object)
-    else:
-        roles = _assign_partitions(table[design.split_column], design, table_path)
+    roles = _partition_roles(design, table, table_path)
 
     keys, ref_keys, identified, examples_of = _entity_keys(design, table, reference)
     ctx = _Context(design, table, roles, keys, identified, examples_of, max_examples)
 
-    checks = [_check_repeated(ctx), _check_overlap(ctx)]
-    checks += [_check_group(ctx, column) for column in design.group_columns]
-    if design.label_column is not None:
-        checks.append(_check_labels(ctx))
-    if design.chronology is not None:
-        checks.append(_check_chronology(ctx))
+    checks = _declared_checks(ctx)
     checks.append(_check_reference(ctx, reference, ref_keys, reference_complete))
-
     status = max((c["status"] for c in checks), key=STATUS_RANK.__getitem__)
     partition_rows = {name: int((roles == name).sum()) for name in design.partitions}
-    not_requested = []
-    if not design.group_columns:
-        not_requested.append("shared_groups")
-    if design.label_column is None:
-        not_requested.append("conflicting_labels")
-    if design.chronology is None:
-        not_requested.append("chronology")
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "algorithm": dict(ALGORITHM),
@@ -592,19 +580,56 @@ def audit_design(
         "rules": design.rules(),
         "rules_sha256": design.rules_digest(),
         "inputs": inputs or [],
-        "reference": {
-            "supplied": reference is not None,
-            "path": str(reference_path) if reference_path is not None else None,
-            "declared_complete": bool(reference_complete) if reference is not None else False,
-            "records": int(len(reference)) if reference is not None else 0,
-        },
+        "reference": _reference_summary(reference, reference_path, reference_complete),
         "table": {"rows": n, "partition_rows": partition_rows,
                   "unidentifiable_rows": int((~identified).sum())},
         "checks": checks,
-        "not_requested": not_requested,
+        "not_requested": _not_requested(design),
     }
     report["scope"] = _scope_sentence(design, report)
     return report
+
+
+def _partition_roles(design: EvaluationDesign, table: pd.DataFrame, table_path: Path | None) -> np.ndarray:
+    """Each row's partition: by its split column, or ``test`` for all when there is none."""
+    if design.split_column is None:
+        return np.full(len(table), "test", dtype=object)
+    return _assign_partitions(table[design.split_column], design, table_path)
+
+
+def _declared_checks(ctx: "_Context") -> list[dict]:
+    """The findings of the checks the design asks for, the reference check aside."""
+    design = ctx.design
+    checks = [_check_repeated(ctx), _check_overlap(ctx)]
+    checks += [_check_group(ctx, column) for column in design.group_columns]
+    if design.label_column is not None:
+        checks.append(_check_labels(ctx))
+    if design.chronology is not None:
+        checks.append(_check_chronology(ctx))
+    return checks
+
+
+def _not_requested(design: EvaluationDesign) -> list[str]:
+    """The checks the design does not ask for."""
+    not_requested = []
+    if not design.group_columns:
+        not_requested.append("shared_groups")
+    if design.label_column is None:
+        not_requested.append("conflicting_labels")
+    if design.chronology is None:
+        not_requested.append("chronology")
+    return not_requested
+
+
+def _reference_summary(reference: pd.DataFrame | None, reference_path: str | Path | None,
+                       reference_complete: bool) -> dict:
+    """What the report says of the training reference: supplied, where from, declared complete, size."""
+    return {
+        "supplied": reference is not None,
+        "path": str(reference_path) if reference_path is not None else None,
+        "declared_complete": bool(reference_complete) if reference is not None else False,
+        "records": int(len(reference)) if reference is not None else 0,
+    }
 
 
 def _check_columns(design: EvaluationDesign, table: pd.DataFrame, path: Path | None) -> None:
@@ -1077,30 +1102,8 @@ def export_window_design(
         With a ``date`` column, chronology requires train dated on or before t-1, validation in
         (t-1, t0] and test after t0 (cutoffs are the days after t-1 and t0).
     """
-    parts = split_window_key(window_key)
-    if parts is None:
-        raise DesignError(f"window key {window_key!r} is not t-2__t-1__t0__t1")
-    try:
-        t_2, t_1, t0, t1 = (date.fromisoformat(p) for p in parts)
-    except ValueError as exc:
-        raise DesignError(f"window key {window_key!r}: {exc}") from exc
-    if not t_2 < t_1 < t0 < t1:
-        raise DesignError(f"window key {window_key!r}: releases are not in increasing order")
-    required = ["protein", "term", "aspect", "window_role"]
-    missing = [c for c in required if c not in rows.columns]
-    if missing:
-        raise DesignError(f"window rows lack column {missing[0]!r} (need {', '.join(required)})")
-    bad = ~rows["window_role"].isin(list(WINDOW_ROLES))
-    if bad.any():
-        value = rows.loc[bad, "window_role"].iloc[0]
-        raise DesignError(f"window rows: unknown window_role {value!r} on {int(bad.sum())} row(s) "
-                          f"(allowed: {', '.join(WINDOW_ROLES)})")
-    keep = required + [c for c in ("mode", "date") if c in rows.columns]
-    table = rows.loc[:, keep].copy()
-    if "date" in table.columns:
-        table["date"] = table["date"].map(_iso_day)
-    table = table.drop_duplicates().sort_values(["window_role", "protein", "term"], kind="stable")
-    table = table.reset_index(drop=True)
+    _t_2, t_1, t0, t1 = _window_dates(window_key)
+    table = _window_table(rows)
     design: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "description": (f"Tempo window {window_key}: train = corpus at t-1 ({t_1}), validation = "
@@ -1123,6 +1126,40 @@ def export_window_design(
             "validation_precedes_test": True,
         }
     return table, design
+
+
+def _window_dates(window_key: str) -> tuple[date, date, date, date]:
+    """The window's four release dates t-2 < t-1 < t0 < t1, from its key."""
+    parts = split_window_key(window_key)
+    if parts is None:
+        raise DesignError(f"window key {window_key!r} is not t-2__t-1__t0__t1")
+    try:
+        t_2, t_1, t0, t1 = (date.fromisoformat(p) for p in parts)
+    except ValueError as exc:
+        raise DesignError(f"window key {window_key!r}: {exc}") from exc
+    if not t_2 < t_1 < t0 < t1:
+        raise DesignError(f"window key {window_key!r}: releases are not in increasing order")
+    return t_2, t_1, t0, t1
+
+
+def _window_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The window's rows as an evaluation table: one row per (protein, term, window_role), ISO
+    dates, sorted."""
+    required = ["protein", "term", "aspect", "window_role"]
+    missing = [c for c in required if c not in rows.columns]
+    if missing:
+        raise DesignError(f"window rows lack column {missing[0]!r} (need {', '.join(required)})")
+    bad = ~rows["window_role"].isin(list(WINDOW_ROLES))
+    if bad.any():
+        value = rows.loc[bad, "window_role"].iloc[0]
+        raise DesignError(f"window rows: unknown window_role {value!r} on {int(bad.sum())} row(s) "
+                          f"(allowed: {', '.join(WINDOW_ROLES)})")
+    keep = required + [c for c in ("mode", "date") if c in rows.columns]
+    table = rows.loc[:, keep].copy()
+    if "date" in table.columns:
+        table["date"] = table["date"].map(_iso_day)
+    table = table.drop_duplicates().sort_values(["window_role", "protein", "term"], kind="stable")
+    return table.reset_index(drop=True)
 
 
 def _iso_day(value: Any) -> str | None:

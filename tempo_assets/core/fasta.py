@@ -81,15 +81,7 @@ def read_fasta(path: str | Path) -> dict[str, str]:
                 path, stop_line,
             )
         if not _RESIDUES.match(line):
-            bad = next(
-                (c for i, c in enumerate(line)
-                 if not (c.isascii() and c.isalpha()) and not (c == "*" and i == len(line) - 1)),
-                line[0],
-            )
-            raise FastaFormatError(
-                f"illegal character {bad!r} in the sequence of {accession!r} "
-                "(expected residue letters, '*' only at the end)", path, number,
-            )
+            _refuse_illegal_character(line, accession, path, number)
         if line.endswith("*"):
             stop_line = number
             line = line[:-1]
@@ -99,6 +91,19 @@ def read_fasta(path: str | Path) -> dict[str, str]:
     if not sequences:
         raise FastaFormatError("no sequences", path, number or 1)
     return sequences
+
+
+def _refuse_illegal_character(line: str, accession: str, path: Path, number: int) -> None:
+    """Raise naming the first character of a sequence line that is not a residue letter."""
+    bad = next(
+        (c for i, c in enumerate(line)
+         if not (c.isascii() and c.isalpha()) and not (c == "*" and i == len(line) - 1)),
+        line[0],
+    )
+    raise FastaFormatError(
+        f"illegal character {bad!r} in the sequence of {accession!r} "
+        "(expected residue letters, '*' only at the end)", path, number,
+    )
 
 
 def write_fasta(

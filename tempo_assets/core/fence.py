@@ -119,9 +119,20 @@ def _etc_files(folder: Path) -> dict[str, Path]:
     return out
 
 
-def fence_command(command: str, method_dir: Path, bundle_dir: Path, output_dir: Path, etc_dir: Path,
-                  limits: FenceLimits, env: Mapping[str, str] | None = None, bwrap: str | None = None) -> list[str]:
-    """The argv running ``command`` (through ``/bin/sh -c``) in the fence, limits included."""
+@dataclass(frozen=True)
+class FenceSpec:
+    """What runs in the fence: ``command`` (through ``/bin/sh -c``) with the method's folder
+    (read-only, the working directory), the bundle (read-only) and the output folder (writable)."""
+
+    command: str
+    method_dir: Path
+    bundle_dir: Path
+    output_dir: Path
+
+
+def fence_command(spec: FenceSpec, etc_dir: Path, limits: FenceLimits, env: Mapping[str, str] | None = None,
+                  bwrap: str | None = None) -> list[str]:
+    """The argv running ``spec.command`` (through ``/bin/sh -c``) in the fence, limits included."""
     bwrap = bwrap or find_bwrap()
     argv = []
     prlimit = shutil.which("prlimit")
@@ -131,6 +142,17 @@ def fence_command(command: str, method_dir: Path, bundle_dir: Path, output_dir: 
     argv += [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
              "--hostname", "tempo-fence", "--die-with-parent", "--new-session", "--clearenv",
              "--ro-bind", "/usr", "/usr"]
+    argv += _system_binds(etc_dir)
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(int(limits.tmp_bytes)), "--tmpfs", "/tmp",
+             "--ro-bind", str(spec.method_dir), METHOD, "--ro-bind", str(spec.bundle_dir), INPUT,
+             "--bind", str(spec.output_dir), OUTPUT, "--chdir", METHOD]
+    argv += _environment_args(limits, env)
+    return argv + ["--", "/bin/sh", "-c", spec.command]
+
+
+def _system_binds(etc_dir: Path) -> list[str]:
+    """The top-level links and folders of ``/``, the host's harmless ``/etc`` files and the fence's own."""
+    argv = []
     for name in TOP_LEVEL_LINKS:
         path = Path("/") / name
         if path.is_symlink():
@@ -142,16 +164,19 @@ def fence_command(command: str, method_dir: Path, bundle_dir: Path, output_dir: 
             argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     for dest, path in _etc_files(etc_dir).items():
         argv += ["--ro-bind", str(path), dest]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(int(limits.tmp_bytes)), "--tmpfs", "/tmp",
-             "--ro-bind", str(method_dir), METHOD, "--ro-bind", str(bundle_dir), INPUT,
-             "--bind", str(output_dir), OUTPUT, "--chdir", METHOD]
+    return argv
+
+
+def _environment_args(limits: FenceLimits, env: Mapping[str, str] | None) -> list[str]:
+    """``--setenv`` for the fence's whole environment (nothing of the host's), sorted."""
     threads = str(limits.threads)
     environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                    "USER": "tempo", "TEMPO_INPUT": INPUT, "TEMPO_OUTPUT": OUTPUT, "TEMPO_THREADS": threads,
                    "OMP_NUM_THREADS": threads, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    argv = []
     for key, value in sorted(environment.items()):
         argv += ["--setenv", key, str(value)]
-    return argv + ["--", "/bin/sh", "-c", command]
+    return argv
 
 
 def _rlimits(limits: FenceLimits) -> Callable[[], None]:
@@ -203,23 +228,24 @@ def _kill_group(process: subprocess.Popen) -> None:
         pass
 
 
-def run_fenced(command: str, method_dir: str | Path, bundle_dir: str | Path, output_dir: str | Path,
-               limits: FenceLimits = FenceLimits(), env: Mapping[str, str] | None = None,
+def run_fenced(spec: FenceSpec, limits: FenceLimits = FenceLimits(), env: Mapping[str, str] | None = None,
                on_line: Callable[[str, str], None] | None = None, max_logged_lines: int = 2000) -> FenceResult:
-    """Run ``command`` in the fence; stream its stdout/stderr lines to ``on_line(stream, line)``.
+    """Run ``spec.command`` in the fence; stream its stdout/stderr lines to ``on_line(stream, line)``.
 
-    ``output_dir`` must exist and be empty (it becomes ``$TEMPO_OUTPUT``). The run is killed
+    ``spec.output_dir`` must exist and be empty (it becomes ``$TEMPO_OUTPUT``). The run is killed
     (its whole process group, and with it the sandbox's pid namespace) when it outlives
     ``limits.timeout_s`` or its output folder grows past ``limits.output_bytes``.
     """
-    method_dir, bundle_dir, output_dir = (Path(p).resolve() for p in (method_dir, bundle_dir, output_dir))
+    method_dir, bundle_dir, output_dir = (Path(p).resolve() for p in (spec.method_dir, spec.bundle_dir,
+                                                                       spec.output_dir))
     for what, folder in (("method folder", method_dir), ("bundle", bundle_dir), ("output folder", output_dir)):
         if not folder.is_dir():
             raise TempoInputError(f"{what} does not exist", path=folder)
     if any(output_dir.iterdir()):
         raise TempoInputError("output folder must start empty", path=output_dir)
+    resolved = FenceSpec(spec.command, method_dir, bundle_dir, output_dir)
     with tempfile.TemporaryDirectory(prefix="tempo_fence_etc_") as etc:
-        argv = fence_command(command, method_dir, bundle_dir, output_dir, Path(etc), limits, env)
+        argv = fence_command(resolved, Path(etc), limits, env)
         started = time.monotonic()
         preexec = None if argv[0].endswith("prlimit") else _rlimits(limits)
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

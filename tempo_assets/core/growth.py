@@ -174,6 +174,25 @@ def is_member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[where] == values
 
 
+@dataclass(frozen=True)
+class _GrowthCodes:
+    """Both releases' rows as integers over one protein and term vocabulary: ``pair`` codes a
+    (protein, aspect), ``row`` a (protein, term, aspect); ``old_*`` are release ``a``'s."""
+
+    proteins: np.ndarray
+    terms: np.ndarray
+    n_terms: np.int64
+    old_proteins: np.ndarray
+    old_pair: np.ndarray
+    new_pair: np.ndarray
+    old_row: np.ndarray
+    new_row: np.ndarray
+
+    def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(protein, term, aspect) codes of ``row`` codes."""
+        return rows // 3 // self.n_terms, rows // 3 % self.n_terms, rows % 3
+
+
 def annotation_growth(
     old: pd.DataFrame,
     new: pd.DataFrame,
@@ -198,60 +217,79 @@ def annotation_growth(
     """
     old = check_propagated(old, "annotation_growth(old)")
     new = check_propagated(new, "annotation_growth(new)")
+    codes = _growth_codes(old, new)
+    candidates, mode = _gaining_pairs(codes)
+    reason = sequence_exclusions(pd.Series(codes.proteins[candidates // 3]), sequences,
+                                 new_sequences).to_numpy()
+    excluded = pd.notna(reason)
+    removed = pd.DataFrame({
+        "protein": codes.proteins[candidates[excluded] // 3],
+        "aspect": np.asarray(ASPECTS, dtype=object)[candidates[excluded] % 3],
+        "mode": np.asarray(MODES, dtype=object)[mode[excluded]],
+        "reason": reason[excluded].astype(str),
+    })
+    target_pair, target_mode = candidates[~excluded], mode[~excluded]   # sorted by pair
+    targets, ground_truth, known = _growth_frames(codes, target_pair, target_mode)
+    return Growth(
+        targets=targets.astype(str),
+        ground_truth=ground_truth.astype(str),
+        known=known.astype(str),
+        removed=sort_frame(removed.astype(str), ["reason", "mode", "aspect", "protein"]),
+    )
+
+
+def _growth_codes(old: pd.DataFrame, new: pd.DataFrame) -> _GrowthCodes:
+    """Integer codes over the union of both frames; sorted factorisation keeps string order."""
     n_old = len(old)
-    # Integer codes over the union of both frames; sorted factorisation keeps string order.
     p_codes, proteins = pd.factorize(pd.concat([old["protein"], new["protein"]],
                                                ignore_index=True), sort=True)
     t_codes, terms = pd.factorize(pd.concat([old["term"], new["term"]], ignore_index=True),
                                   sort=True)
     a_codes = pd.Categorical(pd.concat([old["aspect"], new["aspect"]], ignore_index=True),
                              categories=list(ASPECTS)).codes.astype(np.int64)
-    proteins = np.asarray(proteins, dtype=object)
     terms = np.asarray(terms, dtype=object)
     n_terms = np.int64(max(len(terms), 1))
     p_codes = p_codes.astype(np.int64)
     pair = p_codes * 3 + a_codes                     # (protein, aspect)
     row = (p_codes * n_terms + t_codes) * 3 + a_codes   # (protein, term, aspect)
-    old_pair, new_pair = pair[:n_old], pair[n_old:]
-    old_row, new_row = row[:n_old], row[n_old:]
+    return _GrowthCodes(
+        proteins=np.asarray(proteins, dtype=object), terms=terms, n_terms=n_terms,
+        old_proteins=p_codes[:n_old], old_pair=pair[:n_old], new_pair=pair[n_old:],
+        old_row=row[:n_old], new_row=row[n_old:],
+    )
 
-    candidates = unique_sorted(new_pair)
-    in_old = is_member(candidates // 3, unique_sorted(p_codes[:n_old]))
-    known_here = is_member(candidates, unique_sorted(old_pair))
+
+def _gaining_pairs(codes: _GrowthCodes) -> tuple[np.ndarray, np.ndarray]:
+    """The (protein, aspect) pairs that gain annotations from ``a`` to ``b``, and each one's mode
+    (an index into MODES)."""
+    candidates = unique_sorted(codes.new_pair)
+    in_old = is_member(candidates // 3, unique_sorted(codes.old_proteins))
+    known_here = is_member(candidates, unique_sorted(codes.old_pair))
     mode = np.where(~in_old, 0, np.where(known_here, 2, 1))   # index into MODES
     # PK needs at least one term at b that it did not hold at a; NK/LK gain all they have.
-    gained_rows = ~is_member(new_row, unique_sorted(old_row))
-    gained = is_member(candidates, unique_sorted(new_pair[gained_rows]))
+    gained_rows = ~is_member(codes.new_row, unique_sorted(codes.old_row))
+    gained = is_member(candidates, unique_sorted(codes.new_pair[gained_rows]))
     keep = (mode != 2) | gained
-    candidates, mode = candidates[keep], mode[keep]
+    return candidates[keep], mode[keep]
 
-    reason = sequence_exclusions(pd.Series(proteins[candidates // 3]), sequences,
-                                 new_sequences).to_numpy()
-    excluded = pd.notna(reason)
-    removed = pd.DataFrame({
-        "protein": proteins[candidates[excluded] // 3],
-        "aspect": np.asarray(ASPECTS, dtype=object)[candidates[excluded] % 3],
-        "mode": np.asarray(MODES, dtype=object)[mode[excluded]],
-        "reason": reason[excluded].astype(str),
-    })
-    target_pair, target_mode = candidates[~excluded], mode[~excluded]   # sorted by pair
 
-    def select(pairs: np.ndarray, rows: np.ndarray, wanted: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Distinct rows whose (protein, aspect) is in ``wanted`` and its position there."""
-        rows, first = unique_sorted(rows, return_first=True)
-        pairs = pairs[first]
-        hit = is_member(pairs, wanted)
-        return rows[hit], np.searchsorted(wanted, pairs[hit])
+def _rows_of_pairs(pairs: np.ndarray, rows: np.ndarray, wanted: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows whose (protein, aspect) is in ``wanted`` and its position there."""
+    rows, first = unique_sorted(rows, return_first=True)
+    pairs = pairs[first]
+    hit = is_member(pairs, wanted)
+    return rows[hit], np.searchsorted(wanted, pairs[hit])
 
-    gt_rows, gt_at = select(new_pair, new_row, target_pair)
+
+def _growth_frames(codes: _GrowthCodes, target_pair: np.ndarray, target_mode: np.ndarray
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The targets, their ground truth at ``b`` and the PK targets' known terms at ``a``, sorted."""
+    proteins, terms = codes.proteins, codes.terms
+    gt_rows, gt_at = _rows_of_pairs(codes.new_pair, codes.new_row, target_pair)
     gt_mode = target_mode[gt_at]
     pk_pair = target_pair[target_mode == 2]
-    known_rows, _ = select(old_pair, old_row, pk_pair)
-
-    def decode(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return rows // 3 // n_terms, rows // 3 % n_terms, rows % 3
-
+    known_rows, _ = _rows_of_pairs(codes.old_pair, codes.old_row, pk_pair)
     aspect_names = np.asarray(ASPECTS, dtype=object)
     mode_names = np.asarray(MODES, dtype=object)
     t_protein, t_aspect = target_pair // 3, target_pair % 3
@@ -259,23 +297,18 @@ def annotation_growth(
     targets = pd.DataFrame({"protein": proteins[t_protein[order]],
                             "aspect": aspect_names[t_aspect[order]],
                             "mode": mode_names[target_mode[order]]})
-    g_protein, g_term, g_aspect = decode(gt_rows)
+    g_protein, g_term, g_aspect = codes.decode(gt_rows)
     order = np.lexsort((g_term, g_protein, g_aspect, gt_mode))
     ground_truth = pd.DataFrame({"protein": proteins[g_protein[order]],
                                  "term": terms[g_term[order]],
                                  "aspect": aspect_names[g_aspect[order]],
                                  "mode": mode_names[gt_mode[order]]})
-    k_protein, k_term, k_aspect = decode(known_rows)
+    k_protein, k_term, k_aspect = codes.decode(known_rows)
     order = np.lexsort((k_term, k_protein, k_aspect))
     known = pd.DataFrame({"protein": proteins[k_protein[order]],
                           "term": terms[k_term[order]],
                           "aspect": aspect_names[k_aspect[order]]})
-    return Growth(
-        targets=targets.astype(str),
-        ground_truth=ground_truth.astype(str),
-        known=known.astype(str),
-        removed=sort_frame(removed.astype(str), ["reason", "mode", "aspect", "protein"]),
-    )
+    return targets, ground_truth, known
 
 
 def align_terms(propagated: pd.DataFrame, ontology: Any) -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -23,10 +23,12 @@ which proteins will gain annotations after ``c`` is what must not be revealed, s
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Mapping
@@ -34,7 +36,7 @@ from typing import Mapping
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.fasta import write_fasta
+from tempo_assets.core.fasta import read_fasta, write_fasta
 from tempo_assets.core.io import open_binary, sha256_file
 
 ANNOTATION_COLUMNS = ["protein", "term", "aspect", "evidence"]
@@ -42,7 +44,8 @@ FILES = ("cutoff.txt", "targets.fasta", "sequences.fasta", "annotations.tsv", "n
          "go.obo", "ia.tsv")
 MANIFEST = "manifest.json"
 
-__all__ = ["ANNOTATION_COLUMNS", "FILES", "read_bundle_targets", "verify_bundle", "write_cutoff_bundle"]
+__all__ = ["ANNOTATION_COLUMNS", "FILES", "BundleContent", "read_bundle_targets", "verify_bundle",
+           "write_cutoff_bundle"]
 
 
 def _annotation_rows(frame: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -53,9 +56,22 @@ def _annotation_rows(frame: pd.DataFrame, what: str) -> pd.DataFrame:
     return rows.sort_values(ANNOTATION_COLUMNS, kind="mergesort").reset_index(drop=True)
 
 
-def _write_tree(folder: Path, cutoff: date, targets: Mapping[str, str], sequences: Mapping[str, str],
-                experimental: pd.DataFrame, non_experimental: pd.DataFrame, obo_path: Path,
-                ia: pd.Series) -> dict:
+@dataclass(frozen=True)
+class BundleContent:
+    """What a cutoff bundle holds: the targets, every sequence, the experimental and
+    non-experimental annotations, the release's OBO and the IA weights, all as of the cutoff."""
+
+    targets: Mapping[str, str]
+    sequences: Mapping[str, str]
+    experimental: pd.DataFrame
+    non_experimental: pd.DataFrame
+    obo_path: str | Path
+    ia: pd.Series
+
+
+def _write_tree(folder: Path, cutoff: date, content: BundleContent) -> dict:
+    targets, sequences = content.targets, content.sequences
+    experimental, non_experimental = content.experimental, content.non_experimental
     (folder / "cutoff.txt").write_text(cutoff.isoformat() + "\n", encoding="utf-8")
     write_fasta(folder / "targets.fasta", {p: targets[p] for p in sorted(targets)})
     write_fasta(folder / "sequences.fasta", {p: sequences[p] for p in sorted(sequences)})
@@ -65,9 +81,9 @@ def _write_tree(folder: Path, cutoff: date, targets: Mapping[str, str], sequence
         rows = _annotation_rows(frame, what)
         rows.to_csv(folder / name, sep="\t", index=False, lineterminator="\n")
         counts[name.removesuffix(".tsv")] = len(rows)
-    with open_binary(obo_path) as source, open(folder / "go.obo", "wb") as target:
+    with open_binary(Path(content.obo_path)) as source, open(folder / "go.obo", "wb") as target:
         shutil.copyfileobj(source, target)
-    ia = ia.sort_index()
+    ia = content.ia.sort_index()
     with open(folder / "ia.tsv", "w", encoding="utf-8", newline="") as handle:
         handle.writelines(f"{term}\t{float(value)!r}\n" for term, value in ia.items())
     counts["ia_terms"] = len(ia)
@@ -75,9 +91,7 @@ def _write_tree(folder: Path, cutoff: date, targets: Mapping[str, str], sequence
     return {"cutoff": cutoff.isoformat(), "files": files, "counts": counts}
 
 
-def write_cutoff_bundle(root: str | Path, cutoff: date, *, targets: Mapping[str, str], sequences: Mapping[str, str],
-                        experimental: pd.DataFrame, non_experimental: pd.DataFrame, obo_path: str | Path,
-                        ia: pd.Series) -> dict:
+def write_cutoff_bundle(root: str | Path, cutoff: date, content: BundleContent) -> dict:
     """Write the bundle under ``root/bundle-<digest>/`` atomically; return its manifest.
 
     The folder name is a digest of the content (the manifest's sha256s), so a rematerialisation
@@ -85,14 +99,11 @@ def write_cutoff_bundle(root: str | Path, cutoff: date, *, targets: Mapping[str,
     artefact points to. The manifest (``folder``, ``files`` with sha256 and bytes, ``counts``)
     is also written as ``manifest.json`` inside the folder.
     """
-    import hashlib
-
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".bundle-", dir=root))
     try:
-        manifest = _write_tree(staging, cutoff, targets, sequences, experimental, non_experimental,
-                               Path(obo_path), ia)
+        manifest = _write_tree(staging, cutoff, content)
         digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode("utf-8")).hexdigest()
         manifest["folder"] = f"bundle-{digest[:16]}"
         (staging / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1) + "\n", encoding="utf-8")
@@ -124,8 +135,6 @@ def verify_bundle(folder: str | Path, manifest: Mapping) -> Path:
 
 def read_bundle_targets(folder: str | Path) -> set[str]:
     """Accessions of ``targets.fasta``."""
-    from tempo_assets.core.fasta import read_fasta
-
     return set(read_fasta(Path(folder) / "targets.fasta"))
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.fence import FenceLimits, run_fenced
+from tempo_assets.core.fence import FenceLimits, FenceSpec, run_fenced
 from tempo_assets.core.method_output import PREDICTION_COLUMNS, PredictionCheck, RejectedPredictions, validate_predictions
 from tempo_assets.core.io import sha256_file
 
@@ -27,7 +27,7 @@ PREDICTIONS_FILE = "predictions.tsv"
 # provenance that says where a method's code or file lives: recorded beside the value, not in it
 LOCATION_KEYS = ("method_dir", "predictions_file")
 
-__all__ = ["MethodOutcome", "folder_digest", "run_method"]
+__all__ = ["MethodCall", "MethodOutcome", "folder_digest", "run_method"]
 
 
 @dataclass
@@ -76,41 +76,61 @@ def _validated(method: str, cutoff: str, path: Path, targets, ontology, max_inva
     return MethodOutcome(method, cutoff, "ok", "", check.predictions, check=check, **extra)
 
 
-def run_method(spec: Any, bundle: str | Path, cutoff_key: str, cutoff: date, targets, ontology,
-               limits: FenceLimits | None = None, on_line: Callable[[str, str], None] | None = None,
-               max_invalid_fraction: float = 0.5, scratch: str | Path | None = None) -> MethodOutcome:
-    """Run ``spec`` (a ``MethodSpec``) at ``cutoff_key`` on ``bundle``; never raises for a method's fault.
+@dataclass(frozen=True)
+class MethodCall:
+    """One run of a method: the bundle it reads, the cutoff (partition key and date) and what
+    its predictions are checked against (the bundle's targets, the cutoff's ontology)."""
+
+    bundle: str | Path
+    cutoff_key: str
+    cutoff: date
+    targets: Any
+    ontology: Any
+
+
+def run_method(spec: Any, call: MethodCall, limits: FenceLimits | None = None, *,
+               on_line: Callable[[str, str], None] | None = None, max_invalid_fraction: float = 0.5,
+               scratch: str | Path | None = None) -> MethodOutcome:
+    """Run ``spec`` (a ``MethodSpec``) at ``call.cutoff_key`` on ``call.bundle``; never raises for a
+    method's fault.
 
     ``limits`` default to the spec's timeout and memory; ``scratch`` is where the empty output
     folder is made (system temp by default), removed afterwards.
     """
-    method = spec.key
     if spec.kind == "precomputed":
-        source = Path(spec.predictions) / f"{cutoff_key}.tsv"
-        provenance = {"predictions_file": str(source), "produced_at": spec.produced_at.isoformat()}
-        if spec.produced_at > cutoff:
-            return MethodOutcome(method, cutoff_key, "failed",
-                                 f"refused: produced at {spec.produced_at.isoformat()}, after the cutoff "
-                                 f"{cutoff.isoformat()} (it could have seen TEST labels)", _empty(),
-                                 provenance=provenance)
-        if not source.is_file():
-            return MethodOutcome(method, cutoff_key, "failed", f"no precomputed file {source}", _empty(),
-                                 provenance=provenance)
-        provenance["predictions_sha256"] = sha256_file(source)
-        return _validated(method, cutoff_key, source, targets, ontology, max_invalid_fraction, provenance=provenance)
+        return _read_precomputed(spec, call, max_invalid_fraction)
     if spec.kind != "command":
-        raise TempoInputError(f"method {method!r}: unknown kind {spec.kind!r}")
+        raise TempoInputError(f"method {spec.key!r}: unknown kind {spec.kind!r}")
+    method, cutoff_key = spec.key, call.cutoff_key
     limits = limits or FenceLimits()
     limits = dataclasses.replace(limits, timeout_s=spec.timeout_s, memory_bytes=int(spec.memory_gb * (1 << 30)))
     provenance = {"method_dir": spec.dir, "command": spec.command, "method_sha256": folder_digest(spec.dir)}
     output = Path(tempfile.mkdtemp(prefix="tempo_method_out_", dir=scratch))
     try:
-        result = run_fenced(spec.command, spec.dir, bundle, output, limits,
-                            env={"TEMPO_CUTOFF": cutoff.isoformat(), "TEMPO_METHOD": method}, on_line=on_line)
+        result = run_fenced(FenceSpec(spec.command, spec.dir, call.bundle, output), limits,
+                            env={"TEMPO_CUTOFF": call.cutoff.isoformat(), "TEMPO_METHOD": method}, on_line=on_line)
         extra = {"seconds": result.seconds, "returncode": result.returncode, "provenance": provenance}
         if result.failure is not None:
             return MethodOutcome(method, cutoff_key, "failed", result.failure, _empty(), **extra)
-        return _validated(method, cutoff_key, output / PREDICTIONS_FILE, targets, ontology, max_invalid_fraction,
-                          **extra)
+        return _validated(method, cutoff_key, output / PREDICTIONS_FILE, call.targets, call.ontology,
+                          max_invalid_fraction, **extra)
     finally:
         shutil.rmtree(output, ignore_errors=True)
+
+
+def _read_precomputed(spec: Any, call: MethodCall, max_invalid_fraction: float) -> MethodOutcome:
+    """A precomputed method's file for the cutoff, refused when produced after the cutoff."""
+    method, cutoff_key, cutoff = spec.key, call.cutoff_key, call.cutoff
+    source = Path(spec.predictions) / f"{cutoff_key}.tsv"
+    provenance = {"predictions_file": str(source), "produced_at": spec.produced_at.isoformat()}
+    if spec.produced_at > cutoff:
+        return MethodOutcome(method, cutoff_key, "failed",
+                             f"refused: produced at {spec.produced_at.isoformat()}, after the cutoff "
+                             f"{cutoff.isoformat()} (it could have seen TEST labels)", _empty(),
+                             provenance=provenance)
+    if not source.is_file():
+        return MethodOutcome(method, cutoff_key, "failed", f"no precomputed file {source}", _empty(),
+                             provenance=provenance)
+    provenance["predictions_sha256"] = sha256_file(source)
+    return _validated(method, cutoff_key, source, call.targets, call.ontology, max_invalid_fraction,
+                      provenance=provenance)

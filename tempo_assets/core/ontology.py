@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -235,73 +235,81 @@ def _parse_obo(path: Path) -> "Ontology":
     for kind, start, tags, header in _iter_stanzas(path):
         if kind != "Term":
             continue
-        term_id = None
-        name = ""
-        namespace = None
-        obsolete = False
-        alt_ids: list[str] = []
-        is_a: list[str] = []
-        part_of: list[str] = []
-        other: list[tuple[str, str]] = []
-        replaced_by: list[str] = []
-        consider: list[str] = []
-        edges: list[tuple[str, str, int]] = []
-        for tag, value, lineno in tags:
-            if tag == "id":
-                if term_id is not None:
-                    raise OboFormatError("stanza with two id tags", path, lineno)
-                term_id = _strip_value(value)
-                if not term_id:
-                    raise OboFormatError("empty id", path, lineno)
-            elif tag == "name":
-                name = value.strip()
-            elif tag == "namespace":
-                namespace = value.strip()
-            elif tag == "is_obsolete":
-                obsolete = value.strip().lower() == "true"
-            elif tag == "alt_id":
-                alt_ids.append(_strip_value(value))
-            elif tag == "is_a":
-                target = _strip_value(value)
-                if not target:
-                    raise OboFormatError("is_a without a target", path, lineno)
-                is_a.append(target)
-                edges.append(("is_a", target, lineno))
-            elif tag == "relationship":
-                parts = _strip_value(value).split()
-                if len(parts) < 2:
-                    raise OboFormatError(f"relationship needs 'type target': {value!r}", path, lineno)
-                rel, target = parts[0], parts[1]
-                if rel == "part_of":
-                    part_of.append(target)
-                    edges.append(("part_of", target, lineno))
-                else:
-                    other.append((rel, target))
-            elif tag == "replaced_by":
-                replaced_by.append(_strip_value(value))
-            elif tag == "consider":
-                consider.append(_strip_value(value))
-        if term_id is None:
-            raise OboFormatError("[Term] stanza without an id", path, start)
-        if term_id in terms:
-            raise OboFormatError(f"duplicate term id {term_id}", path, start)
-        if namespace is None:
-            namespace = header.get("default-namespace")
-        references += [(rel, term_id, target, lineno) for rel, target, lineno in edges]
-        terms[term_id] = Term(
-            id=term_id,
-            name=name,
-            namespace=namespace,
-            is_obsolete=obsolete,
-            alt_ids=tuple(alt_ids),
-            is_a=tuple(is_a),
-            part_of=tuple(part_of),
-            other_relations=tuple(other),
-            replaced_by=tuple(replaced_by),
-            consider=tuple(consider),
-        )
+        term, edges = _term_of_stanza(path, start, tags, header.get("default-namespace"))
+        if term.id in terms:
+            raise OboFormatError(f"duplicate term id {term.id}", path, start)
+        references += [(rel, term.id, target, lineno) for rel, target, lineno in edges]
+        terms[term.id] = term
     if not terms:
         raise OboFormatError("no [Term] stanza", path)
+    ontology = Ontology(terms, header=header, path=path)
+    ontology.ignored_references = _count_pseudo_root_references(path, terms, references)
+    _refuse_cycles(ontology, {(child, target): lineno for _, child, target, lineno in references})
+    return ontology
+
+
+def _term_of_stanza(path: Path, start: int, tags, default_namespace: str | None
+                    ) -> tuple[Term, list[tuple[str, str, int]]]:
+    """The term of one ``[Term]`` stanza and its (relation, parent, line) is_a/part_of edges."""
+    fields: dict[str, Any] = {"id": None, "name": "", "namespace": None, "is_obsolete": False}
+    lists: dict[str, list] = {key: [] for key in ("alt_id", "is_a", "part_of", "other", "replaced_by", "consider")}
+    edges: list[tuple[str, str, int]] = []
+    for tag, value, lineno in tags:
+        if tag == "id":
+            if fields["id"] is not None:
+                raise OboFormatError("stanza with two id tags", path, lineno)
+            fields["id"] = _strip_value(value)
+            if not fields["id"]:
+                raise OboFormatError("empty id", path, lineno)
+        elif tag in ("name", "namespace"):
+            fields[tag] = value.strip()
+        elif tag == "is_obsolete":
+            fields["is_obsolete"] = value.strip().lower() == "true"
+        elif tag in ("alt_id", "replaced_by", "consider"):
+            lists[tag].append(_strip_value(value))
+        elif tag in ("is_a", "relationship"):
+            _add_edge(path, tag, value, lineno, lists, edges)
+    if fields["id"] is None:
+        raise OboFormatError("[Term] stanza without an id", path, start)
+    term = Term(
+        id=fields["id"],
+        name=fields["name"],
+        namespace=fields["namespace"] if fields["namespace"] is not None else default_namespace,
+        is_obsolete=fields["is_obsolete"],
+        alt_ids=tuple(lists["alt_id"]),
+        is_a=tuple(lists["is_a"]),
+        part_of=tuple(lists["part_of"]),
+        other_relations=tuple(lists["other"]),
+        replaced_by=tuple(lists["replaced_by"]),
+        consider=tuple(lists["consider"]),
+    )
+    return term, edges
+
+
+def _add_edge(path: Path, tag: str, value: str, lineno: int, lists: dict[str, list],
+              edges: list[tuple[str, str, int]]) -> None:
+    """Record an ``is_a`` or ``relationship`` tag: is_a/part_of are edges, other relations kept aside."""
+    if tag == "is_a":
+        target = _strip_value(value)
+        if not target:
+            raise OboFormatError("is_a without a target", path, lineno)
+        lists["is_a"].append(target)
+        edges.append(("is_a", target, lineno))
+        return
+    parts = _strip_value(value).split()
+    if len(parts) < 2:
+        raise OboFormatError(f"relationship needs 'type target': {value!r}", path, lineno)
+    rel, target = parts[0], parts[1]
+    if rel == "part_of":
+        lists["part_of"].append(target)
+        edges.append(("part_of", target, lineno))
+    else:
+        lists["other"].append((rel, target))
+
+
+def _count_pseudo_root_references(path: Path, terms: Mapping[str, Term],
+                                  references: list[tuple[str, str, str, int]]) -> int:
+    """Refuse an edge to an undefined term; count (and log) those to a non-term pseudo-root."""
     pseudo: list[tuple[str, str, int]] = []
     for rel, _child, target, lineno in references:
         if target in terms:
@@ -314,10 +322,7 @@ def _parse_obo(path: Path) -> "Ontology":
     if pseudo:
         logger.info("%s: %d is_a/part_of references to non-term pseudo-roots (e.g. %r) ignored",
                     path, len(pseudo), pseudo[0][1])
-    ontology = Ontology(terms, header=header, path=path)
-    ontology.ignored_references = len(pseudo)
-    _refuse_cycles(ontology, {(child, target): lineno for _, child, target, lineno in references})
-    return ontology
+    return len(pseudo)
 
 
 def _refuse_cycles(ontology: "Ontology", edge_lines: dict[tuple[str, str], int]) -> None:
@@ -658,15 +663,8 @@ class Ontology:
             stop = max(stop, start + 1)
             if stop < len(protein_codes):  # whole proteins: extend to the last row of this protein
                 stop = int(np.searchsorted(protein_codes, protein_codes[stop - 1], side="right"))
-            c, ancestor = self._ancestor_rows(term_pos[start:stop])
-            sc = scores[start:stop]
-            keys = np.repeat(protein_codes[start:stop], c) * n_terms + ancestor
-            values = np.repeat(sc, c)
-            by = np.lexsort((-values, keys))  # per key, the highest score first
-            keys, values = keys[by], values[by]
-            first = np.ones(len(keys), dtype=bool)
-            first[1:] = keys[1:] != keys[:-1]
-            parts.append((keys[first], values[first]))
+            parts.append(self._max_over_ancestors(protein_codes[start:stop], term_pos[start:stop],
+                                                  scores[start:stop], n_terms))
             start = stop
         keys = np.concatenate([k for k, _ in parts])
         values = np.concatenate([v for _, v in parts])
@@ -678,6 +676,19 @@ class Ontology:
         if len(unknown):
             out = pd.concat([out, unknown], ignore_index=True).sort_values(["protein", "term"], kind="mergesort")
         return out[columns].reset_index(drop=True)
+
+    def _max_over_ancestors(self, protein_codes: np.ndarray, term_pos: np.ndarray, scores: np.ndarray,
+                            n_terms: np.int64) -> tuple[np.ndarray, np.ndarray]:
+        """``protein * n_terms + ancestor`` keys, distinct and sorted, each with the highest score
+        any of the protein's terms below it (or itself) has."""
+        c, ancestor = self._ancestor_rows(term_pos)
+        keys = np.repeat(protein_codes, c) * n_terms + ancestor
+        values = np.repeat(scores, c)
+        by = np.lexsort((-values, keys))  # per key, the highest score first
+        keys, values = keys[by], values[by]
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        return keys[first], values[first]
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:

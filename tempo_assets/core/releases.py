@@ -24,6 +24,7 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 
 from tempo_assets.core.dates import date_to_int, parse_date
+from tempo_assets.core.embeddings import load_precomputed_embeddings
 from tempo_assets.core.errors import CutoffViolation, TempoInputError
 from tempo_assets.core.fasta import read_fasta
 from tempo_assets.core.gaf import (
@@ -34,6 +35,7 @@ from tempo_assets.core.gaf import (
     write_gaf_rows,
 )
 from tempo_assets.core.io import atomic_write, sha256_file
+from tempo_assets.core.ontology import check_release_ontology, parse_obo
 
 MANIFEST_NAME = "release.json"
 RELEASES_DIR = "releases"
@@ -119,74 +121,86 @@ class ReleaseManifest:
 
     @classmethod
     def from_dict(cls, data: Mapping, manifest_path: Path) -> "ReleaseManifest":
-        def need(container: Mapping, key: str, types, where: str = ""):
-            if key not in container:
-                raise ArchiveError(f"missing key '{where}{key}'", manifest_path)
-            value = container[key]
-            if not isinstance(value, types):
-                raise ArchiveError(f"key '{where}{key}' has the wrong type ({value!r})", manifest_path)
-            return value
-
-        def as_date(value: str, key: str) -> date:
-            try:
-                return parse_date(value)
-            except ValueError:
-                raise ArchiveError(f"key {key!r} is not a date: {value!r}", manifest_path) from None
-
-        release_id = need(data, "id", str)
+        release_id = _need(data, "id", str, manifest_path)
         folder = manifest_path.parent
         if release_id != folder.name:
             raise ArchiveError(
                 f"key 'id' is {release_id!r} but the release folder is {folder.name!r}", manifest_path
             )
-        as_of = as_date(need(data, "as_of", str), "as_of")
+        as_of = _manifest_date(_need(data, "as_of", str, manifest_path), "as_of", manifest_path)
         declared = data.get("declared_date")
-        declared_date = as_date(declared, "declared_date") if declared is not None else None
-        derived = need(data, "derived", bool)
+        declared_date = _manifest_date(declared, "declared_date", manifest_path) if declared is not None else None
+        derived = _need(data, "derived", bool, manifest_path)
         derived_from = data.get("derived_from")
         if derived_from is not None and not isinstance(derived_from, str):
             raise ArchiveError(f"key 'derived_from' has the wrong type ({derived_from!r})", manifest_path)
-        species = need(data, "species", list)
-        files_data = need(data, "files", list)
+        species = _need(data, "species", list, manifest_path)
+        files_data = _need(data, "files", list, manifest_path)
         if not files_data:
             raise ArchiveError("key 'files' is empty", manifest_path)
-        files = []
-        for index, item in enumerate(files_data):
-            where = f"files[{index}]."
-            if not isinstance(item, dict):
-                raise ArchiveError(f"key 'files[{index}]' must be an object", manifest_path)
-            kind = need(item, "kind", str, where)
-            if kind not in FILE_KINDS:
-                raise ArchiveError(f"key '{where}kind' is {kind!r}, not one of {FILE_KINDS}", manifest_path)
-            provenance = need(item, "provenance", str, where)
-            if provenance not in PROVENANCES:
-                raise ArchiveError(
-                    f"key '{where}provenance' is {provenance!r}, not one of {PROVENANCES}", manifest_path
-                )
-            rel_path = need(item, "path", str, where)
-            if Path(rel_path).is_absolute() or ".." in Path(rel_path).parts:
-                raise ArchiveError(f"key '{where}path' must stay inside the release folder", manifest_path)
-            sha = need(item, "sha256", str, where)
-            if not re.fullmatch(r"[0-9a-f]{64}", sha):
-                raise ArchiveError(f"key '{where}sha256' is not a hex sha256: {sha!r}", manifest_path)
-            note = item.get("note")
-            files.append(ReleaseFile(
-                path=rel_path, kind=kind, date=as_date(need(item, "date", str, where), where + "date"),
-                sha256=sha, provenance=provenance, note=note if note is None else str(note),
-            ))
-        latest = max(entry.date for entry in files)
-        if as_of != latest:
-            raise ArchiveError(
-                f"key 'as_of' is {as_of.isoformat()} but the latest file date is {latest.isoformat()}; "
-                "a release's as-of date is the latest date of any file it uses", manifest_path,
-            )
-        if not any(entry.kind == "gaf" for entry in files):
-            raise ArchiveError("key 'files' lists no GAF", manifest_path)
+        files = [_manifest_file(item, index, manifest_path) for index, item in enumerate(files_data)]
+        _check_manifest_files(files, as_of, manifest_path)
         return cls(
             id=release_id, as_of=as_of, derived=derived, derived_from=derived_from,
             species=tuple(str(s) for s in species), files=tuple(files), folder=folder,
             declared_date=declared_date,
         )
+
+
+def _need(container: Mapping, key: str, types, manifest_path: Path, where: str = ""):
+    """``container[key]``, refused when missing or of the wrong type (naming ``where + key``)."""
+    if key not in container:
+        raise ArchiveError(f"missing key '{where}{key}'", manifest_path)
+    value = container[key]
+    if not isinstance(value, types):
+        raise ArchiveError(f"key '{where}{key}' has the wrong type ({value!r})", manifest_path)
+    return value
+
+
+def _manifest_date(value: str, key: str, manifest_path: Path) -> date:
+    try:
+        return parse_date(value)
+    except ValueError:
+        raise ArchiveError(f"key {key!r} is not a date: {value!r}", manifest_path) from None
+
+
+def _manifest_file(item, index: int, manifest_path: Path) -> ReleaseFile:
+    """One entry of a manifest's ``files`` list, validated key by key."""
+    where = f"files[{index}]."
+    if not isinstance(item, dict):
+        raise ArchiveError(f"key 'files[{index}]' must be an object", manifest_path)
+    kind = _need(item, "kind", str, manifest_path, where)
+    if kind not in FILE_KINDS:
+        raise ArchiveError(f"key '{where}kind' is {kind!r}, not one of {FILE_KINDS}", manifest_path)
+    provenance = _need(item, "provenance", str, manifest_path, where)
+    if provenance not in PROVENANCES:
+        raise ArchiveError(
+            f"key '{where}provenance' is {provenance!r}, not one of {PROVENANCES}", manifest_path
+        )
+    rel_path = _need(item, "path", str, manifest_path, where)
+    if Path(rel_path).is_absolute() or ".." in Path(rel_path).parts:
+        raise ArchiveError(f"key '{where}path' must stay inside the release folder", manifest_path)
+    sha = _need(item, "sha256", str, manifest_path, where)
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise ArchiveError(f"key '{where}sha256' is not a hex sha256: {sha!r}", manifest_path)
+    note = item.get("note")
+    file_date = _manifest_date(_need(item, "date", str, manifest_path, where), where + "date", manifest_path)
+    return ReleaseFile(
+        path=rel_path, kind=kind, date=file_date,
+        sha256=sha, provenance=provenance, note=note if note is None else str(note),
+    )
+
+
+def _check_manifest_files(files: Sequence[ReleaseFile], as_of: date, manifest_path: Path) -> None:
+    """``as_of`` is the latest file date, and the release has a GAF."""
+    latest = max(entry.date for entry in files)
+    if as_of != latest:
+        raise ArchiveError(
+            f"key 'as_of' is {as_of.isoformat()} but the latest file date is {latest.isoformat()}; "
+            "a release's as-of date is the latest date of any file it uses", manifest_path,
+        )
+    if not any(entry.kind == "gaf" for entry in files):
+        raise ArchiveError("key 'files' lists no GAF", manifest_path)
 
 
 class Archive:
@@ -353,21 +367,58 @@ def _check_gaf_rows_within(path: Path, frame: pd.DataFrame, file_date: date) -> 
         )
 
 
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """What ``add_release`` is asked to archive: the files, their dates and their labels.
+
+    ``provenance`` and ``note`` are one value for every file or a mapping by kind (``gaf``,
+    ``obo``, ``fasta``, ``embeddings``); ``derived`` marks a release reconstructed from other
+    data (not a snapshot that existed on that date).
+    """
+
+    release_id: str
+    gafs: Sequence[str | Path]
+    obo: str | Path
+    fasta: str | Path | None = None
+    embeddings: str | Path | None = None
+    declared_date: date | str | None = None
+    fasta_date: date | str | None = None
+    embeddings_date: date | str | None = None
+    provenance: str | Mapping[str, str] = "real"
+    note: str | Mapping[str, str] | None = None
+    derived: bool = False
+
+
+@dataclass(frozen=True)
+class DeriveRequest:
+    """What ``derive_release`` is asked to build: release ``new_id`` cut from ``from_id``'s GAFs
+    at ``cutoff``, with its own ``obo`` (and ``fasta``, dated ``fasta_date`` or the cutoff)."""
+
+    from_id: str
+    cutoff: date | str
+    new_id: str
+    obo: str | Path
+    fasta: str | Path | None = None
+    fasta_date: date | str | None = None
+    provenance: str | Mapping[str, str] = "real"
+    note: str | Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One input file of a release being built, with its date and where the date comes from."""
+
+    path: Path
+    kind: str
+    date: date
+    origin: str
+
+
 def add_release(
     archive_root: str | Path,
-    release_id: str,
-    gafs: Sequence[str | Path],
-    obo: str | Path,
-    fasta: str | Path | None = None,
-    embeddings: str | Path | None = None,
-    declared_date: date | str | None = None,
-    link: bool = False,
-    provenance: str | Mapping[str, str] = "real",
-    note: str | Mapping[str, str] | None = None,
+    request: ReleaseRequest,
     *,
-    fasta_date: date | str | None = None,
-    embeddings_date: date | str | None = None,
-    derived: bool = False,
+    link: bool = False,
     today: date | None = None,
     report: Callable[[str], None] | None = None,
 ) -> ReleaseManifest:
@@ -381,11 +432,8 @@ def add_release(
     Every file is read whole before anything is written: each GAF row, the whole OBO
     (``ontology.check_release_ontology``: cycles, missing roots, a cut file), each FASTA record,
     the embeddings; a truncated gzip stream is refused. ``today`` (default: the system's date)
-    bounds every date: a release cannot come from the future.
-
-    ``provenance`` and ``note`` are one value for every file or a mapping by kind (``gaf``,
-    ``obo``, ``fasta``, ``embeddings``). ``derived`` marks a release reconstructed from other
-    data (not a snapshot that existed on that date).
+    bounds every date: a release cannot come from the future. ``link`` hard-links (or
+    symlinks) the files instead of copying them.
 
     Raises
     ------
@@ -396,26 +444,55 @@ def add_release(
         ``OboFormatError``, ``FastaFormatError``, ``EmbeddingFormatError``, ``DamagedFileError``
         for bad files, naming the file and line (or key).
     """
-    from tempo_assets.core.embeddings import load_precomputed_embeddings
-    from tempo_assets.core.ontology import check_release_ontology
-
+    release_id = request.release_id
     _check_release_id(release_id)
     today = today or date.today()
-    declared = parse_date(declared_date) if declared_date is not None else None
+    declared = _declared_date(request.declared_date, today)
+    if (Path(archive_root) / RELEASES_DIR / release_id).exists():
+        raise ArchiveError(f"release {release_id!r} already exists", Path(archive_root) / RELEASES_DIR / release_id)
+    if not request.gafs:
+        raise ArchiveError("a release needs at least one GAF")
+    id_date = _id_as_date(release_id)
+    gaf_sources, species = _read_gaf_sources(request.gafs, declared, id_date)
+    sources = [*gaf_sources, _read_obo_source(Path(request.obo), declared),
+               *_read_extra_sources(request, declared, id_date)]
+    _check_source_dates(sources, declared, today, report)
+
+    def populate(tmp: Path) -> list[_Pending]:
+        pending = []
+        for source in sources:
+            _place(source.path, tmp / source.path.name, link)
+            pending.append(_labelled(source.path.name, source.kind, source.date, request.provenance, request.note))
+        return pending
+
+    return _commit_release(
+        archive_root, release_id, populate, derived=request.derived, derived_from=None,
+        species=sorted(species), declared_date=declared,
+    )
+
+
+def _declared_date(value: date | str | None, today: date) -> date | None:
+    """The release's declared date, refused when it is after ``today``."""
+    declared = parse_date(value) if value is not None else None
     if declared is not None and declared > today:
         raise ArchiveError(f"the declared date {declared.isoformat()} is after today ({today.isoformat()}); "
                            "a release cannot be dated in the future: declare the date its files were made")
-    try:
-        id_date = parse_date(release_id)
-    except ValueError:
-        id_date = None
-    if (Path(archive_root) / RELEASES_DIR / release_id).exists():
-        raise ArchiveError(f"release {release_id!r} already exists", Path(archive_root) / RELEASES_DIR / release_id)
-    if not gafs:
-        raise ArchiveError("a release needs at least one GAF")
+    return declared
 
-    # (path, kind, date, where the date comes from)
-    sources: list[tuple[Path, str, date, str]] = []
+
+def _id_as_date(release_id: str) -> date | None:
+    """The release id read as a date, or None when it is not one."""
+    try:
+        return parse_date(release_id)
+    except ValueError:
+        return None
+
+
+def _read_gaf_sources(
+    gafs: Sequence[str | Path], declared: date | None, id_date: date | None,
+) -> tuple[list[_Source], set[str]]:
+    """Read every GAF whole, date it, check its rows are not newer than it; the species seen."""
+    sources: list[_Source] = []
     species: set[str] = set()
     for gaf in gafs:
         gaf = Path(gaf)
@@ -427,15 +504,25 @@ def add_release(
             raise ArchiveError("GAF has no '!Generated:' header and no date was declared", gaf)
         _check_gaf_rows_within(gaf, frame, file_date)
         species |= _gaf_species(frame)
-        sources.append((gaf, "gaf", file_date, origin))
-    obo = Path(obo)
+        sources.append(_Source(gaf, "gaf", file_date, origin))
+    return sources, species
+
+
+def _read_obo_source(obo: Path, declared: date | None) -> _Source:
+    """Read the OBO whole (``check_release_ontology``) and date it."""
     _require_file(obo)
     obo_date, origin = _dated((check_release_ontology(obo).date, "its data-version/date header"),
                               (declared, "the declared date"))
     if obo_date is None:
         raise ArchiveError("OBO declares no data-version/date and no date was declared", obo)
-    sources.append((obo, "obo", obo_date, origin))
-    for path, kind, explicit in ((fasta, "fasta", fasta_date), (embeddings, "embeddings", embeddings_date)):
+    return _Source(obo, "obo", obo_date, origin)
+
+
+def _read_extra_sources(request: ReleaseRequest, declared: date | None, id_date: date | None) -> list[_Source]:
+    """Read the FASTA and embeddings (when given) whole and date each."""
+    sources = []
+    for path, kind, explicit in ((request.fasta, "fasta", request.fasta_date),
+                                 (request.embeddings, "embeddings", request.embeddings_date)):
         if path is None:
             continue
         path = Path(path)
@@ -448,9 +535,17 @@ def add_release(
             read_fasta(path)
         else:
             load_precomputed_embeddings(path)
-        sources.append((path, kind, file_date, origin))
+        sources.append(_Source(path, kind, file_date, origin))
+    return sources
 
-    for path, kind, file_date, origin in sources:
+
+def _check_source_dates(
+    sources: Sequence[_Source], declared: date | None, today: date, report: Callable[[str], None] | None,
+) -> None:
+    """No file from the future nor newer than the declared date; tell ``report`` where a file's
+    own date replaces the declared one."""
+    for source in sources:
+        path, kind, file_date, origin = source.path, source.kind, source.date, source.origin
         if file_date > today:
             raise ArchiveError(
                 f"{kind} file is dated {file_date.isoformat()} by {origin}, after today ({today.isoformat()}); "
@@ -466,20 +561,13 @@ def add_release(
             report(f"{path}: dated {file_date.isoformat()} by {origin}, which replaces the declared date "
                    f"{declared.isoformat()} for this file")
 
-    def populate(tmp: Path) -> list[_Pending]:
-        pending = []
-        for path, kind, file_date, _origin in sources:
-            _place(path, tmp / path.name, link)
-            pending.append(_Pending(
-                name=path.name, kind=kind, date=file_date,
-                provenance=_check_provenance(_per_kind(provenance, kind, "real")),
-                note=_per_kind(note, kind),
-            ))
-        return pending
 
-    return _commit_release(
-        archive_root, release_id, populate, derived=derived, derived_from=None,
-        species=sorted(species), declared_date=declared,
+def _labelled(name: str, kind: str, file_date: date, provenance, note) -> _Pending:
+    """A file placed as given, with its kind's provenance (checked) and note."""
+    return _Pending(
+        name=name, kind=kind, date=file_date,
+        provenance=_check_provenance(_per_kind(provenance, kind, "real")),
+        note=_per_kind(note, kind),
     )
 
 
@@ -510,17 +598,7 @@ def _derived_name(name: str, cutoff: date) -> str:
 
 
 def derive_release(
-    archive_root: str | Path,
-    from_id: str,
-    cutoff: date | str,
-    new_id: str,
-    obo: str | Path,
-    fasta: str | Path | None = None,
-    *,
-    fasta_date: date | str | None = None,
-    provenance: str | Mapping[str, str] = "real",
-    note: str | Mapping[str, str] | None = None,
-    today: date | None = None,
+    archive_root: str | Path, request: DeriveRequest, *, today: date | None = None,
 ) -> ReleaseManifest:
     """Reconstruct an older snapshot by cutting a release's GAFs at column 14 (``date <= cutoff``).
 
@@ -538,17 +616,33 @@ def derive_release(
         does not match, or ``new_id`` exists. ``OboFormatError``, ``FastaFormatError``,
         ``DamagedFileError`` for bad files.
     """
-    from tempo_assets.core.ontology import check_release_ontology
-
     archive = Archive(archive_root)
-    source = archive.release(from_id)
-    cutoff = parse_date(cutoff)
+    source = archive.release(request.from_id)
+    cutoff = parse_date(request.cutoff)
     today = today or date.today()
     if cutoff > today:
         raise ArchiveError(f"the cutoff {cutoff.isoformat()} is after today ({today.isoformat()}); "
                            "a derived release reconstructs the past: pass an earlier --cutoff")
-    if (archive.releases_dir / new_id).exists():
-        raise ArchiveError(f"release {new_id!r} already exists", archive.releases_dir / new_id)
+    if (archive.releases_dir / request.new_id).exists():
+        raise ArchiveError(f"release {request.new_id!r} already exists", archive.releases_dir / request.new_id)
+    source_gafs = _check_gafs_to_cut(source, cutoff)
+    extra = _read_files_at_cutoff(request, cutoff)
+
+    def populate(tmp: Path) -> list[_Pending]:
+        pending = [_cut_gaf(source, entry, cutoff, tmp) for entry in source_gafs]
+        for path, kind, file_date in extra:
+            _place(path, tmp / path.name, link=False)
+            pending.append(_labelled(path.name, kind, file_date, request.provenance, request.note))
+        return pending
+
+    return _commit_release(
+        archive_root, request.new_id, populate, derived=True, derived_from=request.from_id,
+        species=source.species, declared_date=None,
+    )
+
+
+def _check_gafs_to_cut(source: ReleaseManifest, cutoff: date) -> list[ReleaseFile]:
+    """The source release's GAFs, each dated after the cutoff and matching its sha256."""
     source_gafs = source.files_of("gaf")
     for entry in source_gafs:
         if cutoff >= entry.date:
@@ -557,7 +651,12 @@ def derive_release(
                 f"{entry.date.isoformat()}; deriving needs an earlier date", source.file_path(entry),
             )
         _verify_sha256(source.file_path(entry), entry.sha256)
-    obo = Path(obo)
+    return source_gafs
+
+
+def _read_files_at_cutoff(request: DeriveRequest, cutoff: date) -> list[tuple[Path, str, date]]:
+    """The derived release's OBO (and FASTA), read whole and dated no later than the cutoff."""
+    obo = Path(request.obo)
     _require_file(obo)
     obo_date = check_release_ontology(obo).date
     if obo_date is None:
@@ -567,74 +666,68 @@ def derive_release(
             f"OBO is dated {obo_date.isoformat()}, after the cutoff {cutoff.isoformat()}", obo
         )
     extra: list[tuple[Path, str, date]] = [(obo, "obo", obo_date)]
-    if fasta is not None:
-        fasta = Path(fasta)
+    if request.fasta is not None:
+        fasta = Path(request.fasta)
         _require_file(fasta)
-        file_date = parse_date(fasta_date) if fasta_date is not None else cutoff
+        file_date = parse_date(request.fasta_date) if request.fasta_date is not None else cutoff
         if file_date > cutoff:
             raise ArchiveError(
                 f"FASTA is dated {file_date.isoformat()}, after the cutoff {cutoff.isoformat()}", fasta
             )
         read_fasta(fasta)
         extra.append((fasta, "fasta", file_date))
+    return extra
+
+
+def _derived_gaf_header(path: Path, entry: ReleaseFile, from_id: str, cutoff: date) -> list[str]:
+    """The source GAF's header with its generated date rewritten to the cutoff and a ``!`` line
+    saying the file is derived, from what, cut at what date."""
+    header: list[str] = []
+    generated = None
+    for line in read_gaf_header(path):
+        if _GENERATED.match(line) and generated is None:
+            generated = line
+            keyword = "date-generated" if "date-generated" in line.lower() else "Generated"
+            header.append(f"!{keyword}: {cutoff.isoformat()}")
+            continue
+        header.append(line)
+    if generated is None:
+        header.append(f"!Generated: {cutoff.isoformat()}")
+    stamp = generated.lstrip("!").strip() if generated else entry.date.isoformat()
+    header.append(
+        f"!Derived by Tempo: rows of {entry.path} (release {from_id}; {stamp}) whose "
+        f"column-14 date is <= {cutoff.isoformat()}; a reconstructed snapshot, not a "
+        "GOA release."
+    )
+    return header
+
+
+def _cut_gaf(source: ReleaseManifest, entry: ReleaseFile, cutoff: date, tmp: Path) -> _Pending:
+    """Write the rows of one source GAF dated on or before the cutoff into ``tmp``."""
+    path = source.file_path(entry)
     limit = date_to_int(cutoff)
+    counts = {"kept": 0, "total": 0}
 
-    def populate(tmp: Path) -> list[_Pending]:
-        pending = []
-        for entry in source_gafs:
-            path = source.file_path(entry)
-            header: list[str] = []
-            counts = {"kept": 0, "total": 0}
+    def rows():
+        for _number, line, fields in iter_gaf_lines(path):
+            if fields is None:
+                continue
+            counts["total"] += 1
+            if int(fields[13]) <= limit:
+                counts["kept"] += 1
+                yield line
 
-            def rows():
-                for _number, line, fields in iter_gaf_lines(path):
-                    if fields is None:
-                        continue
-                    counts["total"] += 1
-                    if int(fields[13]) <= limit:
-                        counts["kept"] += 1
-                        yield line
-
-            generated = None
-            for line in read_gaf_header(path):
-                if _GENERATED.match(line) and generated is None:
-                    generated = line
-                    keyword = "date-generated" if "date-generated" in line.lower() else "Generated"
-                    header.append(f"!{keyword}: {cutoff.isoformat()}")
-                    continue
-                header.append(line)
-            if generated is None:
-                header.append(f"!Generated: {cutoff.isoformat()}")
-            stamp = generated.lstrip("!").strip() if generated else entry.date.isoformat()
-            header.append(
-                f"!Derived by Tempo: rows of {entry.path} (release {from_id}; {stamp}) whose "
-                f"column-14 date is <= {cutoff.isoformat()}; a reconstructed snapshot, not a "
-                "GOA release."
-            )
-            name = _derived_name(entry.path, cutoff)
-            write_gaf_rows(tmp / name, header, rows())
-            if counts["kept"] == 0:
-                raise ArchiveError(
-                    f"no rows of {entry.path} are dated on or before {cutoff.isoformat()}", path
-                )
-            pending.append(_Pending(
-                name=name, kind="gaf", date=cutoff, provenance="derived",
-                note=(f"derived from release {from_id} file {entry.path} (sha256 {entry.sha256[:12]}...): "
-                      f"{counts['kept']} of {counts['total']} rows with column-14 date <= "
-                      f"{cutoff.isoformat()}"),
-            ))
-        for path, kind, file_date in extra:
-            _place(path, tmp / path.name, link=False)
-            pending.append(_Pending(
-                name=path.name, kind=kind, date=file_date,
-                provenance=_check_provenance(_per_kind(provenance, kind, "real")),
-                note=_per_kind(note, kind),
-            ))
-        return pending
-
-    return _commit_release(
-        archive_root, new_id, populate, derived=True, derived_from=from_id,
-        species=source.species, declared_date=None,
+    name = _derived_name(entry.path, cutoff)
+    write_gaf_rows(tmp / name, _derived_gaf_header(path, entry, source.id, cutoff), rows())
+    if counts["kept"] == 0:
+        raise ArchiveError(
+            f"no rows of {entry.path} are dated on or before {cutoff.isoformat()}", path
+        )
+    return _Pending(
+        name=name, kind="gaf", date=cutoff, provenance="derived",
+        note=(f"derived from release {source.id} file {entry.path} (sha256 {entry.sha256[:12]}...): "
+              f"{counts['kept']} of {counts['total']} rows with column-14 date <= "
+              f"{cutoff.isoformat()}"),
     )
 
 
@@ -729,8 +822,6 @@ class CutoffReader:
 
     def ontology(self, release_id: str):
         """The release's GO ontology (``tempo_assets.core.ontology.parse_obo``)."""
-        from tempo_assets.core.ontology import parse_obo
-
         paths = self._open(release_id, "obo")
         return parse_obo(paths[0])
 

@@ -79,13 +79,7 @@ def write_cafa_submission(
     if int(max_terms_per_aspect) < 1:
         raise ValueError("max_terms_per_aspect must be >= 1")
     chunks = [predictions] if isinstance(predictions, pd.DataFrame) else predictions
-    header: list[str] = []
-    if author is not None:
-        header.append(f"AUTHOR\t{author}")
-        header.append(f"MODEL\t{int(model)}")
-        if keywords is not None:
-            text = keywords if isinstance(keywords, str) else ", ".join(keywords)
-            header.append(f"KEYWORDS\t{text.rstrip('.')}.")
+    header = _cafa_header(author, model, keywords)
     totals = {"rows": 0, "targets": 0, "dropped_zero": 0, "truncated": 0, "duplicates": 0}
     last: str | None = None
     with atomic_write(path, mode="w") as handle:
@@ -106,6 +100,18 @@ def write_cafa_submission(
         if author is not None:
             handle.write("END\n")
     return totals
+
+
+def _cafa_header(author: str | None, model: int, keywords: str | Iterable[str] | None) -> list[str]:
+    """The ``AUTHOR``, ``MODEL`` and (optional) ``KEYWORDS`` lines; none without an author."""
+    header: list[str] = []
+    if author is not None:
+        header.append(f"AUTHOR\t{author}")
+        header.append(f"MODEL\t{int(model)}")
+        if keywords is not None:
+            text = keywords if isinstance(keywords, str) else ", ".join(keywords)
+            header.append(f"KEYWORDS\t{text.rstrip('.')}.")
+    return header
 
 
 def _submission_lines(predictions: pd.DataFrame, max_terms_per_aspect: int
@@ -197,29 +203,12 @@ def read_cafa_submission(path: str | Path) -> pd.DataFrame:
                     raise SubmissionFormatError(f"{key} line after predictions", path=path, line=number)
                 if key in header:
                     raise SubmissionFormatError(f"second {key} line", path=path, line=number)
-                header[key] = line[len(key):].strip()
-                if key == "MODEL" and not header[key].isdigit():
-                    raise SubmissionFormatError(
-                        f"MODEL must be a number, got {header[key]!r}", path=path, line=number
-                    )
+                header[key] = _header_value(key, line, path, number)
                 continue
             if key == "END" and len(fields) == 1:
                 ended = True
                 continue
-            if len(fields) != 3:
-                raise SubmissionFormatError(
-                    f"expected 'target term score', got {len(fields)} fields", path=path, line=number
-                )
-            target, term, score_text = fields
-            if not _GO_ID.match(term):
-                raise SubmissionFormatError(f"term {term!r} is not a GO id", path=path, line=number)
-            if not _SCORE_TEXT.fullmatch(score_text):
-                raise SubmissionFormatError(
-                    f"score {score_text!r} is not a number with at most two decimals", path=path, line=number
-                )
-            score = float(score_text)
-            if not 0.0 < score <= 1.0:
-                raise SubmissionFormatError(f"score {score_text} is outside (0, 1]", path=path, line=number)
+            target, term, score = _prediction(fields, path, number)
             pair = (target, term)
             if pair in seen:
                 raise SubmissionFormatError(
@@ -234,3 +223,33 @@ def read_cafa_submission(path: str | Path) -> pd.DataFrame:
     out = pd.DataFrame({"protein": proteins, "term": terms, "score": np.asarray(scores, dtype=np.float64)})
     out.attrs["header"] = header
     return out
+
+
+def _header_value(key: str, line: str, path: Path, number: int) -> str:
+    """The value of an ``AUTHOR``/``MODEL``/``KEYWORDS`` line (a MODEL must be a number)."""
+    value = line[len(key):].strip()
+    if key == "MODEL" and not value.isdigit():
+        raise SubmissionFormatError(
+            f"MODEL must be a number, got {value!r}", path=path, line=number
+        )
+    return value
+
+
+def _prediction(fields: list[str], path: Path, number: int) -> tuple[str, str, float]:
+    """``target, term, score`` of a prediction line: a GO id and a score in (0, 1] with at most
+    two decimals."""
+    if len(fields) != 3:
+        raise SubmissionFormatError(
+            f"expected 'target term score', got {len(fields)} fields", path=path, line=number
+        )
+    target, term, score_text = fields
+    if not _GO_ID.match(term):
+        raise SubmissionFormatError(f"term {term!r} is not a GO id", path=path, line=number)
+    if not _SCORE_TEXT.fullmatch(score_text):
+        raise SubmissionFormatError(
+            f"score {score_text!r} is not a number with at most two decimals", path=path, line=number
+        )
+    score = float(score_text)
+    if not 0.0 < score <= 1.0:
+        raise SubmissionFormatError(f"score {score_text} is outside (0, 1]", path=path, line=number)
+    return target, term, score

@@ -110,6 +110,14 @@ _CLUSTERED = {"sqlite_with_rowid": False}
 
 def _build_metadata() -> MetaData:
     metadata = MetaData()
+    _add_staging_tables(metadata)
+    _add_annotation_tables(metadata)
+    _add_growth_tables(metadata)
+    return metadata
+
+
+def _add_staging_tables(metadata: MetaData) -> None:
+    """The ``stg_*`` tables: each release's annotations, term closure, alt ids and sequences."""
     Table(
         "stg_annotations", metadata,
         Column("release_id", String(32), nullable=False),
@@ -150,6 +158,10 @@ def _build_metadata() -> MetaData:
         PrimaryKeyConstraint("release_id", "protein", name="pk_stg_sequences"),
         **_CLUSTERED,
     )
+
+
+def _add_annotation_tables(metadata: MetaData) -> None:
+    """The cleaned experimental/non-experimental annotations and the pairs aligned across releases."""
     for name in ("experimental_annotations", "nonexperimental_annotations"):
         Table(
             name, metadata,
@@ -173,6 +185,10 @@ def _build_metadata() -> MetaData:
         _aspect_check("aligned_annotations"),
         **_CLUSTERED,
     )
+
+
+def _add_growth_tables(metadata: MetaData) -> None:
+    """Annotation growth between releases and the evaluation sets drawn from it."""
     Table(
         "annotation_growth", metadata,
         Column("old_release", String(32), nullable=False),
@@ -207,7 +223,6 @@ def _build_metadata() -> MetaData:
         _mode_check("evaluation_sets"),
         Index("ix_evaluation_sets_partition", "window_key", "window_role"),
     )
-    return metadata
 
 
 # ----------------------------------------------------------------------------------------------

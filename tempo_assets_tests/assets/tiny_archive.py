@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tempo_assets.core.releases import add_release
+from tempo_assets.core.releases import ReleaseRequest, add_release
 
 RELEASES = ["2015-01-15", "2016-01-15", "2017-01-15", "2018-01-15", "2019-01-15"]
 TERMS = {  # term: (namespace, parents)
@@ -58,5 +58,5 @@ def build_tiny_archive(root: Path, n_releases: int = 4, n_proteins: int = 60, se
         gaf, obo = src / f"goa_{release}.gaf", src / f"go_{release}.obo"
         write_gaf(gaf, release, rows)
         write_obo(obo, release)
-        add_release(archive, release, [gaf], obo, fasta=fasta, fasta_date=RELEASES[0])
+        add_release(archive, ReleaseRequest(release, [gaf], obo, fasta=fasta, fasta_date=RELEASES[0]))
     return archive

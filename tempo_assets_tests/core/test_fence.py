@@ -1,4 +1,5 @@
 """The fence, exercised for real under bubblewrap: what a method cannot see, reach or exhaust."""
+import dataclasses
 import json
 import os
 import shutil
@@ -9,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tempo_assets.core.fence import FenceLimits, MissingBubblewrap, find_bwrap, run_fenced
-from tempo_assets.core.method_bundle import read_bundle_targets, write_cutoff_bundle
+from tempo_assets.core.fence import FenceLimits, FenceSpec, MissingBubblewrap, find_bwrap, run_fenced
+from tempo_assets.core.method_bundle import BundleContent, read_bundle_targets, write_cutoff_bundle
 from tempo_assets.core.method_registry import MethodSpec
-from tempo_assets.core.method_run import run_method
+from tempo_assets.core.method_run import MethodCall, run_method
 from tempo_assets.core.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import small_terms, write_obo
 from tempo_assets_tests.toolkit import Listener, needs_bwrap, wait_until
@@ -29,10 +30,16 @@ def bundle(tmp_path_factory):
     ann = pd.DataFrame({"protein": ["P1", "P2"], "term": ["GO:0000003", "GO:0000011"], "aspect": ["BP", "MF"],
                         "evidence": ["IDA", "EXP"]})
     seqs = {"P1": "MKV", "P2": "MKLL", "P3": "MAAA"}
-    manifest = write_cutoff_bundle(root, date(2016, 1, 15), targets=seqs, sequences=seqs, experimental=ann,
-                                   non_experimental=ann.iloc[:0], obo_path=obo,
-                                   ia=pd.Series({"GO:0000003": 1.0, "GO:0000011": 0.5}))
+    manifest = write_cutoff_bundle(root, date(2016, 1, 15), BundleContent(
+        targets=seqs, sequences=seqs, experimental=ann, non_experimental=ann.iloc[:0], obo_path=obo,
+        ia=pd.Series({"GO:0000003": 1.0, "GO:0000011": 0.5})))
     return root / manifest["folder"]
+
+
+def call_on(bundle: Path) -> MethodCall:
+    """A run at the bundle's cutoff, 2016-01-15, checked against its targets and ontology."""
+    return MethodCall(bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
+                      parse_obo(bundle / "go.obo"))
 
 
 def method(tmp_path, script: str) -> Path:
@@ -88,8 +95,7 @@ def test_fenced_method_sees_no_archive_no_network_and_is_scored_normally(tmp_pat
         folder = method(tmp_path, script)
         spec = MethodSpec(name="leaker", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60)
         lines = []
-        outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
-                             parse_obo(bundle / "go.obo"), SMALL, on_line=lambda s, l: lines.append((s, l)))
+        outcome = run_method(spec, call_on(bundle), SMALL, on_line=lambda s, l: lines.append((s, l)))
         # the method has exited: a connection it made would be queued in the backlog now
         connections = listener.drain()
     assert LATER_GAF.exists()  # on the host
@@ -128,7 +134,7 @@ def test_timeout_kills_the_whole_sandbox(tmp_path, bundle):
     out = tmp_path / "out"
     out.mkdir()
     limits = FenceLimits(timeout_s=1.5, output_bytes=1 << 20, tmp_bytes=1 << 20)
-    result = run_fenced("sleep 299.173 & sleep 299.173", folder, bundle, out, limits)
+    result = run_fenced(FenceSpec("sleep 299.173 & sleep 299.173", folder, bundle, out), limits)
     assert result.timed_out and result.failure.startswith("timed out")
     assert limits.timeout_s <= result.seconds < 60  # killed at its limit, not when the sleeps ended
     # the pid namespace goes down with its init: every process in it is killed, none is left behind
@@ -147,8 +153,7 @@ def test_output_over_its_limit_is_a_failure_and_never_fills_the_disk(tmp_path, b
     spec = MethodSpec(name="flood", kind="command", dir=str(folder), command=command, timeout_s=60)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
-                         parse_obo(bundle / "go.obo"), SMALL, scratch=scratch)
+    outcome = run_method(spec, call_on(bundle), SMALL, scratch=scratch)
     assert outcome.status == "failed" and "output exceeded" in outcome.reason, outcome.reason
     assert outcome.predictions.empty
     assert list(scratch.iterdir()) == []  # the output folder is gone
@@ -163,11 +168,9 @@ def test_memory_limit_stops_a_greedy_method(tmp_path, bundle, monkeypatch, witho
     folder = method(tmp_path, "buf = bytearray(1 << 30)\nopen('/output/predictions.tsv', 'w').write('P1 GO:0000003 0.5')\n")
     spec = MethodSpec(name="greedy", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60,
                       memory_gb=0.25)
-    outcome = run_method(spec, bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle),
-                         parse_obo(bundle / "go.obo"), SMALL)
+    outcome = run_method(spec, call_on(bundle), SMALL)
     assert outcome.status == "failed" and "MemoryError" in outcome.reason
-    roomy = run_method(spec.model_copy(update={"memory_gb": 3.0}), bundle, "2016-01-15", date(2016, 1, 15),
-                       read_bundle_targets(bundle), parse_obo(bundle / "go.obo"), SMALL)
+    roomy = run_method(spec.model_copy(update={"memory_gb": 3.0}), call_on(bundle), SMALL)
     assert roomy.status == "ok", roomy.reason
 
 
@@ -177,8 +180,8 @@ def test_too_many_output_files_is_a_failure(tmp_path, bundle):
     out = tmp_path / "out"
     out.mkdir()
     limits = FenceLimits(timeout_s=60, output_bytes=1 << 20, tmp_bytes=1 << 20, output_files=50)
-    result = run_fenced("cd $TEMPO_OUTPUT && for i in $(seq 1 500); do : > f$i; done; sleep 299", folder, bundle,
-                        out, limits)
+    result = run_fenced(FenceSpec("cd $TEMPO_OUTPUT && for i in $(seq 1 500); do : > f$i; done; sleep 299",
+                                  folder, bundle, out), limits)
     # killed by the file-count watcher, long before its time limit could stop the sleep
     assert result.output_exceeded and not result.timed_out and "file-count" in result.failure, result.failure
 
@@ -191,7 +194,8 @@ def test_tmp_is_private_and_bounded(tmp_path, bundle):
     marker = Path("/tmp") / f"tempo_fence_marker_{os.getpid()}"
     marker.write_text("host")
     try:
-        result = run_fenced(f"test ! -e {marker} && head -c 5000000 /dev/zero > /tmp/fill", folder, bundle, out, SMALL)
+        result = run_fenced(FenceSpec(f"test ! -e {marker} && head -c 5000000 /dev/zero > /tmp/fill", folder, bundle,
+                                      out), SMALL)
     finally:
         marker.unlink()
     assert result.returncode != 0 and "No space left" in " ".join(result.stderr_tail)
@@ -201,23 +205,23 @@ def test_tmp_is_private_and_bounded(tmp_path, bundle):
 def test_non_zero_exit_and_no_output_are_failures_with_reasons(tmp_path, bundle):
     folder = method(tmp_path, "import sys\nprint('bad model file', file=sys.stderr)\nsys.exit(3)\n")
     spec = MethodSpec(name="crash", kind="command", dir=str(folder), command="python3 run.py", timeout_s=60)
-    args = (bundle, "2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle), parse_obo(bundle / "go.obo"), SMALL)
-    crashed = run_method(spec, *args)
+    call = call_on(bundle)
+    crashed = run_method(spec, call, SMALL)
     assert crashed.status == "failed" and "exited with status 3" in crashed.reason and "bad model file" in crashed.reason
-    silent = run_method(spec.model_copy(update={"command": "true"}), *args)
+    silent = run_method(spec.model_copy(update={"command": "true"}), call, SMALL)
     assert silent.status == "failed" and "no predictions.tsv" in silent.reason
 
 
 def test_precomputed_produced_after_the_cutoff_is_refused(tmp_path, bundle):
     (tmp_path / "2016-01-15.tsv").write_text("P1\tGO:0000003\t0.5\n")
-    args = ("2016-01-15", date(2016, 1, 15), read_bundle_targets(bundle), parse_obo(bundle / "go.obo"))
+    call = call_on(bundle)
     late = MethodSpec(name="late", kind="precomputed", predictions=str(tmp_path), produced_at=date(2016, 2, 1))
-    refused = run_method(late, bundle, *args)
+    refused = run_method(late, call)
     assert refused.status == "failed" and refused.reason.startswith("refused: produced at 2016-02-01")
-    ok = run_method(late.model_copy(update={"produced_at": date(2016, 1, 10)}), bundle, *args)
+    ok = run_method(late.model_copy(update={"produced_at": date(2016, 1, 10)}), call)
     assert ok.status == "ok" and ok.predictions["term"].tolist() == ["GO:0000003"]
-    missing = run_method(late.model_copy(update={"produced_at": date(2016, 1, 10)}), bundle, "2017-06-15",
-                         *args[1:])
+    missing = run_method(late.model_copy(update={"produced_at": date(2016, 1, 10)}),
+                         dataclasses.replace(call, cutoff_key="2017-06-15"))
     assert missing.status == "failed" and "no precomputed file" in missing.reason
 
 

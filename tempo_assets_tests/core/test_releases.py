@@ -15,6 +15,8 @@ from tempo_assets.core.releases import (
     Archive,
     ArchiveError,
     CutoffReader,
+    DeriveRequest,
+    ReleaseRequest,
     add_release,
     derive_release,
 )
@@ -100,8 +102,8 @@ def inputs(tmp_path):
 @pytest.fixture
 def archive(tmp_path, inputs):
     root = tmp_path / "archive"
-    add_release(root, "2019-01-14", [inputs["gaf"], inputs["gaf_mouse"]], inputs["obo_2019"],
-                fasta=inputs["fasta"], fasta_date="2014-01-31")
+    add_release(root, ReleaseRequest("2019-01-14", [inputs["gaf"], inputs["gaf_mouse"]], inputs["obo_2019"],
+                                      fasta=inputs["fasta"], fasta_date="2014-01-31"))
     return root
 
 
@@ -128,41 +130,41 @@ def test_add_release_manifest(archive, inputs):
 
 
 def test_add_release_link(tmp_path, inputs):
-    add_release(tmp_path / "a", "r1", [inputs["gaf"]], inputs["obo_2014"], link=True)
+    add_release(tmp_path / "a", ReleaseRequest("r1", [inputs["gaf"]], inputs["obo_2014"]), link=True)
     placed = tmp_path / "a" / "releases" / "r1" / inputs["gaf"].name
     assert placed.resolve().samefile(inputs["gaf"])
 
 
 def test_refuses_declared_date_earlier_than_a_file(tmp_path, inputs):
     with pytest.raises(ArchiveError) as info:
-        add_release(tmp_path / "a", "2019-01-14", [inputs["gaf"]], inputs["obo_2019"],
-                    declared_date="2019-01-14")
+        add_release(tmp_path / "a", ReleaseRequest("2019-01-14", [inputs["gaf"]], inputs["obo_2019"],
+                                                   declared_date="2019-01-14"))
     message = str(info.value)
     assert str(inputs["obo_2019"]) in message
     assert "2019-01-27" in message and "2019-01-14" in message
     assert not (tmp_path / "a" / "releases" / "2019-01-14").exists()
     # declaring the OBO's date is accepted; the FASTA then takes the declared date
-    manifest = add_release(tmp_path / "a", "2019-01-14", [inputs["gaf"]], inputs["obo_2019"],
-                           fasta=inputs["fasta"], declared_date="2019-01-27")
+    manifest = add_release(tmp_path / "a", ReleaseRequest("2019-01-14", [inputs["gaf"]], inputs["obo_2019"],
+                                                              fasta=inputs["fasta"], declared_date="2019-01-27"))
     assert manifest.files_of("fasta")[0].date == date(2019, 1, 27)
     assert manifest.declared_date == date(2019, 1, 27)
 
 
 def test_refuses_fasta_dated_after_declared_date(tmp_path, inputs):
     with pytest.raises(ArchiveError, match="fasta file is dated 2020-01-01"):
-        add_release(tmp_path / "a", "r", [inputs["gaf"]], inputs["obo_2019"], fasta=inputs["fasta"],
-                    declared_date="2019-02-01", fasta_date="2020-01-01")
+        add_release(tmp_path / "a", ReleaseRequest("r", [inputs["gaf"]], inputs["obo_2019"], fasta=inputs["fasta"],
+                                                   declared_date="2019-02-01", fasta_date="2020-01-01"))
 
 
 def test_refuses_duplicate_id(archive, inputs):
     with pytest.raises(ArchiveError, match="already exists"):
-        add_release(archive, "2019-01-14", [inputs["gaf"]], inputs["obo_2019"])
+        add_release(archive, ReleaseRequest("2019-01-14", [inputs["gaf"]], inputs["obo_2019"]))
 
 
 def test_refuses_gaf_rows_after_its_own_date(tmp_path, inputs):
     gaf = write_synthetic_gaf(tmp_path / "early.gaf", generated="2016-01-01")
     with pytest.raises(ArchiveError, match="3 rows have a column-14 date after"):
-        add_release(tmp_path / "a", "r", [gaf], inputs["obo_2014"])
+        add_release(tmp_path / "a", ReleaseRequest("r", [gaf], inputs["obo_2014"]))
 
 
 def test_bad_inputs_leave_no_release(tmp_path, inputs, monkeypatch):
@@ -170,7 +172,7 @@ def test_bad_inputs_leave_no_release(tmp_path, inputs, monkeypatch):
     bad.write_text(">P1\nMK1\n")
     root = tmp_path / "a"
     with pytest.raises(TempoInputError):
-        add_release(root, "r", [inputs["gaf"]], inputs["obo_2014"], fasta=bad)
+        add_release(root, ReleaseRequest("r", [inputs["gaf"]], inputs["obo_2014"], fasta=bad))
     # a failure half way through building the folder leaves nothing behind either
     calls = []
     real_place = releases_module._place
@@ -183,16 +185,16 @@ def test_bad_inputs_leave_no_release(tmp_path, inputs, monkeypatch):
 
     monkeypatch.setattr(releases_module, "_place", failing_place)
     with pytest.raises(OSError):
-        add_release(root, "r", [inputs["gaf"]], inputs["obo_2014"])
+        add_release(root, ReleaseRequest("r", [inputs["gaf"]], inputs["obo_2014"]))
     assert len(calls) == 2
     assert not (root / "releases").exists() or list((root / "releases").iterdir()) == []
 
 
 def test_releases_sorted_by_as_of_then_id(tmp_path, inputs):
     root = tmp_path / "a"
-    add_release(root, "b-late", [inputs["gaf"]], inputs["obo_2019"])
-    add_release(root, "z-early", [inputs["gaf"]], inputs["obo_2014"])
-    add_release(root, "a-early", [inputs["gaf"]], inputs["obo_2014"])
+    add_release(root, ReleaseRequest("b-late", [inputs["gaf"]], inputs["obo_2019"]))
+    add_release(root, ReleaseRequest("z-early", [inputs["gaf"]], inputs["obo_2014"]))
+    add_release(root, ReleaseRequest("a-early", [inputs["gaf"]], inputs["obo_2014"]))
     assert Archive(root).ids() == ["a-early", "z-early", "b-late"]
     assert [m.id for m in Archive(root).releases_as_of("2019-01-20")] == ["a-early", "z-early"]
 
@@ -243,8 +245,8 @@ def _loop_count_kept(gaf_path, cutoff_int):
 
 
 def test_derive_release(archive, inputs):
-    manifest = derive_release(archive, "2019-01-14", "2016-12-31", "2016-12-31", inputs["obo_2014"],
-                              fasta=inputs["fasta"], fasta_date="2014-01-31")
+    manifest = derive_release(archive, DeriveRequest("2019-01-14", "2016-12-31", "2016-12-31", inputs["obo_2014"],
+                                                       fasta=inputs["fasta"], fasta_date="2014-01-31"))
     assert manifest.derived and manifest.derived_from == "2019-01-14"
     assert manifest.as_of == date(2016, 12, 31)
     gafs = manifest.files_of("gaf")
@@ -268,17 +270,17 @@ def test_derive_release(archive, inputs):
 
 def test_derive_refusals(archive, inputs):
     with pytest.raises(ArchiveError, match="not earlier than the source GAF's date"):
-        derive_release(archive, "2019-01-14", "2019-01-14", "x", inputs["obo_2014"])
+        derive_release(archive, DeriveRequest("2019-01-14", "2019-01-14", "x", inputs["obo_2014"]))
     with pytest.raises(ArchiveError, match="OBO is dated 2019-01-27, after the cutoff 2016-01-01"):
-        derive_release(archive, "2019-01-14", "2016-01-01", "x", inputs["obo_2019"])
+        derive_release(archive, DeriveRequest("2019-01-14", "2016-01-01", "x", inputs["obo_2019"]))
     with pytest.raises(ArchiveError, match="FASTA is dated 2016-06-01, after the cutoff"):
-        derive_release(archive, "2019-01-14", "2016-01-01", "x", inputs["obo_2014"],
-                       fasta=inputs["fasta"], fasta_date="2016-06-01")
+        derive_release(archive, DeriveRequest("2019-01-14", "2016-01-01", "x", inputs["obo_2014"],
+                                                 fasta=inputs["fasta"], fasta_date="2016-06-01"))
     old_obo = write_synthetic_obo(inputs["obo_2014"].parent / "go_2009.obo", "2009-01-01")
     with pytest.raises(ArchiveError, match="no rows"):
-        derive_release(archive, "2019-01-14", "2010-01-01", "x", old_obo)
+        derive_release(archive, DeriveRequest("2019-01-14", "2010-01-01", "x", old_obo))
     with pytest.raises(ArchiveError, match="no release 'nope'"):
-        derive_release(archive, "nope", "2016-01-01", "x", inputs["obo_2014"])
+        derive_release(archive, DeriveRequest("nope", "2016-01-01", "x", inputs["obo_2014"]))
     assert Archive(archive).ids() == ["2019-01-14"]
     assert sorted(p.name for p in (archive / "releases").iterdir()) == ["2019-01-14"]
 
@@ -322,7 +324,7 @@ def test_rows_after_cutoff_are_dropped_and_counted(tmp_path, inputs):
     """A GAF whose own date is within the cutoff cannot normally hold later rows (add_release
     refuses them); a hand-edited archive can, and the reader drops them row by row."""
     root = tmp_path / "a"
-    add_release(root, "r", [inputs["gaf"]], inputs["obo_2014"])
+    add_release(root, ReleaseRequest("r", [inputs["gaf"]], inputs["obo_2014"]))
     folder = root / "releases" / "r"
     placed = folder / inputs["gaf"].name
     write_synthetic_gaf(placed, generated="2016-01-01")
