@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 
 import dagster as dg
 import pytest
@@ -190,7 +191,7 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     from tempo_assets.assets.common import eval_ontology
     from tempo_assets.core.growth import Growth
     from tempo_assets.core.scoring import SUMMARY_COLUMNS
-    from tempo_assets.core.workflow import score_test
+    from tempo_assets.core.workflow import CandidateRelease, TestScoring, score_test
     from tempo_assets.resources import ArchiveResource
 
     graph, old_windows = tiny_inserted
@@ -201,15 +202,16 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     t0 = window.t0
     ia = store.open("ia_weights", t0).value
     recipe = store.open("frozen_recipe", window.key).value["recipe"]
-    args = (recipe, empty, store.open("knn_corpus", t0).value, store.open("reranker_labels", window.recipe_labels).value,
-            store.open("embeddings", t0).value, store.open("ontology", t0).value,
-            eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia, orphans=False), [3], 5, 0,
-            store.open("sequences", t0).value, store.open("release_annotations", t0).value)
+    release = CandidateRelease(store.open("knn_corpus", t0).value, store.open("ontology", t0).value,
+                               store.open("sequences", t0).value, store.open("release_annotations", t0).value)
+    args = (recipe, empty, release, store.open("reranker_labels", window.recipe_labels).value,
+            store.open("embeddings", t0).value, [3])
+    scoring = TestScoring(eval_ontology(ArchiveResource(root=str(graph.archive)), window.t1, ia, orphans=False), 5, 0)
     # a recipe selected under lafa is scored under lafa: its terms of interest need the t1 ontology
     assert recipe["profile"] == "lafa"
     with pytest.raises(TempoInputError, match="ontology_t1"):
-        score_test(*args)
-    scores, methods = score_test(*args, ontology_t1=store.open("ontology", window.t1).value)
+        score_test(*args, scoring)
+    scores, methods = score_test(*args, replace(scoring, ontology_t1=store.open("ontology", window.t1).value))
     assert len(scores.summary) == 0
     assert list(scores.summary.columns)[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)
     assert int(scores.counts["targets"].sum()) == 0

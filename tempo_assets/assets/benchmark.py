@@ -47,14 +47,14 @@ def methods_at(cutoff: str, recipe, inputs, query_embedded, query_sequences, tar
                config: BenchmarkResource, groups=None, labels_at: str | None = None) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``cutoff`` (corpus, annotations, ontology, sequences as of it); the recipe's
     rerankers on the labels of ``labels_at`` (default ``cutoff``; ``Window.recipe_labels`` at t0)."""
-    from tempo_assets.core.workflow import BaselineConfig, TrainedAt, every_method
+    from tempo_assets.core.workflow import BaselineConfig, Queries, TrainedAt, every_method
 
     names = [field.name for field in fields(TrainedAt)]  # ``inputs`` come in TrainedAt's field order
     read = [artefacts.get(labels_at if name == "labels" and labels_at else cutoff)
             for name, artefacts in zip(names, inputs, strict=True)]
     trained = TrainedAt(*(artefact.value for artefact in read))
     baseline = BaselineConfig(blast_threads=config.blast_threads, blast_sensitivity=config.blast_sensitivity)
-    return every_method(recipe, trained, query_embedded, query_sequences, targets, ks, baseline, groups), read
+    return every_method(recipe, trained, Queries(query_embedded, query_sequences, groups), targets, ks, baseline), read
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,9 @@ def benchmark(
     from tempo_assets.core.faults import fault_point
     from tempo_assets.core.report import render_window_report, strata_frame, write_report
     from tempo_assets.core.scoring import PROFILES
-    from tempo_assets.core.workflow import benchmark_targets, benchmark_window, union_query, window_homology
+    from tempo_assets.core.workflow import (
+        WindowNotes, WindowPredictions, benchmark_targets, benchmark_window, union_query, window_homology,
+    )
 
     fault_point("benchmark", "started")
     window = parse_window_key(context.partition_key)
@@ -197,8 +199,9 @@ def benchmark(
     source = f"valid_evaluation_set[{window.key}]: VALID growth ({tm1}, {t0}], every method trained at {tm1}"
     homology = window_homology(test.targets, query[1], knn_corpus.get(t0).value, seq_t0.value,
                                threads=benchmark_config.blast_threads)
-    value = benchmark_window(profiles, methods, older, recipe, options, derived, benchmark_config.decay, source,
-                             notes=registered.notes, method_status=status, homology=homology)
+    value = benchmark_window(profiles, WindowPredictions(methods, older, recipe), options, derived,
+                             benchmark_config.decay, source,
+                             WindowNotes(notes=registered.notes, method_status=status, homology=homology))
     folder = artefact_store.store().folder("benchmark", window.key)
     newest = value.curves[~value.curves["method"].str.endswith(OLDER)] if len(value.curves) else value.curves
     images = curve_images(newest, value.summary, folder)  # decay lives in its table

@@ -13,7 +13,9 @@ from tempo_assets.core.scoring import ORACLE_LABEL
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
 from tempo_assets.core.selection import recipe_profile
-from tempo_assets.core.workflow import release_growth, score_test, verify_recipe as check_recipe
+from tempo_assets.core.workflow import (
+    CandidateRelease, TestScoring, release_growth, score_test, verify_recipe as check_recipe,
+)
 from tempo_assets.io_managers import deferred_in, read_deferred
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, WarehouseResource
@@ -215,10 +217,10 @@ def test_score(
     # scored under the profile the recipe was selected under (its VALID thresholds' conventions)
     lafa = recipe_profile(recipe) == "lafa"
     onto_t1 = ontology.get(t1) if lafa else None  # LAFA's terms of interest and protein-binding filter
-    scores, methods = score_test(recipe, growth, corpus.value, labels.value, emb.value, onto_t0.value,
-                                 eval_ontology(archive, t1, ia.value, orphans=not lafa), grid.ks,
-                                 grid.bootstrap_samples, grid.seed, seq_t0.value, ann_t0.value,
-                                 ontology_t1=None if onto_t1 is None else onto_t1.value)
+    release = CandidateRelease(corpus.value, onto_t0.value, seq_t0.value, ann_t0.value)
+    scoring = TestScoring(eval_ontology(archive, t1, ia.value, orphans=not lafa), grid.bootstrap_samples, grid.seed,
+                          ontology_t1=None if onto_t1 is None else onto_t1.value)
+    scores, methods = score_test(recipe, growth, release, labels.value, emb.value, grid.ks, scoring)
     if growth.targets.empty:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash
         context.log.warning(f"test_score[{window.key}]: TEST (t0, t1] has no growth target: zero rows scored")
     removals = RemovalLog()

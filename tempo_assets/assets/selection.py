@@ -5,7 +5,7 @@ import dagster as dg
 from tempo_assets.assets.common import binding_metadata, eval_ontology, removal_metadata, role_in
 from tempo_assets.core.artefacts import Artefact, ArtefactSet
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
-from tempo_assets.core.workflow import select_on_valid
+from tempo_assets.core.workflow import CandidateRelease, ValidScoring, select_on_valid
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
@@ -36,10 +36,11 @@ def valid_selection(
     # conventions by the rule every method follows (core.workflow.valid_taus)
     lafa = grid.profile() == "lafa"
     onto_new = ontology.get(new) if lafa else None  # LAFA's terms of interest: live at t-1 and at t0
-    selection, methods = select_on_valid(grid.selection_grid(), window, corpus.value, labels.value, emb.value,
-                                         growth, onto_old.value, eval_ontology(archive, new, ia.value, orphans=not lafa),
-                                         seq_old.value, ann_old.value, lafa=lafa,
-                                         ontology_t0=None if onto_new is None else onto_new.value)
+    release = CandidateRelease(corpus.value, onto_old.value, seq_old.value, ann_old.value)
+    scoring = ValidScoring(eval_ontology(archive, new, ia.value, orphans=not lafa), lafa=lafa,
+                           ontology_t0=None if onto_new is None else onto_new.value)
+    selection, methods = select_on_valid(grid.selection_grid(), window, release, labels.value, emb.value, growth,
+                                         scoring)
     removals = RemovalLog()
     log_growth(removals, growth)
     log_evaluation(removals, growth, methods)

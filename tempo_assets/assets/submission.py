@@ -10,7 +10,7 @@ from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.artefacts import Artefact, WindowArtefactSet
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.removals import RemovalLog, log_submission
-from tempo_assets.core.workflow import candidate_source, latest_recipe_key
+from tempo_assets.core.workflow import CandidateRelease, Queries, candidate_source, latest_recipe_key
 from tempo_assets.partitions import CUTOFFS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
@@ -37,8 +37,8 @@ def submission(
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     frozen = frozen_recipe.get(key)  # refuses a recipe read past the cutoff
     recipe = verify_recipe(frozen)
-    source = candidate_source(knn_corpus.value, embeddings.value, embeddings.value["ids"], ontology.value,
-                              max(grid.ks), sequences=sequences.value, annotations=release_annotations.value)
+    release = CandidateRelease(knn_corpus.value, ontology.value, sequences.value, release_annotations.value)
+    source = candidate_source(release, Queries(embeddings.value), embeddings.value["ids"], max(grid.ks))
     removals = RemovalLog()
 
     def logged(chunks):  # what each chunk leaves out of the file, as it is written

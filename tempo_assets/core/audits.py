@@ -24,7 +24,7 @@ import pandas as pd
 
 from tempo_assets.core.dates import parse_date
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.candidates import SOURCES, recipe_features
+from tempo_assets.core.candidates import SOURCES, CandidateSource, recipe_features
 from tempo_assets.core.features import KEY_COLUMNS, compare_protein_features
 from tempo_assets.core.ia import IaCounts
 from tempo_assets.core.windows import ASSET_ROLE, POSITIONS, ROLE_BOUND, try_parse_window_key
@@ -95,9 +95,9 @@ ExtraFeatures = Callable[[pd.DataFrame, FeatureInputs], pd.DataFrame]
 
 def build_features(inputs: FeatureInputs, extra_features: ExtraFeatures | None = None) -> pd.DataFrame:
     """``candidates.recipe_features`` over ``inputs`` (every source, every feature), then ``extra_features``."""
-    features = recipe_features(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia,
-                               term_depth=inputs.term_depth, k=inputs.k, hits=inputs.hits, nonexp=inputs.nonexp,
-                               sources=inputs.sources)
+    source = CandidateSource(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia, term_depth=inputs.term_depth,
+                             hits=inputs.hits, nonexp=inputs.nonexp)
+    features = recipe_features(source, k=inputs.k, sources=inputs.sources)
     if extra_features is not None:
         features = extra_features(features, inputs)
         missing = [c for c in KEY_COLUMNS if c not in features.columns]

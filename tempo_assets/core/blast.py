@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -141,9 +142,30 @@ def best_hsps(output: Path | None, names: Sequence[str]) -> pd.DataFrame:
     return frame[names].reset_index(drop=True)
 
 
+@dataclass(frozen=True)
+class DiamondSearch:
+    """DIAMOND ``blastp`` settings: ``--threads`` (fixed, so runs repeat exactly), ``--evalue``,
+    ``--max-target-seqs`` (``0`` = all) and a sensitivity flag of :data:`SENSITIVITIES` (``None`` =
+    DIAMOND's default fast mode)."""
+
+    threads: int = 1
+    evalue: float = 1e-3
+    max_target_seqs: int = 25
+    sensitivity: str | None = None
+
+    def check(self) -> None:
+        if self.sensitivity not in SENSITIVITIES:
+            raise TempoInputError(f"sensitivity must be one of {SENSITIVITIES}, got {self.sensitivity!r}")
+        if int(self.threads) < 1:
+            raise TempoInputError(f"threads must be >= 1, got {self.threads!r}")
+        if not (float(self.evalue) > 0):
+            raise TempoInputError(f"evalue must be > 0, got {self.evalue!r}")
+        if int(self.max_target_seqs) < 0:
+            raise TempoInputError(f"max_target_seqs must be >= 0, got {self.max_target_seqs!r}")
+
+
 def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str, str], workdir: str | Path,
-               columns: Sequence[str], output_name: str, threads: int = 1, evalue: float = 1e-3,
-               max_target_seqs: int = 25, sensitivity: str | None = None) -> Path | None:
+               columns: Sequence[str], output_name: str, search: DiamondSearch = DiamondSearch()) -> Path | None:
     """Run ``diamond makedb`` + ``blastp`` of ``query_sequences`` against ``corpus_sequences`` in ``workdir``.
 
     Output format 6 with ``qseqid sseqid`` and then ``columns``; returns the output file, or
@@ -151,14 +173,7 @@ def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str
     """
     _check_sequences(query_sequences, "query sequences")
     _check_sequences(corpus_sequences, "corpus sequences")
-    if sensitivity not in SENSITIVITIES:
-        raise TempoInputError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
-    if int(threads) < 1:
-        raise TempoInputError(f"threads must be >= 1, got {threads!r}")
-    if not (float(evalue) > 0):
-        raise TempoInputError(f"evalue must be > 0, got {evalue!r}")
-    if int(max_target_seqs) < 0:
-        raise TempoInputError(f"max_target_seqs must be >= 0, got {max_target_seqs!r}")
+    search.check()
     diamond = find_diamond()
     if not query_sequences or not corpus_sequences:
         return None
@@ -175,14 +190,14 @@ def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str
         if stale.exists():
             stale.unlink()
 
-    _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(database),
-          "--threads", str(int(threads))], workdir)
+    threads = str(int(search.threads))
+    _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(database), "--threads", threads], workdir)
     command = [str(diamond), "blastp", "--query", str(query_fasta), "--db", str(database),
-               "--out", str(output), "--outfmt", "6", "qseqid", "sseqid", *columns, "--evalue", repr(float(evalue)),
-               "--max-target-seqs", str(int(max_target_seqs)), "--threads", str(int(threads)),
-               "--tmpdir", str(tmpdir)]
-    if sensitivity:
-        command.append(sensitivity)
+               "--out", str(output), "--outfmt", "6", "qseqid", "sseqid", *columns,
+               "--evalue", repr(float(search.evalue)), "--max-target-seqs", str(int(search.max_target_seqs)),
+               "--threads", threads, "--tmpdir", str(tmpdir)]
+    if search.sensitivity:
+        command.append(search.sensitivity)
     _run(command, workdir)
     if not output.exists():
         raise DiamondError("diamond blastp finished without writing its output", path=output)
@@ -229,7 +244,7 @@ def diamond_hits(
     TempoInputError : bad accessions or sequences, or bad parameters.
     """
     output = run_blastp(query_sequences, corpus_sequences, workdir, ("pident", "bitscore", "evalue"),
-                        "hits.tsv", threads, evalue, max_target_seqs, sensitivity)
+                        "hits.tsv", DiamondSearch(threads, evalue, max_target_seqs, sensitivity))
     return best_hsps(output, HIT_COLUMNS)
 
 
@@ -301,5 +316,5 @@ def homology_hits(query_sequences: Mapping[str, str], corpus_sequences: Mapping[
     Returns ``query, subject, pident, bitscore, qcov, scov`` sorted by query, bitscore desc, subject.
     """
     output = run_blastp(query_sequences, corpus_sequences, workdir, ("pident", "bitscore", "qcovhsp", "scovhsp"),
-                        "homology.tsv", threads, evalue, int(top) + 1, sensitivity)
+                        "homology.tsv", DiamondSearch(threads, evalue, int(top) + 1, sensitivity))
     return best_hsps(output, HOMOLOGY_COLUMNS).groupby("query", sort=False).head(int(top)).reset_index(drop=True)

@@ -27,15 +27,17 @@ column here without the audited protein's labels (``core.audits``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.annotations import require_columns
+from tempo_assets.core.annotations import propagate_annotations, require_columns
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.features import (
-    ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, candidate_features, prepare_neighbours,
+    ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, _term_values, candidate_features,
+    prepare_neighbours,
 )
 from tempo_assets.core.ia import IaCounts
 from tempo_assets.core.vocabulary import EVIDENCE_GROUPS, evidence_group
@@ -70,6 +72,30 @@ _KNN_ABSENT = {"sim_max": 0.0, "sim_mean": 0.0, "sim_sum": 0.0, "vote_share": 0.
                "weighted_vote_share": 0.0, "best_rank": np.nan}
 _PER_CANDIDATE = ("corpus_prior", "ia", "depth", "n_candidates", "aspect_code", "top_similarity",
                   "aspect_neighbour_share")
+
+
+@dataclass(frozen=True)
+class CandidateSource:
+    """Everything needed to build (and label) candidates at one cutoff for one embedder: data only.
+
+    ``neighbours`` (``query, neighbour, similarity[, rank]``, searched at ``K_max``) and the
+    propagated ``corpus_annotations`` they were searched in; ``ground_truth``
+    (``protein, term, aspect[, mode]``) and ``known`` (``protein, term, aspect``) of the growth
+    that labels the candidates; ``ia`` and ``term_depth`` term weights for the features;
+    ``hits`` (DIAMOND hits of the queries in the same corpus, ``blast.homology_hits``) and
+    ``nonexp`` (the queries' non-experimental annotations at the cutoff per evidence group,
+    ``nonexp_groups``). Free functions take it: ``recipe_features`` here, the labelling in
+    ``core.selection``.
+    """
+
+    neighbours: pd.DataFrame
+    corpus_annotations: pd.DataFrame
+    ground_truth: pd.DataFrame | None = None
+    known: pd.DataFrame | None = None
+    ia: pd.Series | Mapping[str, float] | None = None
+    term_depth: pd.Series | Mapping[str, float] | None = None
+    hits: pd.DataFrame | None = None
+    nonexp: pd.DataFrame | None = None
 
 
 def parse_sources(spec: str | Sequence[str]) -> tuple[str, ...]:
@@ -125,8 +151,6 @@ def nonexp_groups(cleaned: pd.DataFrame, ontology, proteins: Iterable[str] | Non
     each evidence group (``vocabulary.EVIDENCE_GROUPS``) is propagated on its own, so a row says
     that the protein holds the term or a descendant of it with evidence of that group.
     """
-    from tempo_assets.core.annotations import propagate_annotations
-
     require_columns(cleaned, ("protein", "term", "evidence"), "non_experimental_cleaned", error=FeatureInputError)
     rows = cleaned
     if proteins is not None:
@@ -214,14 +238,9 @@ def _knn_summaries(neighbours: pd.DataFrame, corpus: pd.DataFrame, k: int | None
 
 
 def recipe_features(
-    neighbours: pd.DataFrame,
-    corpus_annotations: pd.DataFrame,
-    ia: IaCounts | pd.Series | Mapping[str, float] | None = None,
-    term_depth: pd.Series | Mapping[str, float] | None = None,
+    source: CandidateSource,
     k: int | None = None,
-    hits: pd.DataFrame | None = None,
-    nonexp: pd.DataFrame | None = None,
-    sources: Sequence[str] = SOURCES,
+    sources: str | Sequence[str] = SOURCES,
     prior_top: int = PRIOR_TOP,
     hit_top: int | None = HIT_TOP,
 ) -> pd.DataFrame:
@@ -229,13 +248,15 @@ def recipe_features(
 
     Parameters
     ----------
-    neighbours, corpus_annotations, ia, term_depth, k
-        As for ``features.candidate_features`` (KNN neighbours, the propagated experimental corpus
-        they were searched in, leave-one-out IA counts, term depths, top-k).
-    hits : DataFrame ``query, subject, pident, bitscore, qcov, scov``, optional
-        DIAMOND hits of the queries in the same corpus (``blast.homology_hits``); none: no hit.
-    nonexp : DataFrame ``protein, term, aspect, group``, optional
-        The queries' propagated non-experimental annotations at the cutoff (``nonexp_groups``).
+    source : CandidateSource
+        Its ``neighbours``, ``corpus_annotations``, ``ia`` and ``term_depth`` as for
+        ``features.candidate_features`` (KNN neighbours, the propagated experimental corpus they
+        were searched in, leave-one-out IA counts, term depths); its ``hits``
+        (``query, subject, pident, bitscore, qcov, scov``: DIAMOND hits of the queries in the same
+        corpus, ``blast.homology_hits``; none: no hit) and ``nonexp`` (``protein, term, aspect,
+        group``: the queries' propagated non-experimental annotations at the cutoff,
+        ``nonexp_groups``). Its ground truth is not read.
+    k : top-k KNN neighbours (``None``: all).
     sources : the candidate sources to unite (``parse_sources``; knn always).
     prior_top : prior candidates per (protein, aspect); hit_top : hits kept per protein.
 
@@ -246,29 +267,22 @@ def recipe_features(
     """
     sources = parse_sources(sources)
     columns = list(KEY_COLUMNS) + list(ALL_FEATURE_COLUMNS)
-    corpus = _corpus(corpus_annotations)
-    knn = candidate_features(neighbours, corpus_annotations, ia=ia, term_depth=term_depth, k=k)
-    knn = knn.astype({"protein": str, "term": str, "aspect": str})
-    queries = set(neighbours["query"].astype(str))
-    hit_feats = _empty(list(KEY_COLUMNS) + [c for c in DIAMOND_COLUMNS if c not in ("dmd_n_hits", "dmd_top_pident")])
-    hit_query = pd.DataFrame({"dmd_n_hits": pd.Series([], dtype=float), "dmd_top_pident": pd.Series([], dtype=float)})
-    if hits is not None:
-        queries |= set(hits["query"].astype(str))
-        # the per-query hit summaries are features of every candidate, whatever the sources
-        hit_feats, hit_query = _hit_candidates(hits, corpus, hit_top)
-    queries_arr = np.array(sorted(queries), dtype=object)
-    goa = _empty(NONEXP_COLUMNS)
-    if nonexp is not None:
-        require_columns(nonexp, NONEXP_COLUMNS, "nonexp", error=FeatureInputError)
-        goa = nonexp[list(NONEXP_COLUMNS)].astype(str).drop_duplicates()
-        goa = goa[goa["protein"].isin(queries)]
+    corpus = _corpus(source.corpus_annotations)
+    knn = candidate_features(source.neighbours, source.corpus_annotations, ia=source.ia, term_depth=source.term_depth,
+                             k=k).astype({"protein": str, "term": str, "aspect": str})
+    queries = set(source.neighbours["query"].astype(str))
+    if source.hits is not None:
+        queries |= set(source.hits["query"].astype(str))
+    hit_feats, hit_query = _hit_part(source.hits, corpus, hit_top)
+    goa = _goa_part(source.nonexp, queries)
     keys = [knn[list(KEY_COLUMNS)].assign(src_knn=1.0)]
     if "diamond" in sources:
         keys.append(hit_feats[list(KEY_COLUMNS)].assign(src_diamond=1.0))
     if "goa" in sources:
         keys.append(goa[list(KEY_COLUMNS)].drop_duplicates().assign(src_goa=1.0))
     if "prior" in sources:
-        keys.append(_prior_candidates(corpus, queries_arr, int(prior_top)).assign(src_prior=1.0))
+        keys.append(_prior_candidates(corpus, np.array(sorted(queries), dtype=object), int(prior_top))
+                    .assign(src_prior=1.0))
     union = pd.concat(keys, ignore_index=True)
     if union.empty:
         return _empty(columns)
@@ -279,12 +293,44 @@ def recipe_features(
                       how="left")
     out = out.fillna(_KNN_ABSENT)
     out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
+    out = _with_goa_features(_with_hit_features(out, hit_feats, hit_query), goa)
+    out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k)
+    out = out.assign(_a=out["aspect"].map(ASPECT_CODES)).sort_values(["protein", "_a", "term"], kind="mergesort")
+    return out[columns].reset_index(drop=True)
+
+
+def _hit_part(hits: pd.DataFrame | None, corpus: pd.DataFrame,
+              hit_top: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(DIAMOND candidates with their per-term features, per-query hit summaries); empty without hits.
+    The per-query summaries are features of every candidate, whatever the sources."""
+    if hits is not None:
+        return _hit_candidates(hits, corpus, hit_top)
+    return (_empty(list(KEY_COLUMNS) + [c for c in DIAMOND_COLUMNS if c not in ("dmd_n_hits", "dmd_top_pident")]),
+            pd.DataFrame({"dmd_n_hits": pd.Series([], dtype=float), "dmd_top_pident": pd.Series([], dtype=float)}))
+
+
+def _goa_part(nonexp: pd.DataFrame | None, queries: set[str]) -> pd.DataFrame:
+    """The queries' non-experimental annotations (``NONEXP_COLUMNS``), deduplicated; empty without them."""
+    if nonexp is None:
+        return _empty(NONEXP_COLUMNS)
+    require_columns(nonexp, NONEXP_COLUMNS, "nonexp", error=FeatureInputError)
+    goa = nonexp[list(NONEXP_COLUMNS)].astype(str).drop_duplicates()
+    return goa[goa["protein"].isin(queries)]
+
+
+def _with_hit_features(out: pd.DataFrame, hit_feats: pd.DataFrame, hit_query: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the DIAMOND columns (0 where no hit carries the term)."""
     out = out.merge(hit_feats, on=list(KEY_COLUMNS), how="left")
     out[list(DIAMOND_COLUMNS[:4]) + ["dmd_vote", "dmd_hit_share"]] = out[
         list(DIAMOND_COLUMNS[:4]) + ["dmd_vote", "dmd_hit_share"]].fillna(0.0)
     per_query = hit_query.reindex(out["protein"])
     out["dmd_top_pident"] = per_query["dmd_top_pident"].fillna(0.0).to_numpy(dtype=np.float64)
     out["dmd_n_hits"] = per_query["dmd_n_hits"].fillna(0.0).to_numpy(dtype=np.float64)
+    return out
+
+
+def _with_goa_features(out: pd.DataFrame, goa: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the non-experimental GOA columns (``GOA_COLUMNS``)."""
     wide = goa.assign(_one=1.0).pivot_table(index=list(KEY_COLUMNS), columns="group", values="_one",
                                             aggfunc="max") if len(goa) else pd.DataFrame()
     wide = wide.reindex(columns=list(EVIDENCE_GROUPS)).add_prefix("goa_").reset_index() if len(goa) else \
@@ -296,16 +342,13 @@ def recipe_features(
     in_aspect = goa[["protein", "aspect"]].drop_duplicates().assign(goa_aspect=1.0)
     out = out.merge(in_aspect, on=["protein", "aspect"], how="left")
     out["goa_aspect"] = out["goa_aspect"].fillna(0.0)
-    out = _per_candidate(out, neighbours, corpus, ia, term_depth, k)
-    out = out.assign(_a=out["aspect"].map(ASPECT_CODES)).sort_values(["protein", "_a", "term"], kind="mergesort")
-    return out[columns].reset_index(drop=True)
+    return out
 
 
-def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataFrame, ia, term_depth,
+def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataFrame, weights: tuple,
                    k: int | None) -> pd.DataFrame:
     """The features every candidate has whatever proposed it: leave-one-out prior and IA, depth, counts."""
-    from tempo_assets.core.features import _term_values
-
+    ia, term_depth = weights
     term_n = corpus.groupby(["aspect", "term"]).size().rename("_tn").reset_index()
     aspect_n = corpus[["protein", "aspect"]].drop_duplicates().groupby("aspect").size().rename("_an")
     out = out.merge(term_n, on=["aspect", "term"], how="left")
@@ -348,3 +391,4 @@ def restrict_sources(features: pd.DataFrame, sources: str | Sequence[str]) -> pd
             out[name] = 0.0
     out["n_candidates"] = out.groupby(["protein", "aspect"])["term"].transform("size").astype(np.float64)
     return out.reset_index(drop=True)
+

@@ -703,38 +703,13 @@ def embed_proteins(
     ids = sorted(sequences)
     embedder_id = embedder.embedder_id
     if isinstance(embedder, PrecomputedEmbedder):
-        found, matrix, missing = embedder.lookup(ids)
-        stats = {
-            "embedder_id": embedder_id, "proteins": len(ids), "unique_sequences": None,
-            "hits": len(found), "misses": 0, "missing": missing,
-        }
-        if missing:
-            log.warning("%d of %d proteins have no row in %s", len(missing), len(ids), embedder.path)
-        return EmbeddingResult(found, matrix, stats)
-
-    digest_of: dict[str, str] = {}
-    seq_of_digest: dict[str, str] = {}
-    for acc in ids:
-        seq = sequences[acc]
-        if not isinstance(seq, str) or not seq.strip():
-            raise EmbeddingFormatError(f"protein {acc!r}: empty or missing sequence")
-        digest = sequence_digest(seq)
-        digest_of[acc] = digest
-        seq_of_digest.setdefault(digest, seq)
+        return _look_up(embedder, ids)
+    digest_of, seq_of_digest = _sequence_digests(sequences, ids)
     unique = sorted(seq_of_digest)
     rows = cache.get(embedder_id, unique, dim=embedder.dim) if cache is not None else {}
     hits = len(rows)
     todo = [d for d in unique if d not in rows]
-    progress = Progress(f"embedding ({embedder_id})", len(todo), "sequences")
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
-        matrix = np.asarray(embedder.embed([seq_of_digest[d] for d in batch]), dtype=np.float32)
-        if matrix.shape != (len(batch), embedder.dim):
-            raise RuntimeError(f"{embedder_id} returned shape {matrix.shape} for {len(batch)} sequences")
-        if cache is not None:
-            cache.put(embedder_id, batch, matrix)
-        rows.update(zip(batch, matrix))
-        progress.advance(len(batch))
+    rows.update(_embed_missing(embedder, [seq_of_digest[d] for d in todo], todo, cache, batch_size))
     out = np.zeros((len(ids), embedder.dim), dtype=np.float32)
     for row, acc in enumerate(ids):
         out[row] = rows[digest_of[acc]]
@@ -744,3 +719,46 @@ def embed_proteins(
     }
     log.info("embedded %d proteins with %s: %d cache hits, %d misses", len(ids), embedder_id, hits, len(todo))
     return EmbeddingResult(ids, out, stats)
+
+
+def _look_up(embedder: "PrecomputedEmbedder", ids: list[str]) -> EmbeddingResult:
+    """A precomputed embedder's rows of ``ids``; accessions without a row are listed in ``missing``."""
+    found, matrix, missing = embedder.lookup(ids)
+    stats = {
+        "embedder_id": embedder.embedder_id, "proteins": len(ids), "unique_sequences": None,
+        "hits": len(found), "misses": 0, "missing": missing,
+    }
+    if missing:
+        log.warning("%d of %d proteins have no row in %s", len(missing), len(ids), embedder.path)
+    return EmbeddingResult(found, matrix, stats)
+
+
+def _sequence_digests(sequences: Mapping[str, str], ids: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(accession -> sequence digest, digest -> its first sequence); an empty sequence is refused."""
+    digest_of: dict[str, str] = {}
+    seq_of_digest: dict[str, str] = {}
+    for acc in ids:
+        seq = sequences[acc]
+        if not isinstance(seq, str) or not seq.strip():
+            raise EmbeddingFormatError(f"protein {acc!r}: empty or missing sequence")
+        digest = sequence_digest(seq)
+        digest_of[acc] = digest
+        seq_of_digest.setdefault(digest, seq)
+    return digest_of, seq_of_digest
+
+
+def _embed_missing(embedder, sequences: list[str], digests: list[str], cache: "EmbeddingCache | None",
+                   batch_size: int) -> dict[str, np.ndarray]:
+    """digest -> row of each of ``sequences``, embedded ``batch_size`` at a time, each batch cached as it completes."""
+    embedder_id, rows = embedder.embedder_id, {}
+    progress = Progress(f"embedding ({embedder_id})", len(digests), "sequences")
+    for start in range(0, len(digests), batch_size):
+        batch = digests[start : start + batch_size]
+        matrix = np.asarray(embedder.embed(sequences[start : start + batch_size]), dtype=np.float32)
+        if matrix.shape != (len(batch), embedder.dim):
+            raise RuntimeError(f"{embedder_id} returned shape {matrix.shape} for {len(batch)} sequences")
+        if cache is not None:
+            cache.put(embedder_id, batch, matrix)
+        rows.update(zip(batch, matrix))
+        progress.advance(len(batch))
+    return rows

@@ -22,6 +22,7 @@ this on sampled proteins.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 import numpy as np
@@ -230,103 +231,167 @@ def candidate_features(
     _require_columns(corpus_annotations, KEY_COLUMNS, "corpus_annotations")
     _check_k(k)
     sim = _check_similarity(neighbours)
-    a_raw = _aspect_codes(corpus_annotations["aspect"])
-    columns = list(KEY_COLUMNS) + list(FEATURE_COLUMNS)
-
-    # Sorted factorisation: code order equals string order, so every sort below on codes is a
-    # sort on ids, and the output order is a function of ids only.
-    n_rows = len(neighbours)
-    ids = pd.concat([_as_str(neighbours["query"]), _as_str(neighbours["neighbour"]),
-                     _as_str(corpus_annotations["protein"])], ignore_index=True)
-    p_codes, protein_ids = pd.factorize(ids, sort=True)
-    protein_ids = np.asarray(protein_ids, dtype=object)
-    p_codes = p_codes.astype(np.int64)
-    n_prot = len(protein_ids)
-    t_raw, term_ids = pd.factorize(_as_str(corpus_annotations["term"]), sort=True)
-    _check_present(p_codes[:2 * n_rows], "neighbours", n_rows)
-    _check_present(np.concatenate([p_codes[2 * n_rows:], t_raw]), "corpus_annotations",
-                   len(corpus_annotations))
-    term_ids = np.asarray(term_ids, dtype=object)
-    n_terms = np.int64(max(len(term_ids), 1))
-
-    q, n, sim, rank = _rank_neighbours(p_codes[:n_rows], p_codes[n_rows:2 * n_rows], sim, k,
-                                       n_prot)
+    codes = _Codes.of(neighbours, corpus_annotations)
+    q, n, sim, rank = _rank_neighbours(codes.p_codes[:codes.n_rows], codes.p_codes[codes.n_rows:2 * codes.n_rows],
+                                       sim, k, codes.n_prot)
     if len(q) == 0 or len(corpus_annotations) == 0:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float)
-                             for c in columns})
+        return _no_candidates()
+    corpus = _CorpusIndex.of(codes)
+    groups = _Candidates.of(corpus, codes.n_terms, (q, n, sim, rank))
+    if groups is None:
+        return _no_candidates()
+    return _feature_frame(codes, corpus, groups, (q, n, sim), (ia, term_depth))
 
-    # Deduplicated corpus as sorted keys (protein, aspect, term), indexed by protein (CSR).
-    ann_key = _sorted_unique((p_codes[2 * n_rows:] * 3 + a_raw) * n_terms + t_raw.astype(np.int64))
-    ann_pa = ann_key // n_terms
-    ann_p, ann_a, ann_t = ann_pa // 3, ann_pa % 3, ann_key % n_terms
-    ann_ptr = np.searchsorted(ann_p, np.arange(n_prot + 1))
-    pa_key = _sorted_unique(ann_pa)  # (protein, aspect) pairs annotated in the corpus
-    pa_ptr = np.searchsorted(pa_key // 3, np.arange(n_prot + 1))
 
-    # One row per (neighbour row, neighbour's annotation), grouped by (query, aspect, term).
-    counts = ann_ptr[n + 1] - ann_ptr[n]
-    idx = _ranges(ann_ptr[n], counts)
-    rep = np.repeat(np.arange(len(q)), counts)
-    key = (q[rep] * 3 + ann_a[idx]) * n_terms + ann_t[idx]
-    order = np.argsort(key, kind="stable")
-    key_s, sim_s, rank_s = key[order], sim[rep][order], rank[rep][order]
-    starts = _group_starts(key_s)
-    if len(starts) == 0:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float)
-                             for c in columns})
-    cand_key = key_s[starts]
-    count = np.diff(np.concatenate([starts, [len(key_s)]])).astype(np.float64)
-    sim_max = np.maximum.reduceat(sim_s, starts)
-    sim_sum = np.add.reduceat(sim_s, starts)
-    best_rank = np.minimum.reduceat(rank_s, starts)
-    cand_qa = cand_key // n_terms
-    cand_q, cand_a, cand_t = cand_qa // 3, cand_qa % 3, cand_key % n_terms
+def _no_candidates() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float)
+                         for c in list(KEY_COLUMNS) + list(FEATURE_COLUMNS)})
 
+
+@dataclass(frozen=True)
+class _Codes:
+    """Sorted factorisation of the proteins and terms: code order equals string order, so every sort
+    on codes is a sort on ids, and the output order is a function of ids only."""
+
+    n_rows: int  # neighbour rows; p_codes holds their queries, then neighbours, then corpus proteins
+    p_codes: np.ndarray
+    protein_ids: np.ndarray
+    t_raw: np.ndarray
+    term_ids: np.ndarray
+    a_raw: np.ndarray
+
+    @property
+    def n_prot(self) -> int:
+        return len(self.protein_ids)
+
+    @property
+    def n_terms(self) -> np.int64:
+        return np.int64(max(len(self.term_ids), 1))
+
+    @classmethod
+    def of(cls, neighbours: pd.DataFrame, corpus_annotations: pd.DataFrame) -> "_Codes":
+        a_raw = _aspect_codes(corpus_annotations["aspect"])
+        n_rows = len(neighbours)
+        ids = pd.concat([_as_str(neighbours["query"]), _as_str(neighbours["neighbour"]),
+                         _as_str(corpus_annotations["protein"])], ignore_index=True)
+        p_codes, protein_ids = pd.factorize(ids, sort=True)
+        p_codes = p_codes.astype(np.int64)
+        t_raw, term_ids = pd.factorize(_as_str(corpus_annotations["term"]), sort=True)
+        _check_present(p_codes[:2 * n_rows], "neighbours", n_rows)
+        _check_present(np.concatenate([p_codes[2 * n_rows:], t_raw]), "corpus_annotations",
+                       len(corpus_annotations))
+        return cls(n_rows, p_codes, np.asarray(protein_ids, dtype=object), t_raw,
+                   np.asarray(term_ids, dtype=object), a_raw)
+
+
+@dataclass(frozen=True)
+class _CorpusIndex:
+    """Deduplicated corpus as sorted keys (protein, aspect, term), indexed by protein (CSR), and the
+    (protein, aspect) pairs annotated in it."""
+
+    ann_key: np.ndarray
+    ann_a: np.ndarray
+    ann_t: np.ndarray
+    ann_ptr: np.ndarray
+    pa_key: np.ndarray
+    pa_ptr: np.ndarray
+
+    @classmethod
+    def of(cls, codes: _Codes) -> "_CorpusIndex":
+        n_terms, n_rows = codes.n_terms, codes.n_rows
+        ann_key = _sorted_unique((codes.p_codes[2 * n_rows:] * 3 + codes.a_raw) * n_terms
+                                 + codes.t_raw.astype(np.int64))
+        ann_pa = ann_key // n_terms
+        ann_p, ann_a, ann_t = ann_pa // 3, ann_pa % 3, ann_key % n_terms
+        ann_ptr = np.searchsorted(ann_p, np.arange(codes.n_prot + 1))
+        pa_key = _sorted_unique(ann_pa)
+        pa_ptr = np.searchsorted(pa_key // 3, np.arange(codes.n_prot + 1))
+        return cls(ann_key, ann_a, ann_t, ann_ptr, pa_key, pa_ptr)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """One row per (query, aspect, term) a neighbour proposed, with its neighbour statistics."""
+
+    key: np.ndarray
+    count: np.ndarray
+    sim_max: np.ndarray
+    sim_sum: np.ndarray
+    best_rank: np.ndarray
+    n_terms: np.int64
+
+    @property
+    def qa(self) -> np.ndarray:
+        return self.key // self.n_terms
+
+    @classmethod
+    def of(cls, corpus: _CorpusIndex, n_terms: np.int64, ranked: tuple) -> "_Candidates | None":
+        """Every (neighbour row, neighbour's annotation), grouped by (query, aspect, term); None: none."""
+        q, n, sim, rank = ranked
+        counts = corpus.ann_ptr[n + 1] - corpus.ann_ptr[n]
+        idx = _ranges(corpus.ann_ptr[n], counts)
+        rep = np.repeat(np.arange(len(q)), counts)
+        key = (q[rep] * 3 + corpus.ann_a[idx]) * n_terms + corpus.ann_t[idx]
+        order = np.argsort(key, kind="stable")
+        key_s, sim_s, rank_s = key[order], sim[rep][order], rank[rep][order]
+        starts = _group_starts(key_s)
+        if len(starts) == 0:
+            return None
+        return cls(key_s[starts], np.diff(np.concatenate([starts, [len(key_s)]])).astype(np.float64),
+                   np.maximum.reduceat(sim_s, starts), np.add.reduceat(sim_s, starts),
+                   np.minimum.reduceat(rank_s, starts), n_terms)
+
+
+def _feature_frame(codes: _Codes, corpus: _CorpusIndex, cand: _Candidates, searched: tuple,
+                   weights: tuple) -> pd.DataFrame:
+    """The feature columns of every candidate (``searched``: ranked queries, neighbours, similarities;
+    ``weights``: the IA and depth term weights)."""
+    q, n, sim = searched
+    ia, term_depth = weights
+    n_prot, n_terms = codes.n_prot, codes.n_terms
+    cand_qa = cand.qa
+    cand_q, cand_a, cand_t = cand_qa // 3, cand_qa % 3, cand.key % n_terms
     # Per-query neighbour summaries (label-free for the query itself).
     k_eff = np.bincount(q, minlength=n_prot).astype(np.float64)[cand_q]
     sim_total = np.bincount(q, weights=sim, minlength=n_prot)[cand_q]
     q_starts = _group_starts(q)
-    top_similarity = sim[q_starts][np.searchsorted(q[q_starts], cand_q)]
-    pa_counts = pa_ptr[n + 1] - pa_ptr[n]
-    pa_idx = _ranges(pa_ptr[n], pa_counts)
-    in_aspect = np.bincount(np.repeat(q, pa_counts) * 3 + pa_key[pa_idx] % 3,
+    pa_counts = corpus.pa_ptr[n + 1] - corpus.pa_ptr[n]
+    pa_idx = _ranges(corpus.pa_ptr[n], pa_counts)
+    in_aspect = np.bincount(np.repeat(q, pa_counts) * 3 + corpus.pa_key[pa_idx] % 3,
                             minlength=n_prot * 3)[cand_qa].astype(np.float64)
-    n_candidates = np.bincount(cand_qa, minlength=n_prot * 3)[cand_qa]
-
-    # Leave-one-out corpus prior: subtract the scored protein's own contribution, so the value
-    # equals the prior of a corpus from which its labels were removed.
-    term_count = np.bincount(ann_a * n_terms + ann_t, minlength=int(3 * n_terms))
-    aspect_count = np.bincount(pa_key % 3, minlength=3)
-    own_term = _contains(ann_key, cand_key)
-    own_aspect = _contains(pa_key, cand_qa)
-    numer = term_count[cand_a * n_terms + cand_t] - own_term
-    denom = (aspect_count[cand_a] - own_aspect).astype(np.float64)
-    safe = np.where(denom > 0, denom, 1.0)
-    prior = np.where(denom > 0, numer / safe, 0.0)
-    weighted = np.where(sim_total > 0, sim_sum / np.where(sim_total > 0, sim_total, 1.0), 0.0)
-
     aspect_names = np.array(sorted(ASPECT_CODES, key=ASPECT_CODES.get), dtype=object)
-    out = pd.DataFrame(
-        {
-            "protein": protein_ids[cand_q],
-            "term": term_ids[cand_t],
-            "aspect": aspect_names[cand_a],
-            "sim_max": sim_max,
-            "sim_mean": sim_sum / count,
-            "sim_sum": sim_sum,
-            "vote_share": count / k_eff,
-            "weighted_vote_share": weighted,
-            "best_rank": best_rank.astype(np.int64),
-            "top_similarity": top_similarity,
-            "aspect_neighbour_share": in_aspect / k_eff,
-            "corpus_prior": prior,
-            "ia": _ia_values(ia, protein_ids, cand_q, term_ids, cand_t),
-            "depth": _term_values(term_depth, term_ids)[cand_t],
-            "n_candidates": n_candidates.astype(np.int64),
-            "aspect_code": cand_a.astype(np.int64),
-        }
-    )
-    return out[columns]
+    out = pd.DataFrame({
+        "protein": codes.protein_ids[cand_q],
+        "term": codes.term_ids[cand_t],
+        "aspect": aspect_names[cand_a],
+        "sim_max": cand.sim_max,
+        "sim_mean": cand.sim_sum / cand.count,
+        "sim_sum": cand.sim_sum,
+        "vote_share": cand.count / k_eff,
+        "weighted_vote_share": np.where(sim_total > 0, cand.sim_sum / np.where(sim_total > 0, sim_total, 1.0), 0.0),
+        "best_rank": cand.best_rank.astype(np.int64),
+        "top_similarity": sim[q_starts][np.searchsorted(q[q_starts], cand_q)],
+        "aspect_neighbour_share": in_aspect / k_eff,
+        "corpus_prior": _loo_prior(corpus, cand, n_terms),
+        "ia": _ia_values(ia, codes.protein_ids, cand_q, codes.term_ids, cand_t),
+        "depth": _term_values(term_depth, codes.term_ids)[cand_t],
+        "n_candidates": np.bincount(cand_qa, minlength=n_prot * 3)[cand_qa].astype(np.int64),
+        "aspect_code": cand_a.astype(np.int64),
+    })
+    return out[list(KEY_COLUMNS) + list(FEATURE_COLUMNS)]
+
+
+def _loo_prior(corpus: _CorpusIndex, cand: _Candidates, n_terms: np.int64) -> np.ndarray:
+    """Leave-one-out corpus prior: the scored protein's own contribution subtracted, so the value
+    equals the prior of a corpus from which its labels were removed."""
+    cand_qa = cand.qa
+    cand_a, cand_t = cand_qa % 3, cand.key % n_terms
+    term_count = np.bincount(corpus.ann_a * n_terms + corpus.ann_t, minlength=int(3 * n_terms))
+    aspect_count = np.bincount(corpus.pa_key % 3, minlength=3)
+    numer = term_count[cand_a * n_terms + cand_t] - _contains(corpus.ann_key, cand.key)
+    denom = (aspect_count[cand_a] - _contains(corpus.pa_key, cand_qa)).astype(np.float64)
+    safe = np.where(denom > 0, denom, 1.0)
+    return np.where(denom > 0, numer / safe, 0.0)
 
 
 def _ia_values(ia, protein_ids: np.ndarray, cand_q: np.ndarray, term_ids: np.ndarray,

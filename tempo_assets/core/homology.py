@@ -31,6 +31,7 @@ come from one code path (:func:`bootstrap_interval`, :func:`paired_bootstrap_int
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
@@ -39,11 +40,12 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from tempo_assets.core.blast import best_hsps, run_blastp
+from tempo_assets.core.blast import DiamondSearch, best_hsps, run_blastp
 from tempo_assets.core.errors import TempoInputError
 
 __all__ = [
     "ALIGNMENT_COLUMNS",
+    "Clustering",
     "IDENTITY_STRATA",
     "MIN_COVERAGE",
     "MIN_IDENTITY",
@@ -102,7 +104,7 @@ def diamond_alignments(
     """
     output = run_blastp(query_sequences, corpus_sequences, workdir,
                         ("pident", "qcovhsp", "scovhsp", "bitscore", "evalue"), "alignments.tsv",
-                        threads, evalue, max_target_seqs, sensitivity)
+                        DiamondSearch(threads, evalue, max_target_seqs, sensitivity))
     return best_hsps(output, ALIGNMENT_COLUMNS)
 
 
@@ -489,6 +491,16 @@ def max_train_identity(
 # both at once, as the benchmark calls it
 
 
+@dataclass(frozen=True)
+class Clustering:
+    """How :func:`target_homology` clusters targets: DIAMOND's sensitivity flag and the percent
+    identity and query coverage an alignment needs to join two targets."""
+
+    sensitivity: str | None = "--sensitive"
+    min_identity: float = MIN_IDENTITY
+    min_coverage: float = MIN_COVERAGE
+
+
 def target_homology(
     targets: pd.DataFrame,
     target_sequences: Mapping[str, str],
@@ -496,9 +508,7 @@ def target_homology(
     corpus_annotations: pd.DataFrame,
     workdir: str | Path,
     threads: int = 1,
-    sensitivity: str | None = "--sensitive",
-    min_identity: float = MIN_IDENTITY,
-    min_coverage: float = MIN_COVERAGE,
+    clustering: "Clustering | None" = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Clusters of a window's TEST targets and each target's identity stratum, in two DIAMOND runs.
 
@@ -509,6 +519,9 @@ def target_homology(
     corpus_sequences : the corpus the TEST score is refit on (proteins at t0).
     corpus_annotations : DataFrame ``protein, aspect`` of that corpus (t0 experimental).
     workdir : scratch folder for DIAMOND (two sub-folders are made).
+    threads : DIAMOND ``--threads``.
+    clustering : DIAMOND's sensitivity and the identity and coverage an edge of the cluster graph
+        needs (default :class:`Clustering`: ``--sensitive``, ``MIN_IDENTITY``, ``MIN_COVERAGE``).
 
     Returns
     -------
@@ -526,11 +539,11 @@ def target_homology(
         raise TempoInputError(f"{len(missing)} target(s) have no sequence, e.g. {missing[0]!r}",
                               path="target sequences")
     query = {p: target_sequences[p] for p in proteins}
-    workdir = Path(workdir)
+    workdir, clustering = Path(workdir), clustering or Clustering()
     among = diamond_alignments(query, query, workdir / "targets", threads=threads,
-                               sensitivity=sensitivity)
+                               sensitivity=clustering.sensitivity)
     to_corpus = diamond_alignments(query, corpus_sequences, workdir / "corpus", threads=threads,
-                                   sensitivity=sensitivity)
-    clusters = homology_clusters(proteins, among, min_identity=min_identity,
-                                 min_coverage=min_coverage)
+                                   sensitivity=clustering.sensitivity)
+    clusters = homology_clusters(proteins, among, min_identity=clustering.min_identity,
+                                 min_coverage=clustering.min_coverage)
     return clusters, max_train_identity(targets, to_corpus, corpus_annotations)

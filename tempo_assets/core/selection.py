@@ -37,18 +37,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.candidates import SOURCES, feature_set, parse_sources, recipe_features, restrict_sources
+from tempo_assets.core.baselines import naive_term_scores
+from tempo_assets.core.candidates import (
+    SOURCES, CandidateSource, feature_set, parse_sources, recipe_features, restrict_sources,
+)
 from tempo_assets.core.features import prepare_neighbours
 from tempo_assets.core.io import digest_json
+from tempo_assets.core.knn import knn_term_scores
 from tempo_assets.core.progress import Progress
-from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells
+from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, PROFILES, cell_curve, curve_best, evaluation_cells
 from tempo_assets.core.reranker import (
     RerankerInputError,
     _jsonable,
@@ -75,42 +79,12 @@ class SelectionInputError(TempoInputError):
     """A grid, candidate source or recipe handed to selection is malformed."""
 
 
-@dataclass(frozen=True)
-class CandidateSource:
-    """Everything needed to build (and label) candidates at one cutoff for one embedder.
-
-    ``neighbours`` (``query, neighbour, similarity[, rank]``, searched at ``K_max``) and the
-    propagated ``corpus_annotations`` they were searched in; ``ground_truth``
-    (``protein, term, aspect[, mode]``) and ``known`` (``protein, term, aspect``) of the growth
-    that labels the candidates; ``ia`` and ``term_depth`` term weights for the features;
-    ``hits`` (DIAMOND hits of the queries in the same corpus, ``blast.homology_hits``) and
-    ``nonexp`` (the queries' non-experimental annotations at the cutoff per evidence group,
-    ``candidates.nonexp_groups``), the other candidate sources of ``core.candidates``.
-    """
-
-    neighbours: pd.DataFrame
-    corpus_annotations: pd.DataFrame
-    ground_truth: pd.DataFrame | None = None
-    known: pd.DataFrame | None = None
-    ia: pd.Series | Mapping[str, float] | None = None
-    term_depth: pd.Series | Mapping[str, float] | None = None
-    hits: pd.DataFrame | None = None
-    nonexp: pd.DataFrame | None = None
-
-    def features(self, k: int, sources: str | Sequence[str] = SOURCES) -> pd.DataFrame:
-        """Candidates of ``sources`` (top ``k`` KNN neighbours) with every feature of ``core.candidates``."""
-        return recipe_features(self.neighbours, self.corpus_annotations, ia=self.ia, term_depth=self.term_depth,
-                               k=k, hits=self.hits, nonexp=self.nonexp, sources=parse_sources(sources))
-
-    def labelled(self, features: pd.DataFrame) -> pd.DataFrame:
-        """``features`` restricted to the growth targets, known terms removed, ``label`` set."""
-        if self.ground_truth is None:
-            raise SelectionInputError("this candidate source has no ground truth to label with",
-                                      path="CandidateSource.ground_truth")
-        return label_candidates(features, self.ground_truth, self.known)
-
-    def with_neighbours(self, neighbours: pd.DataFrame) -> "CandidateSource":
-        return replace(self, neighbours=neighbours)
+def _labelled(source: CandidateSource, features: pd.DataFrame) -> pd.DataFrame:
+    """``features`` restricted to ``source``'s growth targets, known terms removed, ``label`` set."""
+    if source.ground_truth is None:
+        raise SelectionInputError("this candidate source has no ground truth to label with",
+                                  path="CandidateSource.ground_truth")
+    return label_candidates(features, source.ground_truth, source.known)
 
 
 @dataclass(frozen=True)
@@ -197,18 +171,10 @@ def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer
     return score
 
 
-def _default_plain_scores(neighbours: pd.DataFrame, corpus: pd.DataFrame, k: int) -> pd.DataFrame:
-    from tempo_assets.core.knn import knn_term_scores  # lazy: a sibling module
-
-    return knn_term_scores(neighbours, corpus, k=k)
-
-
 def prior_scores(corpus_annotations: pd.DataFrame, proteins: Sequence[str],
                  aspects: Sequence[str] = ASPECTS) -> pd.DataFrame:
     """The naive prior the recipe blends in: each of ``aspects``' corpus term frequencies for each of
     ``proteins``, without that protein's own labels (``baselines.naive_term_scores``)."""
-    from tempo_assets.core.baselines import naive_term_scores  # lazy: a sibling module
-
     proteins = pd.unique(np.asarray(list(proteins), dtype=object))
     aspects = np.array(list(aspects), dtype=object)
     targets = pd.DataFrame({"protein": np.repeat(proteins, len(aspects)),
@@ -310,18 +276,60 @@ class _CellScorer:
         return rows
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """What one ``select_recipe`` call scores with: the grid, the scorer and the cells' shape."""
+
+    spec: SelectionGrid
+    scorer: Scorer
+    embedders: tuple[str, ...]
+    ks: tuple[int, ...]
+    aspects: tuple[str, ...]
+    modes: tuple[str, ...]
+    ontology: Any = None
+
+
+@dataclass
+class _GridScores:
+    """The grid's rows as they are scored, the curves and the VALID predictions of every cell."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    curves: dict[tuple, pd.DataFrame] = field(default_factory=dict)
+    kept: dict[tuple, pd.DataFrame] = field(default_factory=dict)
+    scorers: dict[str, _CellScorer] = field(default_factory=dict)
+    n_targets: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _EmbedderCells:
+    """One embedder's TRAIN and VALID sources (neighbours cut at ``K_max``) and its VALID cell scorer."""
+
+    name: str
+    train: CandidateSource
+    valid: CandidateSource
+    cells: _CellScorer
+
+
+@dataclass(frozen=True)
+class _CandidateSet:
+    """One candidate set's labelled TRAIN rows, VALID features and labelled VALID rows at one K."""
+
+    k: int
+    candidates: str
+    train_labelled: pd.DataFrame
+    valid_features: pd.DataFrame
+    valid_labelled: pd.DataFrame
+
+
 def select_recipe(
     grid: SelectionGrid | Mapping[str, Any],
     *,
     train_sets: Mapping[str, CandidateSource],
     valid_sets: Mapping[str, CandidateSource],
     scorer: Scorer | None = None,
-    eval_ontology: Any = None,
     window: Any = None,
-    aspects: Sequence[str] = ASPECTS,
-    modes: Sequence[str] = MODES,
-    plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
     ontology: Any = None,
+    aspects: Sequence[str] = ASPECTS,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Score the whole grid on VALID and freeze a recipe.
 
@@ -334,19 +342,13 @@ def select_recipe(
     valid_sets : mapping embedder -> CandidateSource
         VALID: neighbours of the ``(t-1, t0]`` targets searched in the ``t-1`` corpus, that
         corpus, the VALID ground truth (with a ``mode`` column) and known terms.
-    scorer : callable, optional
-        ``(predictions, ground_truth, known, aspect) -> curve[tau, f, cov]``; defaults to
+    scorer : ``(predictions, ground_truth, known, aspect) -> curve[tau, f, cov]``, e.g.
         ``cafa_scorer(eval_ontology)``.
-    eval_ontology : EvalOntology, optional
-        Needed only for the default scorer.
-    window : any JSON-able value
-        The window the recipe is chosen on (recorded in the recipe).
-    plain_scores : callable, optional
-        ``(neighbours, corpus, k) -> DataFrame[protein, term, aspect, score]``; defaults to
-        ``knn.knn_term_scores``.
+    window : any JSON-able value, the window the recipe is chosen on (recorded in the recipe).
     ontology : Ontology, optional
         The VALID candidates' ontology (``t-1``): every cell's scores are made consistent with it
         (``Ontology.propagate_max``) before they are scored and blended, as ``apply_recipe`` does.
+    aspects : the aspects scored (every mode of ``core.scoring.MODES`` is).
 
     Returns
     -------
@@ -356,13 +358,26 @@ def select_recipe(
     recipe : dict
         JSON-able; see ``recipe_hash``.
     """
+    run = _selection(grid, train_sets, valid_sets, scorer, ontology, aspects)
+    scores = _score_grid(run, train_sets, valid_sets)
+    frame = pd.DataFrame(scores.rows)
+    frame["objective"] = _objectives(frame)
+    recipe = _choose(frame, scores, run, window)
+    blends = _blend_prior(recipe, scores, run, _valid_prior(valid_sets[recipe["embedder"]]))
+    scores.kept.clear()
+    if blends:
+        frame = pd.concat([frame, pd.DataFrame(blends)], ignore_index=True)
+        frame["objective"] = _objectives(frame)
+    return _mark_selected(frame, recipe), recipe
+
+
+def _selection(grid: SelectionGrid | Mapping[str, Any], train_sets: Mapping[str, CandidateSource],
+               valid_sets: Mapping[str, CandidateSource], scorer: Scorer | None, ontology: Any,
+               aspects: Sequence[str]) -> _Selection:
+    """The checked grid and scorer; every embedder of the grid must have a TRAIN and a VALID source."""
     spec = SelectionGrid.coerce(grid)
     if scorer is None:
-        if eval_ontology is None:
-            raise SelectionInputError("pass a scorer or an eval_ontology for the default one",
-                                      path="select_recipe")
-        scorer = cafa_scorer(eval_ontology)
-    plain = plain_scores or _default_plain_scores
+        raise SelectionInputError("pass a scorer (e.g. cafa_scorer(eval_ontology))", path="select_recipe")
     embedders = tuple(spec.embedders) if spec.embedders is not None else tuple(sorted(valid_sets))
     for name in embedders:
         for what, sets in (("train_sets", train_sets), ("valid_sets", valid_sets)):
@@ -370,105 +385,119 @@ def select_recipe(
                 raise SelectionInputError(f"no candidate source for embedder {name!r}", path=what)
     if not embedders:
         raise SelectionInputError("no embedder to select from", path="valid_sets")
-    ks = tuple(sorted({int(k) for k in spec.ks}))
-    k_max = ks[-1]
-    aspects, modes = tuple(aspects), tuple(modes)
+    return _Selection(spec=spec, scorer=scorer, embedders=embedders, ks=tuple(sorted({int(k) for k in spec.ks})),
+                      aspects=tuple(aspects), modes=tuple(MODES), ontology=ontology)
 
-    rows: list[dict[str, Any]] = []
-    curves: dict[tuple, pd.DataFrame] = {}
-    # every cell's VALID predictions per aspect, for the prior blend of the chosen ones
-    kept: dict[tuple, pd.DataFrame] = {}
-    scorers: dict[str, _CellScorer] = {}
-    n_targets: dict[tuple[str, str], int] = {}
-    fits = Progress("lightgbm grid", len(embedders) * len(ks) * len(spec.candidate_sets) * len(spec.feature_sets)
-                    * len(spec.lgbm_params) * len(aspects), "fits")
-    for name in embedders:
+
+def _score_grid(run: _Selection, train_sets: Mapping[str, CandidateSource],
+                valid_sets: Mapping[str, CandidateSource]) -> _GridScores:
+    """Step 1 of the module's rule for every cell: plain KNN and each LightGBM setting, per K and embedder."""
+    spec, scores = run.spec, _GridScores()
+    fits = Progress("lightgbm grid", len(run.embedders) * len(run.ks) * len(spec.candidate_sets)
+                    * len(spec.feature_sets) * len(spec.lgbm_params) * len(run.aspects), "fits")
+    for name in run.embedders:
         train, valid = train_sets[name], valid_sets[name]
-        cells = scorers[name] = _CellScorer(scorer, valid, aspects, modes)
-        for aspect in aspects:
-            for mode in modes:
-                n_targets[(aspect, mode)] = cells.n_targets(aspect, mode)
+        cells = scores.scorers[name] = _CellScorer(run.scorer, valid, run.aspects, run.modes)
+        for aspect in run.aspects:
+            for mode in run.modes:
+                scores.n_targets[(aspect, mode)] = cells.n_targets(aspect, mode)
         # Neighbours are searched once at K_max and truncated per K.
-        valid_nb = prepare_neighbours(valid.neighbours, k_max)
-        train_nb = prepare_neighbours(train.neighbours, k_max)
-        for k in ks:
-            base = {"embedder": name, "k": k}
-            nb_k = valid_nb[valid_nb["rank"] <= k]
-            knn = consistent(plain(nb_k, valid.corpus_annotations, k), ontology)
-            cell = (name, k, "none", "knn", "", -1, 0.0)
-            for aspect in aspects:
-                kept[cell + (aspect,)] = knn[knn["aspect"] == aspect]
-                for row in cells.score(cell, aspect, kept[cell + (aspect,)]):
-                    rows.append({**base, "variant": "none", "candidates": "knn", "features": "",
-                                 "params_id": -1, "params": "", "prior_weight": 0.0,
-                                 "aspect": aspect, "best_iteration": -1, **row})
-            if not spec.lgbm_params:
-                continue
-            train_k, valid_k = train.with_neighbours(train_nb), valid.with_neighbours(valid_nb)
-            # every candidate set is cut out of the union of all the sets' sources, built once per split
-            union = sorted({s for c in spec.candidate_sets for s in parse_sources(c)}, key=SOURCES.index)
-            built: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
-            for cand in spec.candidate_sets:
-                lacking = missing_inputs(cand, train_k, valid_k)
-                if lacking:
-                    # a source without DIAMOND hits or non-experimental annotations cannot offer this set
-                    rows.extend({**base, "variant": "lgbm", "candidates": cand, "features": fset, "params_id": pid,
-                                 "params": json.dumps(_jsonable(params), sort_keys=True), "prior_weight": 0.0,
-                                 "aspect": aspect,
-                                 "mode": mode, "n_targets": cells.n_targets(aspect, mode), "fmax": np.nan,
-                                 "tau": np.nan, "coverage": np.nan, "best_iteration": -1,
-                                 "status": f"missing_{'_'.join(lacking)}"}
-                                for fset in spec.feature_sets for pid, params in enumerate(spec.lgbm_params)
-                                for aspect in aspects for mode in modes)
-                    continue
-                if not built:
-                    built["all"] = (train_k.features(k, union), valid_k.features(k, union))
-                train_lab = train_k.labelled(restrict_sources(built["all"][0], cand))
-                valid_feat = restrict_sources(built["all"][1], cand)
-                valid_lab = valid_k.labelled(valid_feat)
-                for fset in spec.feature_sets:
-                    columns = feature_set(fset)
-                    for pid, params in enumerate(spec.lgbm_params):
-                        params_text = json.dumps(_jsonable(params), sort_keys=True)
-                        cell = (name, k, "lgbm", cand, fset, pid, 0.0)
-                        for aspect in aspects:
-                            fits.advance()  # fits started
-                            meta = {**base, "variant": "lgbm", "candidates": cand, "features": fset,
-                                    "params_id": pid, "params": params_text, "prior_weight": 0.0, "aspect": aspect}
-                            tr_a = train_lab[train_lab["aspect"] == aspect]
-                            try:
-                                model = train_reranker(
-                                    tr_a, params, valid=valid_lab[valid_lab["aspect"] == aspect],
-                                    early_stopping_rounds=spec.early_stopping_rounds, seed=spec.seed,
-                                    feature_columns=columns)
-                            except RerankerInputError:
-                                # Too few TRAIN rows of one class: the reranker cannot exist here.
-                                for mode in modes:
-                                    rows.append({**meta, "mode": mode,
-                                                 "n_targets": cells.n_targets(aspect, mode),
-                                                 "fmax": np.nan, "tau": np.nan, "coverage": np.nan,
-                                                 "best_iteration": -1, "status": "untrainable"})
-                                continue
-                            feat_a = valid_feat[valid_feat["aspect"] == aspect]
-                            preds = consistent(feat_a[["protein", "term", "aspect"]].assign(
-                                score=model.predict(feat_a)), ontology)
-                            kept[cell + (aspect,)] = preds
-                            for row in cells.score(cell, aspect, preds):
-                                rows.append({**meta, "best_iteration": model.best_iteration, **row})
-        curves.update(cells.curves)
+        embedder = _EmbedderCells(name, replace(train, neighbours=prepare_neighbours(train.neighbours, run.ks[-1])),
+                                  replace(valid, neighbours=prepare_neighbours(valid.neighbours, run.ks[-1])), cells)
+        for k in run.ks:
+            _score_plain(run, embedder, k, scores)
+            if spec.lgbm_params:
+                _score_lgbm(run, embedder, k, scores, fits)
+        scores.curves.update(cells.curves)
+    return scores
 
-    frame = pd.DataFrame(rows)
-    frame["objective"] = _objectives(frame)
-    recipe = _choose(frame, curves, spec, embedders, aspects, modes, window, n_targets)
+
+def _score_plain(run: _Selection, embedder: _EmbedderCells, k: int, scores: _GridScores) -> None:
+    """The plain-KNN cell at ``k``: its VALID predictions kept and scored per aspect and mode."""
+    valid_nb = embedder.valid.neighbours
+    knn = consistent(knn_term_scores(valid_nb[valid_nb["rank"] <= k], embedder.valid.corpus_annotations, k=k),
+                     run.ontology)
+    cell = (embedder.name, k, "none", "knn", "", -1, 0.0)
+    for aspect in run.aspects:
+        scores.kept[cell + (aspect,)] = knn[knn["aspect"] == aspect]
+        for row in embedder.cells.score(cell, aspect, scores.kept[cell + (aspect,)]):
+            scores.rows.append({"embedder": embedder.name, "k": k, "variant": "none", "candidates": "knn",
+                                "features": "", "params_id": -1, "params": "", "prior_weight": 0.0,
+                                "aspect": aspect, "best_iteration": -1, **row})
+
+
+def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _GridScores, fits: Progress) -> None:
+    """Every LightGBM cell at ``k``: each candidate set is cut out of the union of all the sets' sources,
+    built once per split; a set whose inputs a source lacks gets ``missing_*`` rows."""
+    spec, built = run.spec, {}
+    union = sorted({s for c in spec.candidate_sets for s in parse_sources(c)}, key=SOURCES.index)
+    for cand in spec.candidate_sets:
+        lacking = missing_inputs(cand, embedder.train, embedder.valid)
+        if lacking:
+            scores.rows.extend(_missing_rows(run, embedder, k, cand, lacking))
+            continue
+        if not built:
+            built["all"] = (recipe_features(embedder.train, k, union), recipe_features(embedder.valid, k, union))
+        valid_features = restrict_sources(built["all"][1], cand)
+        candidate_set = _CandidateSet(k, cand, _labelled(embedder.train, restrict_sources(built["all"][0], cand)),
+                                      valid_features, _labelled(embedder.valid, valid_features))
+        for fset in spec.feature_sets:
+            for pid in range(len(spec.lgbm_params)):
+                _score_lgbm_cell(run, embedder, candidate_set, (fset, pid), scores, fits)
+
+
+def _missing_rows(run: _Selection, embedder: _EmbedderCells, k: int, cand: str,
+                  lacking: Sequence[str]) -> list[dict[str, Any]]:
+    """A source without DIAMOND hits or non-experimental annotations cannot offer this candidate set."""
+    return [{"embedder": embedder.name, "k": k, "variant": "lgbm", "candidates": cand, "features": fset,
+             "params_id": pid, "params": json.dumps(_jsonable(params), sort_keys=True), "prior_weight": 0.0,
+             "aspect": aspect, "mode": mode, "n_targets": embedder.cells.n_targets(aspect, mode), "fmax": np.nan,
+             "tau": np.nan, "coverage": np.nan, "best_iteration": -1, "status": f"missing_{'_'.join(lacking)}"}
+            for fset in run.spec.feature_sets for pid, params in enumerate(run.spec.lgbm_params)
+            for aspect in run.aspects for mode in run.modes]
+
+
+def _score_lgbm_cell(run: _Selection, embedder: _EmbedderCells, candidate_set: _CandidateSet,
+                     setting: tuple[str, int], scores: _GridScores, fits: Progress) -> None:
+    """One LightGBM cell (feature set and hyperparameter set ``setting``) per aspect: fitted on TRAIN,
+    early-stopped and scored on VALID."""
+    spec, (fset, pid) = run.spec, setting
+    params = spec.lgbm_params[pid]
+    cell = (embedder.name, candidate_set.k, "lgbm", candidate_set.candidates, fset, pid, 0.0)
+    train_lab, valid_lab, valid_feat = (candidate_set.train_labelled, candidate_set.valid_labelled,
+                                        candidate_set.valid_features)
+    for aspect in run.aspects:
+        fits.advance()  # fits started
+        meta = {"embedder": embedder.name, "k": candidate_set.k, "variant": "lgbm",
+                "candidates": candidate_set.candidates, "features": fset, "params_id": pid,
+                "params": json.dumps(_jsonable(params), sort_keys=True), "prior_weight": 0.0, "aspect": aspect}
+        try:
+            model = train_reranker(train_lab[train_lab["aspect"] == aspect], params,
+                                   valid=valid_lab[valid_lab["aspect"] == aspect],
+                                   early_stopping_rounds=spec.early_stopping_rounds, seed=spec.seed,
+                                   feature_columns=feature_set(fset))
+        except RerankerInputError:
+            # Too few TRAIN rows of one class: the reranker cannot exist here.
+            scores.rows.extend({**meta, "mode": mode, "n_targets": embedder.cells.n_targets(aspect, mode),
+                                "fmax": np.nan, "tau": np.nan, "coverage": np.nan, "best_iteration": -1,
+                                "status": "untrainable"} for mode in run.modes)
+            continue
+        feat_a = valid_feat[valid_feat["aspect"] == aspect]
+        preds = consistent(feat_a[["protein", "term", "aspect"]].assign(score=model.predict(feat_a)), run.ontology)
+        scores.kept[cell + (aspect,)] = preds
+        for row in embedder.cells.score(cell, aspect, preds):
+            scores.rows.append({**meta, "best_iteration": model.best_iteration, **row})
+
+
+def _valid_prior(valid: CandidateSource) -> pd.DataFrame:
+    """The prior of every VALID protein the chosen embedder scored (its neighbours' queries and targets)."""
+    proteins = set(valid.neighbours["query"].astype(str)) | set(valid.ground_truth["protein"].astype(str))
+    return prior_scores(valid.corpus_annotations, sorted(proteins))
+
+
+def _mark_selected(frame: pd.DataFrame, recipe: Mapping[str, Any]) -> pd.DataFrame:
+    """``frame`` with ``selected`` set on the recipe's cells, in ``GRID_COLUMNS`` and the grid's order."""
     name = recipe["embedder"]
-    valid = valid_sets[name]
-    scored_proteins = set(valid.neighbours["query"].astype(str)) | set(valid.ground_truth["protein"].astype(str))
-    blends = _blend_prior(recipe, kept, scorers[name], prior_scores(valid.corpus_annotations, sorted(scored_proteins)),
-                          spec, curves, modes, n_targets)
-    kept.clear()
-    if blends:
-        frame = pd.concat([frame, pd.DataFrame(blends)], ignore_index=True)
-        frame["objective"] = _objectives(frame)
     frame["selected"] = False
     for aspect, choice in recipe["aspects"].items():
         mask = ((frame["embedder"] == name) & (frame["aspect"] == aspect)
@@ -481,50 +510,7 @@ def select_recipe(
     frame = frame[list(GRID_COLUMNS)].sort_values(
         ["embedder", "aspect", "k", "variant", "candidates", "features", "params_id", "prior_weight", "mode"],
         kind="mergesort")
-    return frame.reset_index(drop=True), recipe
-
-
-def _blend_prior(recipe: dict[str, Any], kept: Mapping[tuple, pd.DataFrame], cells: _CellScorer,
-                 prior: pd.DataFrame, spec: SelectionGrid, curves: dict[tuple, pd.DataFrame],
-                 modes: Sequence[str], n_targets: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
-    """Step 4 of the module's rule, in place on ``recipe``: per aspect, the chosen cell blended with
-    the prior at every weight of the grid, scored on VALID; the best weight is kept. Returns the
-    grid rows of the blended cells."""
-    rows: list[dict[str, Any]] = []
-    name = recipe["embedder"]
-    weights = [w for w in spec.prior_weights if w > 0]
-    for aspect, choice in recipe["aspects"].items():
-        choice["prior_weight"] = 0.0
-        cell = (name, int(choice["k"]), choice["variant"], choice.get("candidates") or "knn",
-                choice.get("features") or "", int(choice["params_id"]), 0.0)
-        preds = kept.get(cell + (aspect,))
-        if preds is None or choice.get("valid_objective") is None or not weights:
-            continue  # no VALID target in this aspect: nothing to blend on
-        mine = prior[prior["aspect"] == aspect]
-        best_w, best_objective = 0.0, float(choice["valid_objective"])
-        for w in weights:
-            blended_cell = cell[:-1] + (w,)
-            scored = cells.score(blended_cell, aspect, blend_with_prior(preds, mine, w))
-            fmaxes = [r["fmax"] for r in scored if r["status"] == "ok"]
-            objective = float(np.mean(fmaxes)) if fmaxes else -math.inf
-            for row in scored:
-                rows.append({"embedder": name, "k": cell[1], "variant": cell[2], "candidates": cell[3],
-                             "features": cell[4], "params_id": cell[5],
-                             "params": "" if cell[2] == "none" else json.dumps(
-                                 _jsonable(spec.lgbm_params[cell[5]]), sort_keys=True),
-                             "prior_weight": w, "aspect": aspect, "best_iteration": choice.get("n_estimators") or -1,
-                             **row})
-            if objective > best_objective:
-                best_w, best_objective = w, objective
-        curves.update(cells.curves)  # the blended cells' curves, for the chosen weight's thresholds
-        if best_w > 0:
-            entry = _aspect_entry(spec, name, aspect, cell[1], cell[2], cell[3], cell[4], cell[5],
-                                  choice.get("n_estimators"), curves, modes, best_objective,
-                                  choice.get("plain_objective"), n_targets, prior_weight=best_w)
-            entry["unblended_objective"] = choice["valid_objective"]
-            choice.clear()
-            choice.update(entry)
-    return rows
+    return frame.reset_index(drop=True)
 
 
 def _objectives(frame: pd.DataFrame) -> np.ndarray:
@@ -548,37 +534,88 @@ def _best_cell(cells: pd.DataFrame, spec: "SelectionGrid | None" = None) -> pd.S
     return ordered.iloc[0]
 
 
-def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: SelectionGrid,
-            embedders: Sequence[str], aspects: Sequence[str], modes: Sequence[str],
-            window: Any, n_targets: Mapping[tuple[str, str], int]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Pick:
+    """The cell chosen for one aspect, and the objectives it is recorded with."""
+
+    k: int
+    variant: str = "none"
+    candidates: str = "knn"
+    features: str = ""
+    params_id: int = -1
+    n_estimators: int | None = None
+    objective: float | None = None
+    plain_objective: float | None = None
+    prior_weight: float = 0.0
+
+    @classmethod
+    def of_row(cls, pick: pd.Series, plain: pd.Series) -> "_Pick":
+        return cls(int(pick["k"]), str(pick["variant"]), str(pick["candidates"]), str(pick["features"]),
+                   int(pick["params_id"]), int(pick["best_iteration"]) if pick["variant"] == "lgbm" else None,
+                   float(pick["objective"]), float(plain["objective"]))
+
+    @classmethod
+    def of_choice(cls, choice: Mapping[str, Any], objective: float, prior_weight: float) -> "_Pick":
+        return cls(int(choice["k"]), choice["variant"], choice.get("candidates") or "knn",
+                   choice.get("features") or "", int(choice["params_id"]), choice.get("n_estimators"),
+                   objective, choice.get("plain_objective"), prior_weight)
+
+    def cell(self, name: str) -> tuple:
+        return (name, self.k, self.variant, self.candidates, self.features, self.params_id, float(self.prior_weight))
+
+
+def _blend_prior(recipe: dict[str, Any], scores: _GridScores, run: _Selection,
+                 prior: pd.DataFrame) -> list[dict[str, Any]]:
+    """Step 4 of the module's rule, in place on ``recipe``: per aspect, the chosen cell blended with
+    the prior at every weight of the grid, scored on VALID; the best weight is kept. Returns the
+    grid rows of the blended cells."""
+    rows: list[dict[str, Any]] = []
+    name, cells = recipe["embedder"], scores.scorers[recipe["embedder"]]
+    weights = [w for w in run.spec.prior_weights if w > 0]
+    for aspect, choice in recipe["aspects"].items():
+        choice["prior_weight"] = 0.0
+        pick = _Pick.of_choice(choice, choice.get("valid_objective"), 0.0)
+        preds = scores.kept.get(pick.cell(name) + (aspect,))
+        if preds is None or choice.get("valid_objective") is None or not weights:
+            continue  # no VALID target in this aspect: nothing to blend on
+        mine = prior[prior["aspect"] == aspect]
+        best_w, best_objective = 0.0, float(choice["valid_objective"])
+        for w in weights:
+            scored = cells.score(pick.cell(name)[:-1] + (w,), aspect, blend_with_prior(preds, mine, w))
+            rows.extend(_blend_row(run, pick.cell(name), (aspect, w), choice, row) for row in scored)
+            fmaxes = [r["fmax"] for r in scored if r["status"] == "ok"]
+            objective = float(np.mean(fmaxes)) if fmaxes else -math.inf
+            if objective > best_objective:
+                best_w, best_objective = w, objective
+        scores.curves.update(cells.curves)  # the blended cells' curves, for the chosen weight's thresholds
+        if best_w > 0:
+            entry = _aspect_entry(run, scores, (name, aspect), replace(pick, objective=best_objective,
+                                                                         prior_weight=best_w))
+            entry["unblended_objective"] = choice["valid_objective"]
+            choice.clear()
+            choice.update(entry)
+    return rows
+
+
+def _blend_row(run: _Selection, cell: tuple, blend: tuple[str, float], choice: Mapping[str, Any],
+               row: Mapping[str, Any]) -> dict[str, Any]:
+    """The grid row of one mode of a blended cell (``blend``: its aspect and prior weight)."""
+    aspect, weight = blend
+    return {"embedder": cell[0], "k": cell[1], "variant": cell[2], "candidates": cell[3], "features": cell[4],
+            "params_id": cell[5],
+            "params": "" if cell[2] == "none" else json.dumps(_jsonable(run.spec.lgbm_params[cell[5]]), sort_keys=True),
+            "prior_weight": weight, "aspect": aspect, "best_iteration": choice.get("n_estimators") or -1, **row}
+
+
+def _choose(frame: pd.DataFrame, scores: _GridScores, run: _Selection, window: Any) -> dict[str, Any]:
+    """Steps 2 and 3 of the module's rule: per embedder and aspect the better of plain KNN and LightGBM,
+    then the embedder with the highest mean objective (ties go to the embedder listed first)."""
     cells = frame.drop_duplicates(list(CELL_KEYS) + ["aspect"])
     cells = cells[cells["prior_weight"] == 0.0]  # the prior blend is step 4, on the cell chosen here
-    best_by_embedder: dict[str, tuple[float, dict[str, Any]]] = {}
-    for name in embedders:
-        chosen: dict[str, Any] = {}
-        scores = []
-        for aspect in aspects:
-            mine = cells[(cells["embedder"] == name) & (cells["aspect"] == aspect)]
-            plain = _best_cell(mine[mine["variant"] == "none"])
-            lgbm = _best_cell(mine[mine["variant"] == "lgbm"], spec)
-            if plain is None:
-                # No VALID target in this aspect: nothing to choose on; fall back to plain KNN.
-                chosen[aspect] = _aspect_entry(spec, name, aspect, int(max(spec.ks)), "none", "knn", "",
-                                               -1, None, curves, modes, None, None, n_targets)
-                continue
-            pick = plain
-            if lgbm is not None and float(lgbm["objective"]) > float(plain["objective"]):
-                pick = lgbm
-            scores.append(float(pick["objective"]))
-            chosen[aspect] = _aspect_entry(
-                spec, name, aspect, int(pick["k"]), str(pick["variant"]), str(pick["candidates"]),
-                str(pick["features"]), int(pick["params_id"]),
-                int(pick["best_iteration"]) if pick["variant"] == "lgbm" else None,
-                curves, modes, float(pick["objective"]), float(plain["objective"]), n_targets)
-        score = float(np.mean(scores)) if scores else -math.inf
-        best_by_embedder[name] = (score, chosen)
-    # Highest mean objective; ties go to the embedder listed first.
+    best_by_embedder = {name: _choose_embedder(cells, scores, run, name) for name in run.embedders}
+    embedders = list(run.embedders)
     best_name = max(embedders, key=lambda e: (best_by_embedder[e][0], -embedders.index(e)))
+    spec = run.spec
     return {
         "format": RECIPE_FORMAT,
         "window": _jsonable(window),
@@ -586,7 +623,7 @@ def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: Sel
         "embedder": best_name,
         "embedder_objective": _finite(best_by_embedder[best_name][0]),
         "seed": int(spec.seed),
-        "grid": {"embedders": list(embedders), "ks": sorted(int(k) for k in spec.ks),
+        "grid": {"embedders": embedders, "ks": sorted(int(k) for k in spec.ks),
                  "lgbm_params": [_jsonable(p) for p in spec.lgbm_params],
                  "early_stopping_rounds": int(spec.early_stopping_rounds),
                  "candidate_sets": list(spec.candidate_sets), "feature_sets": list(spec.feature_sets),
@@ -595,17 +632,36 @@ def _choose(frame: pd.DataFrame, curves: Mapping[tuple, pd.DataFrame], spec: Sel
     }
 
 
+def _choose_embedder(cells: pd.DataFrame, scores: _GridScores, run: _Selection,
+                     name: str) -> tuple[float, dict[str, Any]]:
+    """(mean objective over aspects, aspect -> entry) of one embedder; the reranker is deployed only
+    where it strictly beats plain KNN."""
+    chosen: dict[str, Any] = {}
+    objectives = []
+    for aspect in run.aspects:
+        mine = cells[(cells["embedder"] == name) & (cells["aspect"] == aspect)]
+        plain = _best_cell(mine[mine["variant"] == "none"])
+        lgbm = _best_cell(mine[mine["variant"] == "lgbm"], run.spec)
+        if plain is None:
+            # No VALID target in this aspect: nothing to choose on; fall back to plain KNN.
+            chosen[aspect] = _aspect_entry(run, scores, (name, aspect), _Pick(int(max(run.spec.ks))))
+            continue
+        pick = plain
+        if lgbm is not None and float(lgbm["objective"]) > float(plain["objective"]):
+            pick = lgbm
+        objectives.append(float(pick["objective"]))
+        chosen[aspect] = _aspect_entry(run, scores, (name, aspect), _Pick.of_row(pick, plain))
+    return (float(np.mean(objectives)) if objectives else -math.inf), chosen
+
+
 def _finite(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: str, candidates: str,
-                  features: str, params_id: int, n_estimators: int | None,
-                  curves: Mapping[tuple, pd.DataFrame], modes: Sequence[str],
-                  objective: float | None, plain_objective: float | None,
-                  n_targets: Mapping[tuple[str, str], int], prior_weight: float = 0.0) -> dict[str, Any]:
-    cell = (name, k, variant, candidates, features, params_id, float(prior_weight), aspect)
-    mode_curves = {m: curves.get(cell + (m,)) for m in modes}
+def _aspect_entry(run: _Selection, scores: _GridScores, where: tuple[str, str], pick: _Pick) -> dict[str, Any]:
+    """The recipe's entry for one aspect (``where``: embedder and aspect) of the chosen cell ``pick``."""
+    name, aspect = where
+    mode_curves = {m: scores.curves.get(pick.cell(name) + (aspect, m)) for m in run.modes}
     tau_by_mode, fmax_by_mode = {}, {}
     for mode, curve in mode_curves.items():
         if curve is None:
@@ -614,24 +670,24 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
         tau_by_mode[mode] = tau
         fmax_by_mode[mode] = fmax
     params = None
-    if variant == "lgbm":
-        params = {k_: v for k_, v in _jsonable(spec.lgbm_params[params_id]).items()
+    if pick.variant == "lgbm":
+        params = {k_: v for k_, v in _jsonable(run.spec.lgbm_params[pick.params_id]).items()
                   if k_ != "n_estimators"}
     return {
-        "k": int(k),
-        "variant": variant,
-        "candidates": candidates,
-        "features": features or None,
-        "params_id": int(params_id),
+        "k": int(pick.k),
+        "variant": pick.variant,
+        "candidates": pick.candidates,
+        "features": pick.features or None,
+        "params_id": int(pick.params_id),
         "params": params,
-        "n_estimators": n_estimators,
-        "prior_weight": float(prior_weight),
+        "n_estimators": pick.n_estimators,
+        "prior_weight": float(pick.prior_weight),
         "tau": _mean_curve_tau([c for c in mode_curves.values() if c is not None]),
         "tau_by_mode": tau_by_mode,
         "valid_fmax_by_mode": fmax_by_mode,
-        "valid_objective": _finite(objective),
-        "plain_objective": _finite(plain_objective),
-        "valid_targets": {m: int(n_targets.get((aspect, m), 0)) for m in modes},
+        "valid_objective": _finite(pick.objective),
+        "plain_objective": _finite(pick.plain_objective),
+        "valid_targets": {m: int(scores.n_targets.get((aspect, m), 0)) for m in run.modes},
     }
 
 
@@ -639,8 +695,6 @@ def recipe_profile(recipe: Mapping[str, Any]) -> str:
     """The profile (``core.scoring.PROFILES``) ``recipe`` was selected under: its VALID thresholds
     (``tau_by_mode``) are F-maximising under that profile's conventions, and ``test_score`` scores it
     under them. A recipe frozen before it recorded one was selected under ``cafaeval``."""
-    from tempo_assets.core.scoring import PROFILES
-
     profile = recipe.get("profile") or "cafaeval"
     if profile not in PROFILES:
         raise SelectionInputError(f"recipe profile {profile!r} is not one of {PROFILES}", path="recipe.profile")
@@ -663,8 +717,7 @@ def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
 
     ``scored`` (the candidates to be scored, optional) is checked to offer the recipe's candidate
     sources too."""
-    if recipe.get("format") != RECIPE_FORMAT or "aspects" not in recipe:
-        raise SelectionInputError(f"not a {RECIPE_FORMAT} recipe", path="recipe")
+    _check_recipe(recipe)
     seed = int(recipe.get("seed", 0))
     labelled: dict[tuple, pd.DataFrame] = {}
     models: dict[str, Any] = {}
@@ -681,7 +734,7 @@ def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
             raise SelectionInputError(f"aspect {aspect}: candidate set {cand!r} needs {lacking} of the training "
                                       "and scored proteins, not given", path=f"recipe.aspects.{aspect}")
         if (k, cand) not in labelled:
-            labelled[(k, cand)] = train.labelled(train.features(k, cand))
+            labelled[(k, cand)] = _labelled(train, recipe_features(train, k, cand))
         rows = labelled[(k, cand)][labelled[(k, cand)]["aspect"] == aspect]
         params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
         models[aspect] = train_reranker(rows, params, valid=None, seed=seed,
@@ -691,99 +744,101 @@ def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
 
 def apply_recipe(
     recipe: Mapping[str, Any],
-    neighbours: pd.DataFrame,
-    corpus_annotations: pd.DataFrame,
+    scored: CandidateSource,
     train: CandidateSource,
     *,
-    ia: pd.Series | Mapping[str, float] | None = None,
-    term_depth: pd.Series | Mapping[str, float] | None = None,
-    embedder: str | None = None,
-    plain_scores: Callable[[pd.DataFrame, pd.DataFrame, int], pd.DataFrame] | None = None,
-    hits: pd.DataFrame | None = None,
-    nonexp: pd.DataFrame | None = None,
     proteins: Sequence[str] | None = None,
     ontology: Any = None,
     rerankers: Mapping[str, Any] | None = None,
+    embedder: str | None = None,
 ) -> pd.DataFrame:
     """Score new candidates with a frozen recipe, its rerankers fitted on ``train``.
 
     Parameters
     ----------
     recipe : dict from ``select_recipe`` (possibly read back from JSON)
-    neighbours : DataFrame ``query, neighbour, similarity[, rank]``
-        Neighbours of the proteins to score, searched with the recipe's embedder in
-        ``corpus_annotations``' corpus, at least ``max(K)`` deep.
-    corpus_annotations : DataFrame ``protein, term, aspect`` (propagated)
+    scored : CandidateSource
+        The proteins to score: their neighbours searched with the recipe's embedder in the
+        propagated ``corpus_annotations``' corpus, at least ``max(K)`` deep; ``ia`` and
+        ``term_depth`` for their features; ``hits`` and ``nonexp`` (DIAMOND hits in the corpus and
+        non-experimental annotations), required when a chosen candidate set uses them. An aspect's
+        choice without ``candidates``/``features`` (a recipe frozen before they existed) is the KNN
+        candidates with the KNN features. Its ground truth, if any, is not read.
     train : CandidateSource
         Labelled candidates at the new cutoff (for the TEST score at ``t0``: neighbours of the
         ``(t-1, t0]`` targets in the ``t-1`` corpus, ground truth at ``t0``, known at ``t-1``).
         Rerankers are refit on it with the recipe's hyperparameters and ``n_estimators`` and no
         early stopping.
-    ia, term_depth : term weights for the scored candidates' features
-    embedder : str, optional
-        When given, must equal the recipe's embedder.
-    hits, nonexp : the scored proteins' DIAMOND hits in the corpus and non-experimental
-        annotations (``CandidateSource.hits``/``nonexp``); required when a chosen candidate set
-        uses them. An aspect's choice without ``candidates``/``features`` (a recipe frozen before
-        they existed) is the KNN candidates with the KNN features.
     proteins : the proteins being scored, for an aspect whose choice blends in the prior
         (``prior_weight > 0``: each of them gets the prior's terms); default the queries of
-        ``neighbours`` and ``hits``.
+        ``scored``'s neighbours and hits.
     ontology : Ontology of the scored candidates' release, optional
         Each aspect's scores are made consistent with it (:func:`consistent`) before the prior is
         blended in, as ``select_recipe`` scored them on VALID.
     rerankers : mapping aspect -> reranker, optional
         :func:`fit_rerankers` of this recipe, fitted once for scoring many protein chunks; default
         fitted here on ``train``.
+    embedder : str, optional
+        When given, must equal the recipe's embedder.
 
     Returns
     -------
     DataFrame ``protein, term, aspect, score`` with scores in (0, 1], sorted by protein,
     aspect, term. ``tau`` is not applied: it stays in the recipe for reporting.
     """
+    _check_recipe(recipe, embedder)
+    if rerankers is None:
+        rerankers = fit_rerankers(recipe, train, scored)
+    features: dict[tuple, pd.DataFrame] = {}  # candidates per (K, candidate set), shared by aspects
+    outputs = []
+    for aspect, choice in sorted(recipe["aspects"].items()):
+        scores = consistent(_aspect_scores(scored, (aspect, choice), rerankers, features), ontology)
+        outputs.append(_blended(scored, (aspect, choice), proteins, scores))
+    columns = ["protein", "term", "aspect", "score"]
+    if not outputs:
+        return pd.DataFrame({c: [] for c in columns})
+    out = pd.concat(outputs, ignore_index=True)
+    return out.sort_values(["protein", "aspect", "term"], kind="mergesort").reset_index(drop=True)[columns]
+
+
+def _check_recipe(recipe: Mapping[str, Any], embedder: str | None = None) -> None:
     if recipe.get("format") != RECIPE_FORMAT or "aspects" not in recipe:
         raise SelectionInputError(f"not a {RECIPE_FORMAT} recipe", path="recipe")
     if embedder is not None and embedder != recipe["embedder"]:
         raise SelectionInputError(
             f"neighbours come from embedder {embedder!r}, the recipe uses {recipe['embedder']!r}",
             path="recipe.embedder")
-    plain = plain_scores or _default_plain_scores
-    outputs = []
-    score_cache: dict[tuple, pd.DataFrame] = {}
-    scored = CandidateSource(neighbours, corpus_annotations, ia=ia, term_depth=term_depth, hits=hits, nonexp=nonexp)
-    if rerankers is None:
-        rerankers = fit_rerankers(recipe, train, scored)
-    def blended(aspect: str, choice: Mapping[str, Any], scores: pd.DataFrame) -> pd.DataFrame:
-        weight = float(choice.get("prior_weight") or 0.0)
-        if weight == 0.0:
-            return scores
-        # the prior of every scored protein in this aspect
-        scored_proteins = set(neighbours["query"].astype(str))
-        if hits is not None:
-            scored_proteins |= set(hits["query"].astype(str))
-        if proteins is not None:
-            scored_proteins |= {str(p) for p in proteins}
-        return blend_with_prior(scores, prior_scores(corpus_annotations, sorted(scored_proteins), (aspect,)), weight)
 
-    for aspect, choice in sorted(recipe["aspects"].items()):
-        k = int(choice["k"])
-        nb = prepare_neighbours(neighbours, k)
-        if choice["variant"] == "none":
-            scores = plain(nb, corpus_annotations, k)
-            mine = scores[scores["aspect"] == aspect][["protein", "term", "aspect", "score"]]
-            outputs.append(blended(aspect, choice, consistent(mine, ontology)))
-            continue
-        key = (k, choice.get("candidates") or "knn")
-        if key not in score_cache:
-            score_cache[key] = scored.with_neighbours(nb).features(*key)
-        if aspect not in rerankers:
-            raise SelectionInputError(f"aspect {aspect}: no fitted reranker given", path=f"recipe.aspects.{aspect}")
-        feats = score_cache[key][score_cache[key]["aspect"] == aspect]
-        scores = feats[["protein", "term", "aspect"]].assign(score=rerankers[aspect].predict(feats))
-        outputs.append(blended(aspect, choice, consistent(scores, ontology)))
-    columns = ["protein", "term", "aspect", "score"]
-    if not outputs:
-        return pd.DataFrame({c: [] for c in columns})
-    out = pd.concat(outputs, ignore_index=True)
-    return out.sort_values(["protein", "aspect", "term"], kind="mergesort").reset_index(
-        drop=True)[columns]
+
+def _aspect_scores(scored: CandidateSource, chosen: tuple[str, Mapping[str, Any]], rerankers: Mapping[str, Any],
+                   features: dict[tuple, pd.DataFrame]) -> pd.DataFrame:
+    """One aspect's scores of the chosen cell: plain KNN, or its reranker over its candidates."""
+    aspect, choice = chosen
+    k = int(choice["k"])
+    nb = prepare_neighbours(scored.neighbours, k)
+    if choice["variant"] == "none":
+        scores = knn_term_scores(nb, scored.corpus_annotations, k=k)
+        return scores[scores["aspect"] == aspect][["protein", "term", "aspect", "score"]]
+    key = (k, choice.get("candidates") or "knn")
+    if key not in features:
+        features[key] = recipe_features(replace(scored, neighbours=nb), *key)
+    if aspect not in rerankers:
+        raise SelectionInputError(f"aspect {aspect}: no fitted reranker given", path=f"recipe.aspects.{aspect}")
+    feats = features[key][features[key]["aspect"] == aspect]
+    return feats[["protein", "term", "aspect"]].assign(score=rerankers[aspect].predict(feats))
+
+
+def _blended(scored: CandidateSource, chosen: tuple[str, Mapping[str, Any]], proteins: Sequence[str] | None,
+             scores: pd.DataFrame) -> pd.DataFrame:
+    """``scores`` blended with the prior of every scored protein in the aspect at the chosen weight."""
+    aspect, choice = chosen
+    weight = float(choice.get("prior_weight") or 0.0)
+    if weight == 0.0:
+        return scores
+    scored_proteins = set(scored.neighbours["query"].astype(str))
+    if scored.hits is not None:
+        scored_proteins |= set(scored.hits["query"].astype(str))
+    if proteins is not None:
+        scored_proteins |= {str(p) for p in proteins}
+    return blend_with_prior(scores, prior_scores(scored.corpus_annotations, sorted(scored_proteins), (aspect,)),
+                            weight)

@@ -15,12 +15,23 @@ import pandas as pd
 from tempo_assets.core.artefact_types import (
     Benchmark, Embeddings, EvaluationSet, FrozenRecipe, KnnCorpus, ReleaseAnnotations, Scores, ValidSelection,
 )
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.growth import Growth
-from tempo_assets.core.scoring import (
-    MODES, ScoringOptions, recipe_valid_taus, score_methods, taus_of, valid_tau_table,
+from tempo_assets.core.baselines import goa_nonexperimental_scores, naive_term_scores
+from tempo_assets.core.benchmark import (
+    decay_table, lafa_terms_of_interest, paired_differences, protein_binding_only_targets,
 )
-from tempo_assets.core.selection import CandidateSource
+from tempo_assets.core.blast import blast_term_scores, diamond_hits, homology_hits
+from tempo_assets.core.candidates import HIT_TOP, CandidateSource, nonexp_groups
+from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.growth import Growth, align_terms, annotation_growth
+from tempo_assets.core.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
+from tempo_assets.core.ia import ia_counts
+from tempo_assets.core.knn import KnnIndex, knn_term_scores
+from tempo_assets.core.scoring import (
+    MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of, valid_tau_table,
+)
+from tempo_assets.core.selection import (
+    apply_recipe, cafa_scorer, fit_rerankers, recipe_hash, recipe_profile, select_recipe,
+)
 from tempo_assets.core.windows import Window
 
 OLDER = "@t-1"  # suffix of a method trained at the window's t-1 instead of t0 (performance decay)
@@ -48,7 +59,6 @@ def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[
     sequence is available at the older release (``old_sequences``: protein -> sequence sha256)
     and, where ``new_sequences`` knows the protein too, unchanged at the newer one (PROTOCOL.md).
     """
-    from tempo_assets.core.growth import align_terms, annotation_growth
 
     old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
     return annotation_growth(old_aligned, new_annotations["experimental"], sequences=dict(old_sequences),
@@ -80,7 +90,6 @@ def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) ->
 
 def corpus_index(corpus: Mapping[str, Any]):
     """The faiss index of a stored ``knn_corpus`` value (rebuilt: an exact flat index is cheap)."""
-    from tempo_assets.core.knn import KnnIndex
 
     return KnnIndex.build(corpus["ids"], corpus["matrix"])
 
@@ -109,8 +118,6 @@ def recipe_hits(proteins: Iterable[str], query_sequences: Mapping[str, str], cor
     the first group holding it (DIAMOND picks its algorithm by the number of queries, see
     :func:`every_method`); without them all proteins are one run.
     """
-    from tempo_assets.core.blast import homology_hits
-    from tempo_assets.core.candidates import HIT_TOP
 
     in_corpus = set(corpus["ids"])
     subjects = {p: q for p, q in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
@@ -128,34 +135,51 @@ def recipe_hits(proteins: Iterable[str], query_sequences: Mapping[str, str], cor
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
-def candidate_source(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins, ontology, k: int,
-                     growth: Growth | None = None, sequences: pd.DataFrame | None = None,
-                     annotations: Mapping[str, Any] | None = None,
-                     query_sequences: Mapping[str, str] | None = None,
-                     query_groups: Sequence[Iterable[str]] | None = None) -> CandidateSource:
-    """Neighbours of ``proteins`` in ``corpus`` with term weights (a ``core.selection.CandidateSource``).
+@dataclass(frozen=True)
+class CandidateRelease:
+    """The release candidates are built at: its KNN corpus and ontology, and optionally its
+    ``sequences`` frame (for DIAMOND hits) and ``release_annotations`` (non-experimental annotations)."""
 
-    IA and depth come from ``corpus`` and ``ontology`` (the candidate release), IA as counts so each
-    candidate's IA leaves its own protein out (the golden rule). With ``growth`` the source also
-    carries the ground truth (with its ``mode``) and known terms. With ``sequences`` (the candidate
-    release's ``sequences`` frame) it carries the DIAMOND hits of ``proteins`` (their sequences from
-    ``query_sequences``, else from ``sequences``) in the corpus proteins' sequences; with
-    ``annotations`` (the candidate release's ``release_annotations``) the proteins' non-experimental
-    annotations per evidence group: the recipe's other candidate sources (``core.candidates``).
+    corpus: KnnCorpus
+    ontology: Any
+    sequences: pd.DataFrame | None = None
+    annotations: ReleaseAnnotations | None = None
+
+
+@dataclass(frozen=True)
+class Queries:
+    """The proteins' embeddings, and optionally their sequences and the groups DIAMOND searches them in."""
+
+    embedded: Embeddings
+    sequences: Mapping[str, str] | None = None
+    groups: Sequence[Iterable[str]] | None = None
+
+
+def candidate_source(release: CandidateRelease, queries: Queries, proteins, k: int,
+                     growth: Growth | None = None) -> CandidateSource:
+    """Neighbours of ``proteins`` in ``release``'s corpus with term weights (a ``core.candidates.CandidateSource``).
+
+    IA and depth come from the release's corpus and ontology, IA as counts so each candidate's IA
+    leaves its own protein out (the golden rule). With ``growth`` the source also carries the ground
+    truth (with its ``mode``) and known terms. With the release's ``sequences`` it carries the
+    DIAMOND hits of ``proteins`` (their sequences from ``queries.sequences``, else from the
+    release's) in the corpus proteins' sequences; with its ``annotations`` the proteins'
+    non-experimental annotations per evidence group: the recipe's other candidate sources
+    (``core.candidates``).
     """
-    from tempo_assets.core.candidates import nonexp_groups
-    from tempo_assets.core.ia import ia_counts
 
+    corpus, ontology = release.corpus, release.ontology
     proteins = list(dict.fromkeys(map(str, proteins)))
-    neighbours = neighbours_of(corpus, embedded, proteins, k)
+    neighbours = neighbours_of(corpus, queries.embedded, proteins, k)
     depth = term_depths(ontology, corpus["annotations"]["term"].unique())
     hits = nonexp = None
-    if sequences is not None:
-        queries = query_sequences if query_sequences is not None else dict(zip(sequences["protein"],
-                                                                                 sequences["sequence"]))
-        hits = recipe_hits(proteins, queries, corpus, sequences, query_groups)
-    if annotations is not None:
-        nonexp = nonexp_groups(annotations["non_experimental_cleaned"], ontology, proteins)
+    if release.sequences is not None:
+        sequences = release.sequences
+        by_protein = queries.sequences if queries.sequences is not None else dict(zip(sequences["protein"],
+                                                                                      sequences["sequence"]))
+        hits = recipe_hits(proteins, by_protein, corpus, sequences, queries.groups)
+    if release.annotations is not None:
+        nonexp = nonexp_groups(release.annotations["non_experimental_cleaned"], ontology, proteins)
     return CandidateSource(
         neighbours=neighbours, corpus_annotations=corpus["annotations"],
         ground_truth=None if growth is None else growth.ground_truth,
@@ -171,8 +195,8 @@ def reranker_labels(corpus: KnnCorpus, embedded_prev: Embeddings, growth: Growth
     Every candidate source reads the candidate release (prev): KNN and DIAMOND in its corpus, its
     non-experimental annotations, its IA and depth; never the label release.
     """
-    return candidate_source(corpus, embedded_prev, growth.targets["protein"].unique(), ontology_prev, k,
-                            growth=growth, sequences=sequences_prev, annotations=annotations_prev)
+    return candidate_source(CandidateRelease(corpus, ontology_prev, sequences_prev, annotations_prev),
+                            Queries(embedded_prev), growth.targets["protein"].unique(), k, growth=growth)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,7 +205,6 @@ def reranker_labels(corpus: KnnCorpus, embedded_prev: Embeddings, growth: Growth
 
 def verify_recipe(frozen: FrozenRecipe | Mapping[str, Any], recorded_hash: str | None, where: str) -> dict:
     """The frozen recipe, after checking its content still hashes to what was frozen."""
-    from tempo_assets.core.selection import recipe_hash
 
     actual = recipe_hash(frozen["recipe"])
     if actual != frozen["recipe_hash"] or actual != recorded_hash:
@@ -199,14 +222,9 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
     are the proteins the naive baseline scores; ``ontology`` (the candidate release's) makes the
     recipe's scores consistent with it (``apply_recipe``).
     """
-    from tempo_assets.core.baselines import naive_term_scores
-    from tempo_assets.core.knn import knn_term_scores
-    from tempo_assets.core.selection import apply_recipe
 
     return {
-        "recipe": apply_recipe(recipe, source.neighbours, source.corpus_annotations, train_source,
-                               ia=source.ia, term_depth=source.term_depth, hits=source.hits, nonexp=source.nonexp,
-                               proteins=targets["protein"].unique(), ontology=ontology),
+        "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology),
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }
@@ -226,7 +244,6 @@ def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_sour
     the chunks concatenate to ``apply_recipe`` over every protein at once (the submission's sha256
     on ``data/`` is the same either way) while memory follows the chunk, not the proteome.
     """
-    from tempo_assets.core.selection import apply_recipe, fit_rerankers
 
     if int(chunk) < 1:
         raise TempoInputError(f"chunk must be >= 1 protein, got {chunk!r}", path="recipe_chunks")
@@ -247,16 +264,14 @@ def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_sour
     neighbours, hits = splitter(source.neighbours, "query"), splitter(source.hits, "query")
     nonexp = splitter(source.nonexp, "protein")
     for i in range(n_chunks):
-        yield apply_recipe(recipe, neighbours(i), source.corpus_annotations, train_source, ia=source.ia,
-                           term_depth=source.term_depth, hits=hits(i), nonexp=nonexp(i),
-                           proteins=ordered[i * int(chunk):(i + 1) * int(chunk)], ontology=ontology,
-                           rerankers=rerankers)
+        scored = replace(source, neighbours=neighbours(i), hits=hits(i), nonexp=nonexp(i))
+        yield apply_recipe(recipe, scored, train_source, proteins=ordered[i * int(chunk):(i + 1) * int(chunk)],
+                           ontology=ontology, rerankers=rerankers)
 
 
 def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annotations: pd.DataFrame,
                       threads: int, sensitivity: str | None) -> pd.DataFrame:
     """The BLAST baseline: DIAMOND hits of ``query`` in ``corpus``, terms scored by max pident/100."""
-    from tempo_assets.core.blast import blast_term_scores, diamond_hits
 
     with tempfile.TemporaryDirectory(prefix="tempo_blast_") as workdir:
         hits = diamond_hits(query, corpus, workdir, threads=threads, sensitivity=sensitivity or None)
@@ -273,6 +288,10 @@ class TrainedAt:
     ontology: Any
     sequences: pd.DataFrame
 
+    def release(self) -> CandidateRelease:
+        """The cutoff's release as the recipe's candidates read it."""
+        return CandidateRelease(self.corpus, self.ontology, self.sequences, self.annotations)
+
 
 @dataclass(frozen=True)
 class BaselineConfig:
@@ -282,38 +301,40 @@ class BaselineConfig:
     blast_sensitivity: str = ""
 
 
-def every_method(recipe: Mapping[str, Any], trained: TrainedAt, query_embedded: Embeddings,
-                 query_sequences: Mapping[str, str], targets: pd.DataFrame, ks, config: BaselineConfig,
-                 query_groups: Sequence[Iterable[str]] | None = None) -> dict[str, pd.DataFrame]:
+def every_method(recipe: Mapping[str, Any], trained: TrainedAt, queries: Queries, targets: pd.DataFrame, ks,
+                 config: BaselineConfig) -> dict[str, pd.DataFrame]:
     """Every method trained at one cutoff scoring ``targets``: recipe, KNN, naive, BLAST, non-experimental GOA.
 
-    ``query_groups`` (protein sets covering ``targets``) run DIAMOND once per group, each protein in
-    the first group holding it: DIAMOND picks its algorithm by the number of queries, so a
-    protein's hits depend on the set it is searched with, and TEST targets keep the hits they get
-    alone when VALID targets join them (see :func:`union_query`).
+    ``queries`` hold the targets' embeddings and sequences; its ``groups`` (protein sets covering
+    ``targets``) run DIAMOND once per group, each protein in the first group holding it: DIAMOND
+    picks its algorithm by the number of queries, so a protein's hits depend on the set it is
+    searched with, and TEST targets keep the hits they get alone when VALID targets join them (see
+    :func:`union_query`).
     """
-    from tempo_assets.core.baselines import goa_nonexperimental_scores
 
     proteins = targets["protein"].unique()
-    source = candidate_source(trained.corpus, query_embedded, proteins, trained.ontology, max(ks),
-                              sequences=trained.sequences, annotations=trained.annotations,
-                              query_sequences=query_sequences, query_groups=query_groups)
+    source = candidate_source(trained.release(), queries, proteins, max(ks))
     methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology)
+    methods["blast"] = _blast_by_group(trained, queries, proteins, config)
+    methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
+    return methods
+
+
+def _blast_by_group(trained: TrainedAt, queries: Queries, proteins, config: BaselineConfig) -> pd.DataFrame:
+    """The BLAST baseline of ``proteins``, DIAMOND run once per query group (:func:`every_method`)."""
     in_corpus = set(trained.corpus["ids"])
     corpus_sequences = {p: s for p, s in zip(trained.sequences["protein"], trained.sequences["sequence"])
                         if p in in_corpus}
     seen: set[str] = set()
     hits = []
-    for group in (query_groups or [proteins]):
-        chosen = [p for p in dict.fromkeys(group) if p not in seen and p in query_sequences]
+    for group in (queries.groups or [proteins]):
+        chosen = [p for p in dict.fromkeys(group) if p not in seen and p in queries.sequences]
         seen.update(chosen)
         if chosen or not hits:
-            hits.append(blast_predictions({p: query_sequences[p] for p in chosen}, corpus_sequences,
+            hits.append(blast_predictions({p: queries.sequences[p] for p in chosen}, corpus_sequences,
                                           trained.corpus["annotations"], config.blast_threads,
                                           config.blast_sensitivity))
-    methods["blast"] = hits[0] if len(hits) == 1 else pd.concat(hits, ignore_index=True)
-    methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
-    return methods
+    return hits[0] if len(hits) == 1 else pd.concat(hits, ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,7 +348,6 @@ def lafa_growth(growth: Growth, ontology_old, ontology_new) -> tuple[Growth, fro
     terms of interest are those live in both ontologies. VALID selection (``select_on_valid``),
     ``score_test`` and ``benchmark_targets`` all filter through here.
     """
-    from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
 
     toi = lafa_terms_of_interest(ontology_old, ontology_new)
     dropped = sorted(protein_binding_only_targets(growth.ground_truth, growth.known, ontology_new))
@@ -338,78 +358,95 @@ def lafa_growth(growth: Growth, ontology_old, ontology_new) -> tuple[Growth, fro
     return replace(growth, targets=keep(growth.targets), ground_truth=keep(growth.ground_truth)), toi, dropped
 
 
-def select_on_valid(grid: Mapping[str, Any], window: Window, corpus: KnnCorpus, labels: CandidateSource,
-                    embedded: Embeddings, growth: Growth, ontology_t_minus_1, eval_ontology,
-                    sequences: pd.DataFrame | None = None, annotations: ReleaseAnnotations | None = None,
-                    lafa: bool = False, ontology_t0=None,
-                    ) -> tuple[ValidSelection, dict[str, pd.DataFrame]]:
+@dataclass(frozen=True)
+class ValidScoring:
+    """How VALID is scored: the evaluator, and with ``lafa`` LAFA's conventions (``ontology_t0`` gives
+    the terms of interest)."""
+
+    eval_ontology: Any
+    lafa: bool = False
+    ontology_t0: Any = None
+
+
+@dataclass(frozen=True)
+class TestScoring:
+    """How TEST is scored: the evaluator, the bootstrap, and for a recipe selected under ``lafa`` the
+    ``t1`` ontology (its terms of interest)."""
+
+    eval_ontology: Any
+    n_boot: int
+    seed: int
+    ontology_t1: Any = None
+
+
+def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateRelease, labels: CandidateSource,
+                    embedded: Embeddings, growth: Growth,
+                    scoring: ValidScoring) -> tuple[ValidSelection, dict[str, pd.DataFrame]]:
     """The VALID grid and recipe, and the recipe beside plain KNN and naive on the same VALID targets.
 
-    ``sequences`` and ``annotations`` are the ``t-1`` release's (the VALID candidates' DIAMOND hits
-    and non-experimental annotations); without them only KNN candidate sets can be selected.
-    With ``lafa`` the grid is scored under LAFA's conventions, as ``benchmark`` scores VALID and
-    TEST with ``lafa`` (terms of interest of ``ontology_t_minus_1`` and ``ontology_t0``,
-    ``prop fill``, ``eval_ontology`` built without orphans, MF protein-binding-only targets dropped),
-    so the recipe's threshold and choices are made under the conventions it is reported under; the
-    recipe records it (``profile``, :func:`core.selection.recipe_profile`) and ``score_test`` scores
-    it under the same.
+    ``release`` is the ``t-1`` release (its ``sequences`` and ``annotations`` give the VALID
+    candidates' DIAMOND hits and non-experimental annotations; without them only KNN candidate sets
+    can be selected). With ``scoring.lafa`` the grid is scored under LAFA's conventions, as
+    ``benchmark`` scores VALID and TEST with ``lafa`` (terms of interest of the ``t-1`` and
+    ``scoring.ontology_t0`` ontologies, ``prop fill``, ``eval_ontology`` built without orphans, MF
+    protein-binding-only targets dropped), so the recipe's threshold and choices are made under the
+    conventions it is reported under; the recipe records it (``profile``,
+    :func:`core.selection.recipe_profile`) and ``score_test`` scores it under the same.
     """
-    from tempo_assets.core.selection import cafa_scorer, select_recipe
 
-    ks = grid["ks"]
+    ks, lafa, ontology_t_minus_1 = grid["ks"], scoring.lafa, release.ontology
     toi = None
     scored_growth = growth
     if lafa:
-        if ontology_t0 is None:
+        if scoring.ontology_t0 is None:
             raise TempoInputError("a LAFA selection needs the t0 ontology (terms of interest)", path="select_on_valid")
-        scored_growth, toi, _ = lafa_growth(growth, ontology_t_minus_1, ontology_t0)
-    valid = candidate_source(corpus, embedded, scored_growth.targets["protein"].unique(), ontology_t_minus_1,
-                             max(ks), growth=scored_growth, sequences=sequences, annotations=annotations)
-    scorer = cafa_scorer(eval_ontology, toi=None if toi is None else sorted(toi), prop="fill" if lafa else "max")
-    grid_frame, recipe = select_recipe(grid, train_sets={corpus["embedder_id"]: labels},
-                                       valid_sets={corpus["embedder_id"]: valid}, scorer=scorer,
-                                       window=window.key, ontology=ontology_t_minus_1)
+        scored_growth, toi, _ = lafa_growth(growth, ontology_t_minus_1, scoring.ontology_t0)
+    valid = candidate_source(release, Queries(embedded), scored_growth.targets["protein"].unique(), max(ks),
+                             growth=scored_growth)
+    scorer = cafa_scorer(scoring.eval_ontology, toi=None if toi is None else sorted(toi),
+                         prop="fill" if lafa else "max")
+    embedder = release.corpus["embedder_id"]
+    grid_frame, recipe = select_recipe(grid, train_sets={embedder: labels}, valid_sets={embedder: valid},
+                                       scorer=scorer, window=window.key, ontology=ontology_t_minus_1)
     recipe["profile"] = "lafa" if lafa else "cafaeval"
     methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks),
                                  ontology=ontology_t_minus_1)
-    summary, _ = score_methods(eval_ontology, scored_growth.targets, scored_growth.ground_truth, scored_growth.known,
-                               methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
+    summary, _ = score_methods(scoring.eval_ontology, scored_growth.targets, scored_growth.ground_truth,
+                               scored_growth.known, methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
     return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary), methods
 
 
-def score_test(recipe: Mapping[str, Any], growth: Growth, corpus: KnnCorpus, labels: CandidateSource,
-               embedded: Embeddings, ontology_t0, eval_ontology, ks, n_boot: int, seed: int,
-               sequences: pd.DataFrame | None = None, annotations: ReleaseAnnotations | None = None,
-               ontology_t1=None) -> tuple[Scores, dict[str, pd.DataFrame]]:
+def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRelease, labels: CandidateSource,
+               embedded: Embeddings, ks, scoring: TestScoring) -> tuple[Scores, dict[str, pd.DataFrame]]:
     """The frozen recipe at t0 beside plain KNN and naive, scored once on TEST growth.
 
     Scored under the profile the recipe was selected under (:func:`core.selection.recipe_profile`),
     the conventions its VALID thresholds were fixed under: ``lafa`` filters the growth by
-    :func:`lafa_growth` (needs ``ontology_t1``) and expects ``eval_ontology`` built without orphans.
+    :func:`lafa_growth` (needs ``scoring.ontology_t1``) and expects ``scoring.eval_ontology`` built
+    without orphans.
 
     ``labels`` are the TRAIN labels the recipe's rerankers were selected with (``Window.recipe_labels``):
     the rerankers VALID fixed the thresholds for, fed by the ``t0`` corpus and candidate sources.
 
-    ``sequences`` and ``annotations`` are the ``t0`` release's (the recipe's DIAMOND and
-    non-experimental GOA candidate sources, as ``every_method`` reads them for the benchmark).
+    ``release`` is the ``t0`` release: its corpus and ontology, and its ``sequences`` and
+    ``annotations`` (the recipe's DIAMOND and non-experimental GOA candidate sources, as
+    ``every_method`` reads them for the benchmark).
 
     F at the threshold the recipe froze on VALID is the headline: per (mode, aspect) the threshold
     maximising F on VALID (``tau_by_mode``, the rule ``benchmark`` applies to every method, so
     both report the same recipe number); the recipe gets bootstrap CIs of it and of the oracle Fmax.
     """
-    from tempo_assets.core.selection import recipe_profile
 
     lafa, toi, scored = recipe_profile(recipe) == "lafa", None, growth
     if lafa:
-        if ontology_t1 is None:
+        if scoring.ontology_t1 is None:
             raise TempoInputError("a recipe selected under lafa is scored under lafa: pass the t1 ontology "
                                   "(terms of interest)", path="score_test.ontology_t1")
-        scored, toi, _ = lafa_growth(growth, ontology_t0, ontology_t1)
-    source = candidate_source(corpus, embedded, scored.targets["protein"].unique(), ontology_t0, max(ks),
-                              sequences=sequences, annotations=annotations)
-    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=ontology_t0)
-    options = ScoringOptions(lafa=lafa, n_boot=n_boot, seed=seed, ci_metrics=("fmax_oracle",))
-    summary, curves = score_methods(eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
+        scored, toi, _ = lafa_growth(growth, release.ontology, scoring.ontology_t1)
+    source = candidate_source(release, Queries(embedded), scored.targets["protein"].unique(), max(ks))
+    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=release.ontology)
+    options = ScoringOptions(lafa=lafa, n_boot=scoring.n_boot, seed=scoring.seed, ci_metrics=("fmax_oracle",))
+    summary, curves = score_methods(scoring.eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
                                     options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe),
                                     toi=None if toi is None else sorted(toi))
     return Scores(summary=summary, curves=curves, counts=growth.counts(),
@@ -522,7 +559,6 @@ def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: I
     ``recipe@t-1`` on the VALID targets scored under that profile (VALID data only, as every other
     method). A method missing from ``older`` gets none (and a note).
     """
-    from tempo_assets.core.selection import recipe_profile
 
     names = list(methods)
     frozen = bool(recipe.get("aspects")) and recipe_profile(recipe) == valid.options(options).profile
@@ -556,7 +592,6 @@ def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], 
     components of all-vs-all DIAMOND hits at ``MIN_IDENTITY`` % identity over ``MIN_COVERAGE`` %
     of the query (docs/homology.md).
     """
-    from tempo_assets.core.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
 
     in_corpus = set(corpus["ids"])
     sequences = {p: s for p, s in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
@@ -571,16 +606,36 @@ def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], 
     return WindowHomology(clusters, identity, info)
 
 
-def score_one_profile(test: TestTargets, valid: TestTargets, methods: Mapping[str, pd.DataFrame],
-                      older: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any], options: ScoringOptions,
-                      decay: bool, valid_source: str, homology: WindowHomology | None):
-    """(summary, paired, decay, curves, valid_taus, strata) of every method under ``test``'s profile."""
-    from tempo_assets.core.benchmark import decay_table, paired_differences
-    from tempo_assets.core.scoring import score_profile
+@dataclass(frozen=True)
+class WindowPredictions:
+    """A window's predictions: ``methods`` trained at ``t0``, ``older`` at ``t-1`` (VALID targets and, for
+    decay, TEST targets), and the frozen ``recipe``."""
 
+    methods: Mapping[str, pd.DataFrame]
+    older: Mapping[str, pd.DataFrame]
+    recipe: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WindowNotes:
+    """What a benchmark adds beside the scores: row ``notes``, registered methods' ``method_status``, and
+    the TEST targets' ``homology``."""
+
+    notes: Mapping[str, str] | None = None
+    method_status: pd.DataFrame | None = None
+    homology: WindowHomology | None = None
+
+
+def score_one_profile(cells: tuple[TestTargets, TestTargets], predictions: WindowPredictions,
+                      options: ScoringOptions, decay: bool, valid_source: str, homology: WindowHomology | None):
+    """(summary, paired, decay, curves, valid_taus, strata) of every method under the profile of
+    ``cells`` (its TEST and VALID targets)."""
+
+    test, valid = cells
+    methods, older = predictions.methods, predictions.older
     options = test.options(options)
     source = f"{valid_source}, scored under {options.profile}"
-    tau_table = valid_taus(valid, older, methods, recipe, options, source)
+    tau_table = valid_taus(valid, older, methods, predictions.recipe, options, source)
     taus = taus_of(tau_table, OLDER)
     scored = dict(methods)
     if decay:
@@ -599,34 +654,35 @@ def score_one_profile(test: TestTargets, valid: TestTargets, methods: Mapping[st
     return result.summary, paired, decayed, result.curves, tau_table, result.strata
 
 
-def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], methods: Mapping[str, pd.DataFrame],
-                     older: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any], options: ScoringOptions,
-                     derived: list[str], decay: bool, valid_source: str, notes: Mapping[str, str] | None = None,
-                     method_status: pd.DataFrame | None = None, homology: WindowHomology | None = None) -> Benchmark:
+def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], predictions: WindowPredictions,
+                     options: ScoringOptions, derived: list[str], decay: bool, valid_source: str,
+                     extra: WindowNotes = WindowNotes()) -> Benchmark:
     """Every profile's summary at every method's VALID threshold, paired differences, decay, curves, strata.
 
     ``profiles`` are ``(test, valid)`` cells per profile (:func:`benchmark_targets`, ``lafa`` first);
-    the predictions are computed once and only scored per profile. ``methods`` are trained at
-    ``t0``, ``older`` at ``t-1`` (predicting the VALID targets and, for ``decay``, the TEST
-    targets); ``valid_source`` names the VALID data. Every method gets a VALID threshold per
+    the predictions are computed once and only scored per profile. ``predictions.methods`` are trained
+    at ``t0``, ``predictions.older`` at ``t-1`` (predicting the VALID targets and, for ``decay``, the
+    TEST targets); ``valid_source`` names the VALID data. Every method gets a VALID threshold per
     profile from ``older`` scored on VALID under that profile (see :func:`valid_taus`) and its
-    older variant ``<method>@t-1`` reads the same one on TEST. ``homology`` (:func:`window_homology`)
-    adds cluster-level intervals and F per identity stratum. ``notes`` mark rows (e.g. a
-    registered method's ``training date undeclared``); ``method_status`` is the registered methods'
-    eligibility on this window (``core.method_eligibility.method_eligibility``).
+    older variant ``<method>@t-1`` reads the same one on TEST. ``extra.homology``
+    (:func:`window_homology`) adds cluster-level intervals and F per identity stratum.
+    ``extra.notes`` mark rows (e.g. a registered method's ``training date undeclared``);
+    ``extra.method_status`` is the registered methods' eligibility on this window
+    (``core.method_eligibility.method_eligibility``).
     """
-    tables: list[tuple] = [score_one_profile(test, valid, methods, older, recipe, options, decay, valid_source,
-                                             homology) for test, valid in profiles]
+    homology = extra.homology
+    tables: list[tuple] = [score_one_profile(cells, predictions, options, decay, valid_source, homology)
+                           for cells in profiles]
 
     def stacked(i: int) -> pd.DataFrame:
         frames = [t[i] for t in tables if len(t[i])]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    summary = mark_rows(stacked(0), notes or {}, ())
+    summary = mark_rows(stacked(0), extra.notes or {}, ())
     dropped = sorted({p for test, _ in profiles for p in test.dropped})
     empty = pd.DataFrame()
     return Benchmark(summary=summary, paired=stacked(1), decay=stacked(2),
-                     methods=empty if method_status is None else method_status, curves=stacked(3),
+                     methods=empty if extra.method_status is None else extra.method_status, curves=stacked(3),
                      counts=profiles[0][0].counts, derived_releases=list(derived),
                      profiles=[test.options(options).profile for test, _ in profiles],
                      dropped_protein_binding=dropped, valid_taus=stacked(4), strata=stacked(5),
@@ -659,7 +715,8 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
 
 
 __all__ = [
-    "MODES", "OLDER", "BaselineConfig", "TestTargets", "TrainedAt", "WindowHomology", "window_homology",
+    "MODES", "OLDER", "BaselineConfig", "CandidateRelease", "Queries", "TestScoring", "TestTargets", "TrainedAt",
+    "ValidScoring", "WindowHomology", "WindowNotes", "WindowPredictions", "window_homology",
     "score_one_profile", "benchmark_targets", "benchmark_window",
     "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
     "latest_recipe_key", "merge_embeddings", "method_predictions", "recipe_chunks", "restrict", "union_query", "valid_taus",

@@ -10,7 +10,7 @@ import pytest
 import tempo_assets.core.candidates as candidates
 from tempo_assets.core.audits import audit_golden_rule, sample_proteins
 from tempo_assets.core.candidates import (
-    ALL_FEATURE_COLUMNS, SOURCES, nonexp_groups, parse_sources, prepare_hits, recipe_features,
+    ALL_FEATURE_COLUMNS, SOURCES, CandidateSource, nonexp_groups, parse_sources, prepare_hits, recipe_features,
 )
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.vocabulary import EVIDENCE_GROUPS, evidence_group
@@ -28,8 +28,8 @@ NONEXP = pd.DataFrame({"protein": ["Q", "Q", "Q"], "term": ["GO:5", "GO:5", "GO:
 
 
 def test_union_flags_every_source_and_computes_homology_features():
-    feats = recipe_features(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP, prior_top=1).set_index("term")
-    assert list(recipe_features(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP).columns[3:]) == list(ALL_FEATURE_COLUMNS)
+    feats = recipe_features(CandidateSource(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP), prior_top=1).set_index("term")
+    assert list(recipe_features(CandidateSource(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP)).columns[3:]) == list(ALL_FEATURE_COLUMNS)
     # knn: A (GO:1, GO:2), C (GO:4); diamond: B (GO:1, GO:3), D (GO:1), never Q itself (GO:9);
     # goa: GO:5, GO:1; prior: GO:1 (3 of the 4 other proteins; Q's own GO:9 is left out)
     assert set(feats.index) == {"GO:1", "GO:2", "GO:3", "GO:4", "GO:5"}
@@ -57,7 +57,7 @@ def test_knn_only_candidates_keep_the_knn_features():
     from tempo_assets.core.features import FEATURE_COLUMNS, candidate_features
 
     old = candidate_features(NEIGHBOURS, CORPUS)
-    new = recipe_features(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP, sources="knn")
+    new = recipe_features(CandidateSource(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP), sources="knn")
     pd.testing.assert_frame_equal(new[["protein", "term", "aspect", *FEATURE_COLUMNS]].astype({"best_rank": float}),
                                   old.astype({c: float for c in FEATURE_COLUMNS}), check_dtype=False)
 
@@ -65,8 +65,8 @@ def test_knn_only_candidates_keep_the_knn_features():
 def test_prior_candidates_leave_the_protein_out():
     # MF counts: GO:1 x3 (A, B, D), GO:2, GO:3, GO:4, GO:9 x1. With its own GO:1 and GO:2 removed, A's top 2
     # are GO:1 (2 others) and then the first of the singletons by id other than its own GO:2: GO:3.
-    feats = recipe_features(NEIGHBOURS.assign(query="A", neighbour=["B", "C"]), CORPUS, sources="knn+prior",
-                            prior_top=2)
+    feats = recipe_features(CandidateSource(NEIGHBOURS.assign(query="A", neighbour=["B", "C"]), CORPUS),
+                            sources="knn+prior", prior_top=2)
     prior = feats[feats["src_prior"] == 1]
     assert prior["term"].tolist() == ["GO:1", "GO:3"]
 
@@ -157,8 +157,9 @@ def test_a_candidate_set_cut_from_the_union_equals_the_set_built_alone(tmp_path,
     terms = inputs.corpus_annotations[["term", "aspect"]].drop_duplicates().to_numpy()
     nonexp = pd.DataFrame([(q, *terms[i], "iea") for q in queries for i in rng.choice(len(terms), 3, replace=False)],
                           columns=["protein", "term", "aspect", "group"])
-    args = dict(ia=inputs.ia, term_depth=inputs.term_depth, k=4, hits=hits, nonexp=nonexp, prior_top=3)
-    union = recipe_features(inputs.neighbours, inputs.corpus_annotations, sources=SOURCES, **args)
-    alone = recipe_features(inputs.neighbours, inputs.corpus_annotations, sources=sources, **args)
+    source = CandidateSource(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia, term_depth=inputs.term_depth,
+                             hits=hits, nonexp=nonexp)
+    union = recipe_features(source, k=4, sources=SOURCES, prior_top=3)
+    alone = recipe_features(source, k=4, sources=sources, prior_top=3)
     assert 0 < len(alone) < len(union)
     pd.testing.assert_frame_equal(restrict_sources(union, sources), alone)

@@ -14,6 +14,7 @@ from tempo_assets.core.selection import (
     CandidateSource,
     SelectionGrid,
     apply_recipe,
+    cafa_scorer,
     recipe_hash,
     select_recipe,
 )
@@ -192,8 +193,8 @@ def test_selection_signature_has_no_test_input():
 def test_apply_recipe_refits_and_scores_a_new_window(selection):
     _, valid, _, recipe = selection
     scored = make_source(5)  # the window to score, e.g. TEST growth (t0, t1]
-    predictions = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations,
-                               train=valid["kmer"], embedder="kmer")
+    predictions = apply_recipe(recipe, CandidateSource(scored.neighbours, scored.corpus_annotations),
+                               valid["kmer"], embedder="kmer")
     assert list(predictions.columns) == ["protein", "term", "aspect", "score"]
     assert predictions["score"].between(0, 1, inclusive="right").all()
     assert set(predictions["aspect"]) == {"BP", "MF"}
@@ -204,11 +205,11 @@ def test_apply_recipe_refits_and_scores_a_new_window(selection):
             kn = scored.known[scored.known["aspect"] == aspect] if mode == "PK" else None
             curve = flat_fmax_scorer(predictions[predictions["aspect"] == aspect], gt, kn, aspect)
             assert curve["f"].max() > 0.95, (aspect, mode)
-    again = apply_recipe(json.loads(json.dumps(recipe)), scored.neighbours,
-                         scored.corpus_annotations, train=valid["kmer"])
+    again = apply_recipe(json.loads(json.dumps(recipe)),
+                         CandidateSource(scored.neighbours, scored.corpus_annotations), valid["kmer"])
     pd.testing.assert_frame_equal(predictions, again)
     with pytest.raises(TempoInputError, match="embedder"):
-        apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
+        apply_recipe(recipe, CandidateSource(scored.neighbours, scored.corpus_annotations), valid["kmer"],
                      embedder="other")
 
 
@@ -221,7 +222,7 @@ def test_bad_selection_inputs_raise():
     with pytest.raises(TempoInputError, match="unknown grid key"):
         select_recipe({"K": (3,)}, train_sets={"a": source}, valid_sets={"a": source},
                       scorer=flat_fmax_scorer)
-    with pytest.raises(TempoInputError, match="scorer or an eval_ontology"):
+    with pytest.raises(TempoInputError, match="pass a scorer"):
         select_recipe(GRID, train_sets={"a": source}, valid_sets={"a": source})
     with pytest.raises(TempoInputError, match="not canonical JSON"):
         recipe_hash({"tau": float("nan")})
@@ -246,7 +247,7 @@ def test_default_scorer_runs_the_cafa_evaluator(tmp_path):
     grid = {"ks": (10,), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5, "candidate_sets": ("knn",)}
     frame, recipe = select_recipe(grid, train_sets={"kmer": make_source(1)},
                                   valid_sets={"kmer": make_source(3)},
-                                  eval_ontology=EvalOntology.from_obo(obo),
+                                  scorer=cafa_scorer(EvalOntology.from_obo(obo)),
                                   aspects=("BP", "MF"))
     assert len(frame[frame["prior_weight"] == 0.0]) == 2 * 2 * 3
     assert recipe["aspects"]["BP"]["variant"] == "lgbm"
@@ -294,15 +295,15 @@ def test_valid_selects_the_homology_candidates_when_they_carry_the_signal():
         assert recipe["aspects"][aspect]["candidates"] == "knn+diamond+goa+prior"
         assert recipe["aspects"][aspect]["features"] == "all"
     scored = with_homology(make_source(5, family_neighbours=0), 5)
-    predictions = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
-                               hits=scored.hits, nonexp=scored.nonexp)
+    predictions = apply_recipe(recipe, CandidateSource(scored.neighbours, scored.corpus_annotations, hits=scored.hits,
+                                                     nonexp=scored.nonexp), valid["kmer"])
     bp = predictions[predictions["aspect"] == "BP"]
     truth = scored.ground_truth[(scored.ground_truth["aspect"] == "BP") & (scored.ground_truth["mode"] == "NK")]
     assert flat_fmax_scorer(bp, truth, None, "BP")["f"].max() > 0.9
     # a recipe that needs homology refuses to score proteins without it rather than degrade silently
     with pytest.raises(TempoInputError, match="hits"):
-        apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"],
-                     nonexp=scored.nonexp)
+        apply_recipe(recipe, CandidateSource(scored.neighbours, scored.corpus_annotations, nonexp=scored.nonexp),
+                     valid["kmer"])
 
 
 def test_the_train_labels_rebuild_the_rerankers_valid_scored():
@@ -316,8 +317,8 @@ def test_the_train_labels_rebuild_the_rerankers_valid_scored():
             "candidate_sets": ("knn", "knn+diamond+goa+prior")}
     _, recipe = select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")
     v = valid["kmer"]
-    again = apply_recipe(recipe, v.neighbours, v.corpus_annotations, train=train["kmer"], hits=v.hits,
-                         nonexp=v.nonexp, proteins=v.ground_truth["protein"].unique())
+    again = apply_recipe(recipe, CandidateSource(v.neighbours, v.corpus_annotations, hits=v.hits, nonexp=v.nonexp),
+                         train["kmer"], proteins=v.ground_truth["protein"].unique())
     cells = _CellScorer(flat_fmax_scorer, v, ("BP", "MF"), MODES)
     for aspect in ("BP", "MF"):
         choice = recipe["aspects"][aspect]
@@ -338,8 +339,8 @@ def test_chunks_of_proteins_give_the_predictions_of_all_at_once():
     recipe["aspects"]["MF"]["prior_weight"] = 0.5  # exercise the blend too, whatever VALID chose
     scored = with_homology(make_source(5, family_neighbours=0), 5)
     proteins = sorted(set(scored.neighbours["query"]))
-    once = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid["kmer"], hits=scored.hits,
-                        nonexp=scored.nonexp, proteins=proteins)
+    once = apply_recipe(recipe, CandidateSource(scored.neighbours, scored.corpus_annotations, hits=scored.hits,
+                                                   nonexp=scored.nonexp), valid["kmer"], proteins=proteins)
     chunks = list(recipe_chunks(recipe, scored, valid["kmer"], proteins, chunk=7))
     assert len(chunks) == -(-len(proteins) // 7)
     assert all(set(c["protein"]) <= set(proteins[i * 7:(i + 1) * 7]) for i, c in enumerate(chunks))
@@ -378,7 +379,7 @@ def test_valid_blends_the_prior_in_where_it_beats_the_chosen_cell():
     assert sorted(frame[frame["mode"] == "NK"]["prior_weight"]) == [0.0, 0.25, 0.5, 0.75, 1.0]
     # applied at a new cutoff: the blend of the plain KNN scores and the prior of the scored proteins
     scored = prior_world(3)
-    predictions = apply_recipe(recipe, scored.neighbours, scored.corpus_annotations, train=valid)
+    predictions = apply_recipe(recipe, CandidateSource(scored.neighbours, scored.corpus_annotations), valid)
     q = predictions[predictions["protein"] == "S3Q0"].set_index("term")["score"]
     assert q.to_dict() == {"GO:T1": pytest.approx(0.75 * 0.75), "GO:T2": pytest.approx(0.25 * 0.9 + 0.75 * 0.25)}
     # w = 1 is the naive baseline itself for a protein without labels; w = 0 the scores unblended

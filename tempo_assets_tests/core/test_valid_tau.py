@@ -7,7 +7,7 @@ import pytest
 
 from tempo_assets.core.benchmark import BenchmarkOptions
 from tempo_assets.core.evaluation import EvalOntology
-from tempo_assets.core.workflow import OLDER, TestTargets as Cells, benchmark_window
+from tempo_assets.core.workflow import OLDER, TestTargets as Cells, WindowPredictions, benchmark_window
 from tempo_assets_tests.core.obo_fixtures import ROOTS, write_obo
 
 RIGHT, WRONG = "GO:0000001", "GO:0000002"
@@ -37,8 +37,8 @@ def run(valid: Cells, test: Cells):
     proteins = list(valid.targets["protein"]) + list(test.targets["protein"])
     newer = {"m": predictions(test.targets["protein"]), "n": predictions(test.targets["protein"])}
     older = {"m": predictions(proteins)}  # "n" has no predictions at t-1
-    return benchmark_window([(test, valid)], newer, older, {}, BenchmarkOptions(n_boot=20, reference="m"), [], True,
-                            "VALID cells of the test")
+    return benchmark_window([(test, valid)], WindowPredictions(newer, older, {}),
+                            BenchmarkOptions(n_boot=20, reference="m"), [], True, "VALID cells of the test")
 
 
 def nk_bp(frame: pd.DataFrame) -> pd.DataFrame:
