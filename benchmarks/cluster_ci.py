@@ -22,7 +22,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.homology_summary import release_state  # noqa: E402
-from tempo_assets.core import evaluation as ev  # noqa: E402
+from tempo_assets.core.evaluation import bootstrap as ev  # noqa: E402
 from tempo_assets.core.blast import blast_term_scores, diamond_hits  # noqa: E402
 from tempo_assets.core.growth import align_terms, annotation_growth  # noqa: E402
 from tempo_assets.core.homology import bootstrap_interval, cluster_codes, target_homology  # noqa: E402

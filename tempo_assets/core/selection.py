@@ -44,11 +44,15 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.candidates import SOURCES, feature_set, parse_sources, recipe_features, restrict_sources
+from tempo_assets.core.candidates import (
+    SOURCES, feature_set, parse_sources, recipe_features, restrict_sources,
+)
 from tempo_assets.core.features import prepare_neighbours
 from tempo_assets.core.io import digest_json
 from tempo_assets.core.progress import Progress
-from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells
+from tempo_assets.core.evaluation.scoring import (
+    ASPECTS, MODES, NAMESPACES, cell_curve, curve_best, evaluation_cells,
+)
 from tempo_assets.core.reranker import (
     RerankerInputError,
     _jsonable,
@@ -177,7 +181,7 @@ def missing_inputs(candidates: str, *sources: CandidateSource) -> list[str]:
 
 
 def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer:
-    """A scorer over the cafaeval-exact evaluator (``core.scoring.cell_curve``).
+    """A scorer over the cafaeval-exact evaluator (``core.evaluation.scoring.cell_curve``).
 
     Returns a callable giving the threshold curve ``tau, f, cov`` of one aspect's namespace,
     where ``f`` is the cafaeval column ``metric`` (``"f"`` or ``"f_w"``); ``options`` are
@@ -277,7 +281,7 @@ def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
 
 
 class _CellScorer:
-    """VALID cells of one candidate source (``core.scoring.evaluation_cells``), scored per mode for one aspect."""
+    """VALID cells of one candidate source (``core.evaluation.scoring.evaluation_cells``), scored per mode for one aspect."""
 
     def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
                  modes: Sequence[str]):
@@ -636,10 +640,10 @@ def _aspect_entry(spec: SelectionGrid, name: str, aspect: str, k: int, variant: 
 
 
 def recipe_profile(recipe: Mapping[str, Any]) -> str:
-    """The profile (``core.scoring.PROFILES``) ``recipe`` was selected under: its VALID thresholds
+    """The profile (``core.evaluation.scoring.PROFILES``) ``recipe`` was selected under: its VALID thresholds
     (``tau_by_mode``) are F-maximising under that profile's conventions, and ``test_score`` scores it
     under them. A recipe frozen before it recorded one was selected under ``cafaeval``."""
-    from tempo_assets.core.scoring import PROFILES
+    from tempo_assets.core.evaluation.scoring import PROFILES
 
     profile = recipe.get("profile") or "cafaeval"
     if profile not in PROFILES:

@@ -1,7 +1,7 @@
 """The pipeline between releases: growth, candidate sources, method predictions, scoring a window.
 
 Asset bodies call these (one or two calls each) on the typed values of ``core/artefact_types.py``;
-nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/scoring.py``.
+nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/evaluation/scoring.py``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tempo_assets.core.artefact_types import (
 )
 from tempo_assets.core.errors import TempoInputError
 from tempo_assets.core.growth import Growth
-from tempo_assets.core.scoring import (
+from tempo_assets.core.evaluation.scoring import (
     MODES, ScoringOptions, recipe_valid_taus, score_methods, taus_of, valid_tau_table,
 )
 from tempo_assets.core.selection import CandidateSource
@@ -327,7 +327,7 @@ def lafa_growth(growth: Growth, ontology_old, ontology_new) -> tuple[Growth, fro
     terms of interest are those live in both ontologies. VALID selection (``select_on_valid``),
     ``score_test`` and ``benchmark_targets`` all filter through here.
     """
-    from tempo_assets.core.benchmark import lafa_terms_of_interest, protein_binding_only_targets
+    from tempo_assets.core.evaluation.benchmark import lafa_terms_of_interest, protein_binding_only_targets
 
     toi = lafa_terms_of_interest(ontology_old, ontology_new)
     dropped = sorted(protein_binding_only_targets(growth.ground_truth, growth.known, ontology_new))
@@ -511,7 +511,7 @@ def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -
 
 def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: Iterable[str],
                recipe: Mapping[str, Any], options: ScoringOptions, source: str) -> pd.DataFrame:
-    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.scoring.valid_tau_table``).
+    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.evaluation.scoring.valid_tau_table``).
 
     ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
     each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
@@ -575,8 +575,8 @@ def score_one_profile(test: TestTargets, valid: TestTargets, methods: Mapping[st
                       older: Mapping[str, pd.DataFrame], recipe: Mapping[str, Any], options: ScoringOptions,
                       decay: bool, valid_source: str, homology: WindowHomology | None):
     """(summary, paired, decay, curves, valid_taus, strata) of every method under ``test``'s profile."""
-    from tempo_assets.core.benchmark import decay_table, paired_differences
-    from tempo_assets.core.scoring import score_profile
+    from tempo_assets.core.evaluation.benchmark import decay_table, paired_differences
+    from tempo_assets.core.evaluation.scoring import score_profile
 
     options = test.options(options)
     source = f"{valid_source}, scored under {options.profile}"

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.benchmark import BenchmarkOptions, paired_differences
+from tempo_assets.core.evaluation.benchmark import BenchmarkOptions, paired_differences
 from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, evaluate_frames, fmax_score
 from tempo_assets_tests.core.obo_fixtures import ROOTS, write_obo
 
@@ -90,7 +90,7 @@ def test_paired_difference_of_identical_methods_contains_zero(ontology):
 
 def test_paired_headline_reads_each_method_at_its_own_valid_tau(ontology):
     """The default paired metric is F at each method's VALID threshold, same resampled proteins."""
-    from tempo_assets.core.scoring import cell_curve, scores_at_tau
+    from tempo_assets.core.evaluation.scoring import cell_curve, scores_at_tau
 
     truth, preds = simulate(np.random.default_rng(7), 80)
     targets = truth.assign(aspect="BP", mode="NK")[["protein", "aspect", "mode"]]

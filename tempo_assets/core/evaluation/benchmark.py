@@ -2,7 +2,7 @@
 
 Pure functions behind the ``benchmark`` and ``benchmark_catalog`` assets and ``tempo report``:
 
-* :func:`score_benchmark` is ``core.scoring.score_methods``, the one cell scorer (F at the VALID
+* :func:`score_benchmark` is ``core.evaluation.scoring.score_methods``, the one cell scorer (F at the VALID
   threshold, the oracle Fmax beside it, weighted Fmax, Smin, weighted micro F, coverage, case
   counts, bootstrap CIs); :func:`paired_differences` bootstraps ``metric(a) - metric(b)`` on the
   same resampled proteins and cells.
@@ -22,7 +22,8 @@ import pandas as pd
 
 from tempo_assets.core.annotations import require_columns as _require
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.scoring import (
+from tempo_assets.core.evaluation.bootstrap import paired_bootstraps
+from tempo_assets.core.evaluation.scoring import (
     HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,
 )
 
@@ -44,7 +45,7 @@ PROTEIN_BINDING = "GO:0005515"
 STATUSES = ("ready", "stale", "failed", "pending", "superseded")
 # tempo status's states of a window's benchmark under the catalog's names (the others as they are)
 CATALOG_STATUS = {"ok": "ready", "missing": "pending"}
-# one scorer and one set of options for VALID, test_score and the benchmark (core/scoring.py)
+# one scorer and one set of options for VALID, test_score and the benchmark (core/evaluation/scoring.py)
 BenchmarkOptions = ScoringOptions
 score_benchmark = score_methods
 
@@ -117,8 +118,6 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
     high, p_value, n_proteins`` (the (1 - alpha) percentile interval of the replicate differences)
     and, with ``clusters``, ``cluster_low, cluster_high, cluster_p_value, n_clusters``.
     """
-    from tempo_assets.core.evaluation import paired_bootstraps
-
     metric = METRIC_ALIASES.get(metric, metric)
     at_tau = metric == HEADLINE
     if metric not in METRICS and not at_tau:
@@ -176,7 +175,7 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
 
 
 def results_frame(summary: pd.DataFrame, window: str, derived: bool) -> pd.DataFrame:
-    """The report module's tidy results table (``core.report.RESULT_COLUMNS``) from a summary."""
+    """The report module's tidy results table (``core.evaluation.report.RESULT_COLUMNS``) from a summary."""
     _require(summary, ("method", "mode", "aspect", "fmax_oracle"), "benchmark summary")
     frame = summary.copy()
     frame.insert(0, "window", window)

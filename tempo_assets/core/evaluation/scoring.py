@@ -15,7 +15,7 @@ evaluator); :func:`score_methods` turns each (method, cell) into one row of :dat
   (``core.homology``; one code path: the protein bootstrap is one protein per cluster);
 * the ``profile`` the cell was scored under (:data:`PROFILES`: ``cafaeval`` or ``lafa``).
 
-Modes are scored separately, never pooled (PROTOCOL.md); PK known terms are removed by the
+Modes are scored separately, never pooled (docs/PROTOCOL.md); PK known terms are removed by the
 evaluator; a target whose true terms were never predicted scores zero and stays in the denominator.
 """
 from __future__ import annotations
@@ -30,6 +30,9 @@ import pandas as pd
 
 from tempo_assets.core.annotations import require_columns
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
+from tempo_assets.core.evaluation.metrics import SetupCache
+from tempo_assets.core.evaluation.tables import evaluate_frames
 from tempo_assets.core.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
 from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
@@ -47,7 +50,7 @@ COUNT_COLUMNS = ("method", "mode", "aspect", "n_targets", "truth_proteins", "tru
                  "predicted_pairs")
 AT_TAU_COLUMNS = ("valid_tau", "p_at_valid_tau", "r_at_valid_tau", "f_at_valid_tau", "wf_at_valid_tau",
                   "s_at_valid_tau", "f_micro_w_at_valid_tau")
-# the two scoring profiles (PROTOCOL.md "Reporting"), in the order reports show them
+# the two scoring profiles (docs/PROTOCOL.md "Reporting"), in the order reports show them
 PROFILES = ("lafa", "cafaeval")
 PROFILE_STATEMENTS = {
     "lafa": ("LAFA's conventions: terms of interest present in both ontologies, known terms removed "
@@ -125,8 +128,6 @@ class Cell:
 
     def __post_init__(self):
         if self.setups is None:
-            from tempo_assets.core.evaluation import SetupCache
-
             object.__setattr__(self, "setups", SetupCache())
 
     @property
@@ -191,8 +192,6 @@ def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.
 
     ``setups``: the cell's ``core.evaluation.SetupCache`` (``Cell.setups``), shared by its methods.
     """
-    from tempo_assets.core.evaluation import evaluate_frames
-
     ns = NAMESPACES[aspect]
     df_all = evaluate_frames(eval_ontology, truth, predictions, known=known, toi=toi, prop=prop, setups=setups)
     if df_all is None or len(df_all) == 0 or ns not in set(df_all.index.get_level_values("ns")):
@@ -239,8 +238,6 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     the cluster-level twin ``*_cluster_low/high`` of every interval. ``strata`` (protein -> label)
     puts ``{label: F at valid_tau on the label's proteins}`` under the row's ``"_strata"`` key.
     """
-    from tempo_assets.core.evaluation import bootstrap_cis
-
     curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, cell.known, toi, options.prop,
                        setups=cell.setups)
     row: dict[str, Any] = {"fmax_oracle": 0.0}
