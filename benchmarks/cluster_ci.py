@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         if preds.empty:
             continue
         reference = ev.bootstrap_ci(ontology, truth, preds, metric="f", n_boot=args.n_boot, seed=0)
-        setup, kind, norm, (per_ns,) = ev._bootstrap_setup(ontology, truth, [preds], "f", {})
+        setup, kind, norm, (per_ns,) = ev._bootstrap_setup(ontology, truth, [preds], "f", ev.EvalOptions())
         for name, (contrib, prot_rows) in per_ns.items():
             if prot_rows.size == 0:
                 continue

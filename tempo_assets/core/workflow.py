@@ -594,7 +594,7 @@ def score_one_profile(test: TestTargets, valid: TestTargets, methods: Mapping[st
                            strata_methods=newest)
     pairs = [(options.reference, b) for b in scored if b != options.reference and not b.endswith(OLDER)]
     pairs += [(m[: -len(OLDER)], m) for m in scored if m.endswith(OLDER)]
-    paired = paired_differences(*args, scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
+    paired = paired_differences(args[0], args[1:], scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
     decayed = decay_table(result.summary, paired, OLDER) if decay else pd.DataFrame()
     return result.summary, paired, decayed, result.curves, tau_table, result.strata
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -67,65 +67,100 @@ def _member(values: np.ndarray, ref: np.ndarray, universe: int) -> np.ndarray:
     return ((bits[values >> 3] >> (values & 7).astype(np.uint8)) & 1).astype(bool)
 
 
-def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Cells,
-                   n_tau: int, term_mask: np.ndarray, weights: np.ndarray | None,
-                   known_keys: np.ndarray | None, lafa: bool) -> tuple[_Contrib, np.ndarray]:
-    """Per-protein quantities for the terms in ``term_mask``; returns (contrib, kept rows)."""
-    n_terms = np.int64(ns.n_terms)
-    g_keys = gt_keys[term_mask[gt_keys % n_terms]]
+@dataclass(frozen=True)
+class _Scope:
+    """Which cells a namespace's contributions count: terms of ``term_mask``, ``weights`` (IA, or
+    None for plain counts), minus ``known_keys`` (LAFA's known terms), only proteins with ground
+    truth left when ``lafa``."""
+
+    term_mask: np.ndarray
+    weights: np.ndarray | None
+    known_keys: np.ndarray | None
+    lafa: bool
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """Predicted cells: protein row, term, threshold code (taus counted) and whether in the ground truth."""
+
+    rows: np.ndarray
+    terms: np.ndarray
+    codes: np.ndarray
+    is_tp: np.ndarray
+
+    def take(self, mask: np.ndarray) -> _Entries:
+        return _Entries(self.rows[mask], self.terms[mask], self.codes[mask], self.is_tp[mask])
+
+
+def _scoped_entries(pred: _Cells, scope: _Scope, universe: int, n_terms: np.int64) -> _Entries:
+    """The predicted cells the scope counts, codes shifted to the number of thresholds counted."""
     # pred.flags marks the cells in the full ground truth; a kept cell's term is in term_mask
-    # and its key is not known, so the flag is also membership in the filtered g_keys
-    p_rows, p_terms, p_codes, is_tp = pred.rows, pred.terms, pred.codes, pred.flags
-    keep = None if term_mask.all() else term_mask[p_terms]
-    if weights is not None:
+    # and its key is not known, so the flag is also membership in the filtered ground truth
+    entries = _Entries(pred.rows, pred.terms, pred.codes, pred.flags)
+    keep = None if scope.term_mask.all() else scope.term_mask[pred.terms]
+    if scope.weights is not None:
         # unweighted counts drop code 1 (below the first threshold) with bin 0 anyway
         keep = pred.codes >= 2 if keep is None else keep & (pred.codes >= 2)
     if keep is not None:
-        p_rows, p_terms, p_codes, is_tp = p_rows[keep], p_terms[keep], p_codes[keep], is_tp[keep]
-    p_codes = p_codes.astype(np.int64) - 1  # c: taus counted
-    universe = n_rows * int(n_terms)
-    if known_keys is not None and known_keys.size:
-        g_keys = g_keys[~_isin_sorted(g_keys, known_keys)]
-        mask = ~_member(p_rows.astype(np.int64) * n_terms + p_terms, known_keys, universe)
-        p_rows, p_terms, p_codes, is_tp = p_rows[mask], p_terms[mask], p_codes[mask], is_tp[mask]
+        entries = entries.take(keep)
+    entries = _Entries(entries.rows, entries.terms, entries.codes.astype(np.int64) - 1, entries.is_tp)  # c: taus counted
+    if scope.known_keys is not None and scope.known_keys.size:
+        entries = entries.take(~_member(entries.rows.astype(np.int64) * n_terms + entries.terms, scope.known_keys,
+                                        universe))
+    return entries
+
+
+def _plain_contributions(n_p: int, g_row: np.ndarray, p_row: np.ndarray, entries: _Entries, n_tau: int) -> _Contrib:
+    """Per-protein counts per threshold from per-bin counts (reverse cumulative sums)."""
+    n_gt = np.bincount(g_row, minlength=n_p).astype(np.int64)
+    width = n_tau + 1
+    cell = p_row * width + entries.codes
+    pred_bins = np.bincount(cell, minlength=n_p * width).reshape(n_p, width)
+    tp_bins = np.bincount(cell[entries.is_tp], minlength=n_p * width).reshape(n_p, width)
+    # at threshold k (0-based) a term counts when c >= k + 1
+    n_pred = np.cumsum(pred_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
+    tp = np.cumsum(tp_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
+    return _Contrib(n_pred, tp, n_pred - tp, n_gt[None, :] - tp, n_gt)
+
+
+def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Cells,
+                   n_tau: int, scope: _Scope) -> tuple[_Contrib, np.ndarray]:
+    """Per-protein quantities for the cells ``scope`` counts; returns (contrib, kept rows)."""
+    n_terms = np.int64(ns.n_terms)
+    g_keys = gt_keys[scope.term_mask[gt_keys % n_terms]]
+    entries = _scoped_entries(pred, scope, n_rows * int(n_terms), n_terms)
+    if scope.known_keys is not None and scope.known_keys.size:
+        g_keys = g_keys[~_isin_sorted(g_keys, scope.known_keys)]
     rows = np.arange(n_rows, dtype=np.int64)
-    if lafa:
+    if scope.lafa:
         has_gt = np.zeros(n_rows, dtype=bool)
         has_gt[g_keys // n_terms] = True
         rows = np.flatnonzero(has_gt)
         remap = np.full(n_rows, -1, dtype=np.int64)
         remap[rows] = np.arange(rows.size)
-        p_mask = has_gt[p_rows]
-        p_rows, p_terms, p_codes, is_tp = (p_rows[p_mask], p_terms[p_mask], p_codes[p_mask],
-                                           is_tp[p_mask])
+        entries = entries.take(has_gt[entries.rows])
         g_row = remap[g_keys // n_terms]
-        p_row = remap[p_rows]
+        p_row = remap[entries.rows]
     else:
         g_row = g_keys // n_terms
-        p_row = p_rows.astype(np.int64)
-    n_p = rows.size
-    if weights is None:
-        n_gt = np.bincount(g_row, minlength=n_p).astype(np.int64)
-        width = n_tau + 1
-        cell = p_row * width + p_codes
-        pred_bins = np.bincount(cell, minlength=n_p * width).reshape(n_p, width)
-        tp_bins = np.bincount(cell[is_tp], minlength=n_p * width).reshape(n_p, width)
-        # at threshold k (0-based) a term counts when c >= k + 1
-        n_pred = np.cumsum(pred_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
-        tp = np.cumsum(tp_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
-        return _Contrib(n_pred, tp, n_pred - tp, n_gt[None, :] - tp, n_gt), rows
-    p_keys = p_rows.astype(np.int64) * n_terms + p_terms
-    return _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_tp,
-                                   n_tau, weights), rows
+        p_row = entries.rows.astype(np.int64)
+    if scope.weights is None:
+        return _plain_contributions(rows.size, g_row, p_row, entries, n_tau), rows
+    p_keys = entries.rows.astype(np.int64) * n_terms + entries.terms
+    predicted = _Entries(p_row, p_keys, entries.codes, entries.is_tp)
+    return _weighted_contributions(ns, rows.size, (g_keys, g_row), predicted, n_tau, scope.weights), rows
 
 
-def _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_tp, n_tau,
-                            weights) -> _Contrib:
+def _weighted_contributions(ns, n_p: int, truth: tuple[np.ndarray, np.ndarray], predicted: _Entries, n_tau: int,
+                            weights: np.ndarray) -> _Contrib:
     """Weighted sums as sequential per-protein sums over (code desc, term) order.
 
+    ``truth`` is (ground-truth keys, their rows); ``predicted`` holds rows and keys (in ``terms``).
     Equal term sets give bit-equal sums (so a protein whose predictions are all correct has
     precision exactly 1, as in cafaeval).
     """
+    (g_keys, g_row), (p_row, p_keys, p_codes, is_tp) = truth, (
+        predicted.rows, predicted.terms, predicted.codes, predicted.is_tp)
     n_terms = np.int64(ns.n_terms)
     # entries: every predicted term, plus ground-truth terms that are not predicted (c = 0)
     universe = max(int(g_keys.max(initial=0)), int(p_keys.max(initial=0))) + 1
@@ -144,6 +179,11 @@ def _weighted_contributions(ns, n_p, g_keys, g_row, p_keys, p_row, p_codes, is_t
         np.where(predicted & ~e_gt, w, 0.0),  # fp
         np.where(e_gt, w, 0.0),  # gt
     ], axis=1)
+    return _weighted_sums(e_row, e_c, columns, n_p, n_tau)
+
+
+def _weighted_sums(e_row: np.ndarray, e_c: np.ndarray, columns: np.ndarray, n_p: int, n_tau: int) -> _Contrib:
+    """Per-threshold sums of the sorted entries' weight ``columns`` (n_pred, tp, fp, gt) per protein."""
     prefix = _segment_cumsum(e_row, columns, n_p, reverse=False)
     suffix_gt = _segment_cumsum(e_row, columns[:, 3:4], n_p, reverse=True)[:, 0]
     counts = np.bincount(e_row, minlength=n_p)
@@ -322,8 +362,8 @@ def _namespace_contribs(setup: _Setup, name: str, pred: _Cells, weighted: bool):
     if setup.toi is not None:
         mask = mask & setup.toi[name]
     known = setup.known.get(name) if setup.known is not None else None
-    return _contributions(ns, len(truth.proteins), truth.keys, pred, setup.tau.size, mask,
-                          ns.ia if weighted else None, known, setup.lafa)
+    scope = _Scope(mask, ns.ia if weighted else None, known, setup.lafa)
+    return _contributions(ns, len(truth.proteins), truth.keys, pred, setup.tau.size, scope)
 
 
 def _evaluate_setup(setup: _Setup, preds: dict[str, _Cells]) -> pd.DataFrame | None:
@@ -384,10 +424,36 @@ class SetupCache:
         return setup
 
 
-def _setup_of(ontology: EvalOntology, ground_truth: pd.DataFrame, opts: Mapping[str, Any]) -> _Setup:
-    """The setup of ``ground_truth`` under ``opts`` (``th_step, toi, known, norm, setups``)."""
-    args = (opts.get("th_step", 0.01), opts.get("toi"), opts.get("known"), opts.get("norm", "cafa"))
-    cache = opts.get("setups")
-    if cache is not None:
-        return cache.get(ontology, ground_truth, *args)
+@dataclass(frozen=True, eq=False)
+class EvalOptions:
+    """How predictions are scored against a ground truth: cafaeval's options and the cell's cache.
+
+    ``known``: frame ``protein, term`` (or a file) of terms known before (LAFA's PK/LK rule);
+    ``toi``: the terms of interest (iterable or file); ``norm``, ``prop``, ``max_terms``,
+    ``th_step``: as cafaeval's; ``setups``: a :class:`SetupCache` shared by one cell's methods.
+    """
+
+    known: Any = None
+    toi: Any = None
+    norm: str = "cafa"
+    prop: str = "max"
+    max_terms: int | None = None
+    th_step: float = 0.01
+    setups: SetupCache | None = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> EvalOptions:
+        """The options from keyword arguments; an unknown key is named in the error."""
+        allowed = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise EvaluationInputError(f"unknown evaluation option(s) {unknown}; expected some of {sorted(allowed)}")
+        return cls(**options)
+
+
+def _setup_of(ontology: EvalOntology, ground_truth: pd.DataFrame, options: EvalOptions) -> _Setup:
+    """The setup of ``ground_truth`` under ``options`` (from ``options.setups`` when given)."""
+    args = (options.th_step, options.toi, options.known, options.norm)
+    if options.setups is not None:
+        return options.setups.get(ontology, ground_truth, *args)
     return _setup(ontology, _frame_truth(ground_truth), *args)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -197,12 +197,49 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
     ``maximum.at`` (numpy's fast path). The buffers are reused across blocks, so the kernel
     touches a cache-sized working set and allocates no large temporary per block.
     """
-    n_terms = ns.n_terms
     if rows.size == 0:
         return _Cells.empty()
+    layout = _level_layout(ns)
+    plan = _block_plan(rows, cols, codes, ns.n_terms, layout[1])
+    size = ns.n_terms * plan.width
+    sweep = _Sweep(layout, plan.shift, np.zeros(size, dtype=plan.dtype),
+                   np.zeros(size, dtype=bool) if flag_keys is not None else None)
+    for block in range(plan.n_blocks):
+        lo, hi = plan.cuts[block], plan.cuts[block + 1]
+        if lo == hi:
+            continue
+        start = block * plan.width
+        np.maximum.at(sweep.matrix, plan.flat_in[lo:hi], plan.codes[lo:hi])
+        raw = sweep.matrix != 0 if mode == "fill" else None
+        flag_at = sweep.set_flags(flag_keys, start, ns.n_terms) if flag_keys is not None else None
+        sweep.by_height(start, raw)
+        sweep.matrix.fill(0)
+        if flag_at is not None:
+            sweep.flag_buf[flag_at] = False
+    return sweep.cells()
+
+
+@dataclass(frozen=True)
+class _BlockPlan:
+    """Raw entries cut into blocks of ``width = 2**shift`` rows, as flat (term position, row) cells."""
+
+    shift: int
+    n_blocks: int
+    dtype: type
+    flat_in: np.ndarray
+    codes: np.ndarray
+    cuts: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return 1 << self.shift
+
+
+def _block_plan(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, n_terms: int,
+                position: np.ndarray) -> _BlockPlan:
+    """The smallest code type, the rows per block (a cache-sized matrix) and each block's entries."""
     top = int(codes.max())
     dtype = np.uint8 if top < 256 else (np.uint16 if top < 65536 else np.int64)
-    order, position, bounds, ptr, parents = _level_layout(ns)
     n_rows = int(rows.max()) + 1
     # rows per block: a power of two (cells split with a shift and a mask), at least a word
     shift = max(3, min(int(_BLOCK_BYTES // (n_terms * np.dtype(dtype).itemsize)).bit_length() - 1,
@@ -218,28 +255,37 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
         cuts = np.searchsorted(block_of[by_block], np.arange(n_blocks + 1))
     else:
         cuts = np.array([0, rows.size])
-    per_word = 8 // np.dtype(dtype).itemsize
-    matrix = np.zeros(n_terms * width, dtype=dtype)
-    flag_buf = np.zeros(n_terms * width, dtype=bool) if flag_keys is not None else None
-    raw = None
-    out_rows, out_terms, out_codes, out_flags = [], [], [], []
-    for block in range(n_blocks):
-        lo, hi = cuts[block], cuts[block + 1]
-        if lo == hi:
-            continue
-        start = block * width
-        np.maximum.at(matrix, flat_in[lo:hi], codes[lo:hi])
-        if mode == "fill":
-            raw = matrix != 0
-        if flag_buf is not None:
-            f_lo, f_hi = np.searchsorted(flag_keys, [start * n_terms, (start + width) * n_terms])
-            fk = flag_keys[f_lo:f_hi]
-            flag_at = (position[fk % n_terms] << shift) | (fk // n_terms - start)
-            flag_buf[flag_at] = True
+    return _BlockPlan(shift, n_blocks, dtype, flat_in, codes, cuts)
+
+
+@dataclass
+class _Sweep:
+    """One propagation's reused buffers (a block's flat code matrix, its flags) and its output cells."""
+
+    layout: tuple  # _level_layout: (order, position, bounds, ptr, parents)
+    shift: int
+    matrix: np.ndarray
+    flag_buf: np.ndarray | None
+    out: tuple = field(default_factory=lambda: ([], [], [], []))
+
+    def set_flags(self, flag_keys: np.ndarray, start: int, n_terms: int) -> np.ndarray:
+        """Flag the block's cells among ``flag_keys``; returns their flat positions (to clear)."""
+        position = self.layout[1]
+        f_lo, f_hi = np.searchsorted(flag_keys, [start * n_terms, (start + (1 << self.shift)) * n_terms])
+        fk = flag_keys[f_lo:f_hi]
+        flag_at = (position[fk % n_terms] << self.shift) | (fk // n_terms - start)
+        self.flag_buf[flag_at] = True
+        return flag_at
+
+    def by_height(self, start: int, raw: np.ndarray | None) -> None:
+        """Finalise the block's terms height by height, pushing each non-zero cell to its parents."""
+        order, _, bounds, ptr, parents = self.layout
+        shift, dtype = self.shift, self.matrix.dtype
+        per_word = 8 // dtype.itemsize
         for a, b in zip(bounds[:-1], bounds[1:]):
             # (x != 0 then a boolean nonzero: numpy's fast path, several times quicker than
             # nonzero on an integer array)
-            sub = matrix[a << shift:b << shift].view(np.uint64)
+            sub = self.matrix[a << shift:b << shift].view(np.uint64)
             words = np.flatnonzero(sub != 0)
             if words.size == 0:
                 continue
@@ -248,13 +294,13 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
             hit = np.flatnonzero(packed != 0)
             values = packed[hit]
             flat = words[hit // per_word] * per_word + hit % per_word
-            r = flat & (width - 1)
+            r = flat & ((1 << shift) - 1)
             pos = a + (flat >> shift)
-            out_rows.append((start + r).astype(np.int32))
-            out_terms.append(order[pos].astype(np.int32))
-            out_codes.append(values)
-            if flag_buf is not None:
-                out_flags.append(flag_buf[(a << shift) + flat])
+            self.out[0].append((start + r).astype(np.int32))
+            self.out[1].append(order[pos].astype(np.int32))
+            self.out[2].append(values)
+            if self.flag_buf is not None:
+                self.out[3].append(self.flag_buf[(a << shift) + flat])
             counts = ptr[pos + 1] - ptr[pos]
             if not counts.any():
                 continue
@@ -263,12 +309,12 @@ def _propagate(rows: np.ndarray, cols: np.ndarray, codes: np.ndarray, ns: _Names
             if raw is not None:
                 open_cell = ~raw[targets]
                 targets, values = targets[open_cell], values[open_cell]
-            np.maximum.at(matrix, targets, values)
-        matrix.fill(0)
-        if flag_buf is not None:
-            flag_buf[flag_at] = False
-    return _Cells(np.concatenate(out_rows), np.concatenate(out_terms), np.concatenate(out_codes),
-                  np.concatenate(out_flags) if flag_buf is not None else None)
+            np.maximum.at(self.matrix, targets, values)
+
+    def cells(self) -> _Cells:
+        rows, terms, codes, flags = self.out
+        return _Cells(np.concatenate(rows), np.concatenate(terms), np.concatenate(codes),
+                      np.concatenate(flags) if self.flag_buf is not None else None)
 
 
 def _propagated_keys(rows: np.ndarray, cols: np.ndarray, ns: _Namespace) -> np.ndarray:
@@ -426,6 +472,67 @@ def _score_bins(raw: _Raw, sel: np.ndarray, tau: np.ndarray) -> tuple[np.ndarray
     return bins.astype(np.int64)[codes], int(np.count_nonzero(nan[codes]))
 
 
+def _namespace_of_rows(ontology: EvalOntology, names: list[str], raw: _Raw) -> np.ndarray:
+    """Index in ``names`` of each raw row's namespace (-1: none with ground truth)."""
+    # cafaeval's ns_dict: namespaces with ground truth, primaries then alt ids, last one wins
+    ns_of: dict[str, int] = {}
+    for k, name in enumerate(names):
+        ns = ontology.namespaces[name]
+        for term in ns.terms:
+            ns_of[term] = k
+        for term in ns.alt:
+            ns_of[term] = k
+    uniq_ns = np.array([ns_of.get(t, -1) for t in raw.terms], dtype=np.int16)
+    return uniq_ns[raw.term_codes] if raw.term_codes.size else np.zeros(0, dtype=np.int64)
+
+
+def _term_columns(ns: _Namespace, raw: _Raw, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(columns, per-row repeat counts or None) of rows ``sel``: an alt id (checked first, as
+    cafaeval does) expands to its primaries."""
+    term_codes, term_uniques = raw.term_codes, raw.terms
+    tcode = term_codes[sel]
+    uniq_t = np.flatnonzero(np.bincount(tcode, minlength=term_uniques.size))
+    col_lists = []
+    for t in uniq_t:
+        term = term_uniques[t]
+        alts = ns.alt.get(term)
+        col_lists.append(alts if alts is not None else (ns.index[term],))
+    sizes = np.array([len(c) for c in col_lists], dtype=np.int64)
+    flat_cols = np.fromiter((c for cl in col_lists for c in cl), dtype=np.int64, count=int(sizes.sum()))
+    # flat_cols is ordered by uniq_t; each unique term code's slice starts here
+    starts_by_code = np.zeros(term_uniques.size, dtype=np.int64)
+    starts_by_code[uniq_t] = np.cumsum(sizes) - sizes
+    if (sizes == 1).all():  # no alt id with several primaries: one column per row
+        return flat_cols[starts_by_code[tcode]], None
+    lens = np.zeros(term_uniques.size, dtype=np.int64)
+    lens[uniq_t] = sizes
+    counts = lens[tcode]
+    return flat_cols[_ranges(starts_by_code[tcode], counts)], counts
+
+
+def _namespace_entries(ns: _Namespace, truth: _Truth, raw: _Raw, in_ns: np.ndarray, tau: np.ndarray,
+                       max_terms: int | None) -> tuple[tuple | None, int]:
+    """((rows, cols, bins) of the namespace's positive entries, or None), NaN scores skipped."""
+    uniq_rows = np.array([truth.row_of.get(p, -1) for p in raw.proteins], dtype=np.int64)
+    rows = uniq_rows[raw.protein_codes[in_ns]]
+    keep = rows >= 0
+    sel = in_ns[keep]
+    rows = rows[keep]
+    if sel.size == 0:
+        return None, 0
+    bins, n_nan = _score_bins(raw, sel, tau)
+    cols, counts = _term_columns(ns, raw, sel)
+    if counts is not None:
+        rows, bins = np.repeat(rows, counts), np.repeat(bins, counts)
+    if max_terms is not None:
+        allowed = _max_terms_mask(rows, cols, bins, ns.n_terms, int(max_terms))
+        rows, cols, bins = rows[allowed], cols[allowed], bins[allowed]
+    if rows.size == 0:
+        return None, n_nan  # nothing inserted: cafaeval does not evaluate this namespace
+    positive = bins > 0
+    return (rows[positive], cols[positive], bins[positive]), n_nan
+
+
 def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _Raw,
                        tau: np.ndarray, prop: str, max_terms: int | None,
                        n_threads: int = 1) -> dict[str, _Cells]:
@@ -435,68 +542,21 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
     """
     if prop not in ("max", "fill"):
         raise EvaluationInputError(f"prop must be 'max' or 'fill', got {prop!r}")
-    # cafaeval's ns_dict: namespaces with ground truth, primaries then alt ids, last one wins
-    ns_of: dict[str, int] = {}
     names = list(truths)
-    for k, name in enumerate(names):
-        ns = ontology.namespaces[name]
-        for term in ns.terms:
-            ns_of[term] = k
-        for term in ns.alt:
-            ns_of[term] = k
-    if raw.term_codes.size == 0:
+    row_ns = _namespace_of_rows(ontology, names, raw) if raw.term_codes.size else None
+    if row_ns is None:
         return {}
-    term_codes, term_uniques = raw.term_codes, raw.terms
-    uniq_ns = np.array([ns_of.get(t, -1) for t in term_uniques], dtype=np.int16)
-    row_ns = uniq_ns[term_codes] if term_codes.size else np.zeros(0, dtype=np.int64)
-    out: dict[str, _Cells] = {}
     jobs: dict[str, tuple] = {}
     skipped_nan = 0
     for k, name in enumerate(names):
-        ns = ontology.namespaces[name]
-        truth = truths[name]
         in_ns = np.flatnonzero(row_ns == k)
         if in_ns.size == 0:
             continue
-        uniq_rows = np.array([truth.row_of.get(p, -1) for p in raw.proteins], dtype=np.int64)
-        rows = uniq_rows[raw.protein_codes[in_ns]]
-        keep = rows >= 0
-        sel = in_ns[keep]
-        rows = rows[keep]
-        if sel.size == 0:
-            continue
-        bins, n_nan = _score_bins(raw, sel, tau)
+        ns, truth = ontology.namespaces[name], truths[name]
+        entries, n_nan = _namespace_entries(ns, truth, raw, in_ns, tau, max_terms)
         skipped_nan += n_nan
-        # term -> column(s); an alt id (checked first, as cafaeval does) expands to its primaries
-        tcode = term_codes[sel]
-        uniq_t = np.flatnonzero(np.bincount(tcode, minlength=term_uniques.size))
-        col_lists = []
-        for t in uniq_t:
-            term = term_uniques[t]
-            alts = ns.alt.get(term)
-            col_lists.append(alts if alts is not None else (ns.index[term],))
-        sizes = np.array([len(c) for c in col_lists], dtype=np.int64)
-        flat_cols = np.fromiter((c for cl in col_lists for c in cl), dtype=np.int64,
-                                count=int(sizes.sum()))
-        # flat_cols is ordered by uniq_t; each unique term code's slice starts here
-        starts_by_code = np.zeros(term_uniques.size, dtype=np.int64)
-        starts_by_code[uniq_t] = np.cumsum(sizes) - sizes
-        if (sizes == 1).all():  # no alt id with several primaries: one column per row
-            cols = flat_cols[starts_by_code[tcode]]
-        else:
-            lens = np.zeros(term_uniques.size, dtype=np.int64)
-            lens[uniq_t] = sizes
-            counts = lens[tcode]
-            cols = flat_cols[_ranges(starts_by_code[tcode], counts)]
-            rows = np.repeat(rows, counts)
-            bins = np.repeat(bins, counts)
-        if max_terms is not None:
-            allowed = _max_terms_mask(rows, cols, bins, ns.n_terms, int(max_terms))
-            rows, cols, bins = rows[allowed], cols[allowed], bins[allowed]
-        if rows.size == 0:
-            continue  # nothing inserted: cafaeval does not evaluate this namespace
-        positive = bins > 0
-        jobs[name] = (rows[positive], cols[positive], bins[positive], ns, prop, truth.keys)
+        if entries is not None:
+            jobs[name] = (*entries, ns, prop, truth.keys)
     if skipped_nan:
         logger.warning("%s: %d NaN scores ignored (as cafaeval does)", raw.path, skipped_nan)
     if n_threads > 1 and len(jobs) > 1:
@@ -506,9 +566,8 @@ def _build_predictions(ontology: EvalOntology, truths: dict[str, _Truth], raw: _
     else:
         done = {name: _propagate(*args) for name, args in jobs.items()}
     for name, cells in done.items():
-        out[name] = cells
         logger.info("Prediction: %s, %s, annotations %d", raw.path, name, cells.rows.size)
-    return out
+    return done
 
 
 def _max_terms_mask(rows, cols, scores, n_terms, max_terms) -> np.ndarray:

@@ -18,7 +18,7 @@ from tempo_assets.core.evaluation.ontology import (
 from tempo_assets.core.evaluation.predictions import (
     _build_predictions, _frame_raw, _read_pairs, _read_prediction_file,
 )
-from tempo_assets.core.evaluation.metrics import SetupCache, _evaluate_setup, _setup, _setup_of
+from tempo_assets.core.evaluation.metrics import EvalOptions, _evaluate_setup, _setup, _setup_of
 
 logger = logging.getLogger(__name__)
 
@@ -52,18 +52,21 @@ def _finish(dfs: list[pd.DataFrame]) -> tuple[pd.DataFrame | None, dict[str, pd.
 # public API
 
 
-def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, norm="cafa", prop="max",
-              max_terms=None, th_step=0.01, n_cpu=1, toi=None, known=None):
+def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, n_cpu=1, **options):
     """Evaluate every prediction file under ``pred_dir`` like cafaeval 1.3.0's ``cafa_eval``.
+
+    ``options``: cafaeval's ``norm``, ``prop``, ``max_terms``, ``th_step``, ``toi``, ``known``
+    (:class:`EvalOptions`).
 
     Returns
     -------
     df_all : DataFrame indexed (filename, ns, tau), or None when nothing was evaluated
     dfs_best : dict metric -> DataFrame of best rows (with ``cov_max``)
     """
+    opts = EvalOptions.of(options)
     n_threads = max(1, int(n_cpu or 1))
     ontology = EvalOntology.from_obo(obo_file, ia=ia, orphans=not no_orphans)
-    setup = _setup(ontology, _read_pairs(gt_file, "ground-truth"), th_step, toi, known, norm)
+    setup = _setup(ontology, _read_pairs(gt_file, "ground-truth"), opts.th_step, opts.toi, opts.known, opts.norm)
     pred_folder = os.path.normpath(str(pred_dir)) + "/"
     if not os.path.isdir(pred_folder):
         raise EvaluationInputError("prediction folder does not exist", pred_dir)
@@ -71,7 +74,7 @@ def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, norm="cafa
     dfs = []
     for file_name in files:
         raw = _read_prediction_file(file_name, n_threads)
-        preds = _build_predictions(ontology, setup.truths, raw, setup.tau, prop, max_terms,
+        preds = _build_predictions(ontology, setup.truths, raw, setup.tau, opts.prop, opts.max_terms,
                                    n_threads)
         if not preds:
             logger.warning("Prediction: %s, not evaluated (no overlap with the ground truth)",
@@ -101,19 +104,19 @@ def write_results(df_all, dfs_best, out_dir="results", th_step=0.01) -> None:
 
 
 def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
-                    predictions: pd.DataFrame, known=None, toi=None, norm="cafa", prop="max",
-                    max_terms=None, th_step=0.01, setups: SetupCache | None = None) -> pd.DataFrame:
+                    predictions: pd.DataFrame, **options) -> pd.DataFrame:
     """cafaeval's all-threshold frame for one method, index (ns, tau), rows with cov > 0.
 
     ``ground_truth``: DataFrame ``protein, term`` (row order = file order);
-    ``predictions``: DataFrame ``protein, term, score``; ``known``: DataFrame ``protein,
-    term`` or a file; ``toi``: an iterable of terms or a file; ``setups``: a
-    :class:`SetupCache` shared by the methods scored on this ground truth.
+    ``predictions``: DataFrame ``protein, term, score``; ``options``: :class:`EvalOptions`
+    (``known``: DataFrame ``protein, term`` or a file; ``toi``: an iterable of terms or a file;
+    ``setups``: a :class:`SetupCache` shared by the methods scored on this ground truth; ``norm``,
+    ``prop``, ``max_terms``, ``th_step``).
     """
-    setup = _setup_of(eval_ontology, ground_truth, {"th_step": th_step, "toi": toi, "known": known, "norm": norm,
-                                                     "setups": setups})
+    opts = EvalOptions.of(options)
+    setup = _setup_of(eval_ontology, ground_truth, opts)
     preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions), setup.tau,
-                               prop, max_terms)
+                               opts.prop, opts.max_terms)
     df = _evaluate_setup(setup, preds) if preds else None
     if df is None:
         columns = FRAME_COLUMNS.copy()
