@@ -59,12 +59,14 @@ misinformation (so its coverage can exceed 1); we drop it everywhere.
 The package, by what each module computes:
 
 - ``ontology``: OBO reading (cafaeval's rules), namespaces, IA, the threshold grid;
-- ``predictions``: ground truth and predictions as sparse cells, max propagation;
+- ``predictions``: ground truth and predictions read and routed to sparse cells;
+- ``propagation``: max/fill propagation of threshold codes by term height;
 - ``metrics``: per-protein, per-threshold counts, F/S/weighted/micro metrics, the prepared setup;
 - ``tables``: ``cafa_eval``/``evaluate_frames`` and the tables they return (best rows, curves);
 - ``bootstrap``: bootstrap confidence intervals and paired tests;
 - ``scoring``: Tempo's profiles and per-cell scoring; ``benchmark``: a window's benchmark;
-  ``report``: plots and HTML reports.
+- ``results``: the tidy results table and its Markdown/TSV; ``plots``: the figures;
+  ``report``: the self-contained HTML reports.
 """
 
 from tempo_assets.core.evaluation.ontology import EvalOntology, EvaluationInputError, read_ia, threshold_grid

@@ -15,7 +15,8 @@ import pandas as pd
 from tempo_assets.core.homology import cluster_codes, cluster_resample_counts
 from tempo_assets.core.progress import Progress
 from tempo_assets.core.evaluation.ontology import EvaluationInputError
-from tempo_assets.core.evaluation.predictions import _Cells, _build_predictions, _frame_raw
+from tempo_assets.core.evaluation.predictions import _build_predictions, _frame_raw
+from tempo_assets.core.evaluation.propagation import _Cells
 from tempo_assets.core.evaluation.metrics import EvalOptions, _Contrib, _f, _namespace_contribs, _setup_of
 
 # --------------------------------------------------------------------------------------------

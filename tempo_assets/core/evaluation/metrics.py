@@ -18,8 +18,9 @@ from tempo_assets.core.evaluation.ontology import (
     BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
 )
 from tempo_assets.core.evaluation.predictions import (
-    _Cells, _Truth, _build_truths, _frame_truth, _group_pairs, _propagated_keys, _read_pairs,
+    _Truth, _build_truths, _frame_truth, _group_pairs, _read_pairs,
 )
+from tempo_assets.core.evaluation.propagation import _Cells, _propagated_keys
 
 logger = logging.getLogger(__name__)
 

@@ -207,6 +207,8 @@ class EvalOntology:
         self.has_ia = any(ns.ia is not None for ns in namespaces.values())
         # terms of interest -> their masks per namespace (read-only): see _toi_masks
         self.toi_masks: dict[frozenset, dict[str, np.ndarray]] = {}
+        # namespace names -> {term or alt id: index among them} (cafaeval's ns_dict), built once
+        self.routes: dict[tuple[str, ...], dict[str, int]] = {}
 
     @classmethod
     def from_obo(cls, path: str | Path, ia: str | Path | Mapping | pd.Series | None = None,
