@@ -326,7 +326,7 @@ def stage_scores(window: Window, work: Path, state: dict):
 
 def stage_evaluation(window: Window, work: Path, state: dict):
     from tempo_assets.core.evaluation import EvalOntology, evaluate_frames
-    from tempo_assets.core.scoring import by_aspect, cell_curve, cell_predictions, evaluation_cells
+    from tempo_assets.core.evaluation.scoring import by_aspect, cell_curve, cell_predictions, evaluation_cells
 
     ontology = EvalOntology.from_obo(window.new_obo)
     scores = state["scores"]

@@ -22,7 +22,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.homology_summary import release_state  # noqa: E402
-from tempo_assets.core import evaluation as ev  # noqa: E402
+from tempo_assets.core.evaluation import bootstrap as ev  # noqa: E402
 from tempo_assets.core.blast import blast_term_scores, diamond_hits  # noqa: E402
 from tempo_assets.core.growth import align_terms, annotation_growth  # noqa: E402
 from tempo_assets.core.homology import bootstrap_interval, cluster_codes, target_homology  # noqa: E402
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         if preds.empty:
             continue
         reference = ev.bootstrap_ci(ontology, truth, preds, metric="f", n_boot=args.n_boot, seed=0)
-        setup, kind, norm, (per_ns,) = ev._bootstrap_setup(ontology, truth, [preds], "f", {})
+        setup, kind, norm, (per_ns,) = ev._bootstrap_setup(ontology, truth, [preds], "f", ev.EvalOptions())
         for name, (contrib, prot_rows) in per_ns.items():
             if prot_rows.size == 0:
                 continue

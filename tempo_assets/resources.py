@@ -128,7 +128,7 @@ class GridResource(dg.ConfigurableResource):
     ``feature_sets`` the feature sets (``core.candidates.FEATURE_SETS``) each setting is tried with;
     ``prior_weights`` the weights of the naive prior blended into each aspect's chosen cell (0 keeps
     the cell as it is, 1 is the naive baseline; ``core.selection`` step 4).
-    ``profile_name`` is the scoring profile (``core.scoring.PROFILES``) VALID selection scores the grid
+    ``profile_name`` is the scoring profile (``core.evaluation.scoring.PROFILES``) VALID selection scores the grid
     under and ``test_score`` scores the frozen recipe under: ``lafa`` (LAFA's conventions, the
     headline profile) by default; ``benchmark`` scores every method under both either way.
     ``GridResource.full()`` is the wider grid of ``tempo materialize --grid full`` (real runs).
@@ -145,8 +145,8 @@ class GridResource(dg.ConfigurableResource):
     profile_name: str = "lafa"
 
     def profile(self) -> str:
-        """``profile_name``, checked against ``core.scoring.PROFILES``."""
-        from tempo_assets.core.scoring import PROFILES
+        """``profile_name``, checked against ``core.evaluation.scoring.PROFILES``."""
+        from tempo_assets.core.evaluation.scoring import PROFILES
 
         if self.profile_name not in PROFILES:
             raise TempoInputError(f"grid profile {self.profile_name!r} is not one of {PROFILES}",

@@ -190,7 +190,7 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     """TEST growth with no target (nothing grew in (t0, t1]): zero rows with every column, no KeyError."""
     from tempo_assets.assets.common import eval_ontology
     from tempo_assets.core.growth import Growth
-    from tempo_assets.core.scoring import SUMMARY_COLUMNS
+    from tempo_assets.core.evaluation.scoring import SUMMARY_COLUMNS
     from tempo_assets.core.workflow import CandidateRelease, TestScoring, score_test
     from tempo_assets.resources import ArchiveResource
 

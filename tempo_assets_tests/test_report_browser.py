@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from tempo_assets.core.report import CURVE_PIXELS, render_window_report, write_report
+from tempo_assets.core.evaluation.plots import CURVE_PIXELS
+from tempo_assets.core.evaluation.report import render_window_report, write_report
 from tempo_assets_tests.core.test_report import WINDOWS, make_curves, make_results
 from tempo_assets_tests.toolkit import chromium, needs_chromium
 

@@ -12,7 +12,7 @@ from tempo_assets.assets.common import binding_metadata, eval_ontology, role_in
 from tempo_assets.assets.scoring import verify_recipe
 from tempo_assets.core.artefact_types import BenchmarkCatalog
 from tempo_assets.core.artefacts import Artefact, ArtefactSet, ArtefactStore
-from tempo_assets.core.benchmark import results_frame
+from tempo_assets.core.evaluation.benchmark import results_frame
 from tempo_assets.core.workflow import OLDER
 from tempo_assets.partitions import WINDOWS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, open_archive
@@ -23,7 +23,7 @@ BASELINES = ("naive", "blast", "knn", "goa_nonexp")
 class BenchmarkResource(dg.ConfigurableResource):
     """How ``benchmark`` scores: bootstrap size, BLAST and decay settings.
 
-    Both profiles are always scored (``core.scoring.PROFILES``: ``lafa``, LAFA's conventions, and
+    Both profiles are always scored (``core.evaluation.scoring.PROFILES``: ``lafa``, LAFA's conventions, and
     ``cafaeval``, its defaults); ``decay`` also scores every method trained at ``t-1`` on the same
     TEST targets; ``blast_sensitivity`` is a DIAMOND mode flag (``""`` = DIAMOND's default).
     """
@@ -37,7 +37,7 @@ class BenchmarkResource(dg.ConfigurableResource):
     blast_sensitivity: str = ""
 
     def options(self):
-        from tempo_assets.core.benchmark import BenchmarkOptions
+        from tempo_assets.core.evaluation.benchmark import BenchmarkOptions
 
         return BenchmarkOptions(n_boot=self.bootstrap_samples, seed=self.seed,
                                 ci_metrics=tuple(self.ci_metrics))
@@ -107,7 +107,7 @@ def curve_images(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> d
 
     The PNGs are also written to ``folder`` (``fmax_<mode>_<aspect>.png``, ``pr_<mode>_<aspect>.png``).
     """
-    from tempo_assets.core.report import plot_fmax_curve, plot_precision_recall
+    from tempo_assets.core.evaluation.plots import plot_fmax_curve, plot_precision_recall
 
     curves, summary = by_profile_label(curves), by_profile_label(summary)
     out = {}
@@ -131,7 +131,7 @@ def curve_images(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> d
 
 
 def curve_groups(curves: pd.DataFrame) -> dict[str, dict[str, pd.DataFrame]]:
-    """``{mode: {method: df_all}}`` as ``core.report.render_window_report`` takes them."""
+    """``{mode: {method: df_all}}`` as ``core.evaluation.report.render_window_report`` takes them."""
     if curves.empty:
         return {}
     curves = by_profile_label(curves)
@@ -162,9 +162,10 @@ def benchmark(
     method_predictions: ArtefactSet,
 ) -> dg.Output:
     """One row per (profile, method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold."""
+    from tempo_assets.core.evaluation.report import render_window_report, write_report
+    from tempo_assets.core.evaluation.results import strata_frame
+    from tempo_assets.core.evaluation.scoring import PROFILES
     from tempo_assets.core.faults import fault_point
-    from tempo_assets.core.report import render_window_report, strata_frame, write_report
-    from tempo_assets.core.scoring import PROFILES
     from tempo_assets.core.workflow import (
         WindowNotes, WindowPredictions, benchmark_targets, benchmark_window, union_query, window_homology,
     )
@@ -246,7 +247,7 @@ def method_status_markdown(status: pd.DataFrame) -> str:
 
 def summary_markdown(summary: pd.DataFrame) -> str:
     """The headline (F at each method's VALID threshold) first; the oracle columns labelled as such."""
-    from tempo_assets.core.scoring import ORACLE_LABEL
+    from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
 
     columns = [c for c in ("profile", "method", "mode", "aspect", "n_targets", "valid_tau", "f_at_valid_tau",
                            "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
@@ -254,7 +255,7 @@ def summary_markdown(summary: pd.DataFrame) -> str:
                            "fmax_oracle", "tau_oracle", "wfmax", "smin", "f_micro_w", "coverage", "note")
                if c in summary.columns]
     if "profile" in summary.columns:  # LAFA's profile first, as every report shows them
-        from tempo_assets.core.scoring import PROFILES
+        from tempo_assets.core.evaluation.scoring import PROFILES
 
         order = {p: i for i, p in enumerate(PROFILES)}
         summary = summary.iloc[summary["profile"].map(order).argsort(kind="stable")]
@@ -280,7 +281,7 @@ def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dic
     the tidy results table over every window with a stored benchmark (stale ones included and
     flagged by the catalog), and the decay rows with a ``window`` column.
     """
-    from tempo_assets.core.benchmark import catalog_frame
+    from tempo_assets.core.evaluation.benchmark import catalog_frame
     from tempo_assets.core.staleness import window_releases
     from tempo_assets.graph_state import GraphState, superseded_windows
 
@@ -334,7 +335,8 @@ def registered_catalog(store: ArtefactStore, archive_root: str, windows) -> pd.D
 def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResource,
                       artefact_store: ArtefactStoreResource) -> dg.Output:
     """One row per window (ready / stale / failed / pending) and the longitudinal plot across windows."""
-    from tempo_assets.core.report import plot_longitudinal, render_archive_report, write_report
+    from tempo_assets.core.evaluation.plots import plot_longitudinal
+    from tempo_assets.core.evaluation.report import render_archive_report, write_report
 
     store = artefact_store.store()
     built = build_catalog(store, archive.root, context.instance)

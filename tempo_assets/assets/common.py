@@ -1,7 +1,7 @@
 """Shared wiring for asset bodies: time-binding metadata and role-tagged inputs.
 
 The pipeline logic that used to live here (growth, corpora, candidate sources, method predictions,
-scoring) is in ``core/workflow.py`` and ``core/scoring.py``.
+scoring) is in ``core/workflow.py`` and ``core/evaluation/scoring.py``.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from tempo_assets.assets.common import (
     binding_metadata, eval_ontology, removal_metadata, role_in, scalar_metadata,
 )
 from tempo_assets.core.artefacts import Artefact, ArtefactSet
-from tempo_assets.core.scoring import ORACLE_LABEL
+from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
 from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
 from tempo_assets.core.selection import recipe_profile

@@ -115,7 +115,7 @@ class ReportGate:
 
     def html(self, page: str) -> str:
         """``page`` with the banner as the first element of its body."""
-        from tempo_assets.core.report import with_gate_banner
+        from tempo_assets.core.evaluation.report import with_gate_banner
 
         return with_gate_banner(page, self.result.verdict, self.headline(), self.result.reasons)
 

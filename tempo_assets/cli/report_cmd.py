@@ -55,9 +55,10 @@ def _emit(text: str, out: str | None, gate=None) -> None:
 
 
 def _window_text(value, window: str, derived: bool, fmt: str, by_identity: bool = False) -> str:
-    from tempo_assets.core.benchmark import results_frame
-    from tempo_assets.core.report import (
-        interval_table_markdown, markdown_legend, provenance_markdown, results_to_markdown, results_to_tsv,
+    from tempo_assets.core.evaluation.benchmark import results_frame
+    from tempo_assets.core.evaluation.report import provenance_markdown
+    from tempo_assets.core.evaluation.results import (
+        interval_table_markdown, markdown_legend, results_to_markdown, results_to_tsv,
         strata_frame, strata_to_markdown,
     )
 
@@ -110,7 +111,7 @@ def with_strata(results, strata):
 
 def _all_strata(store, catalog):
     """Every stored benchmark's identity strata as report rows."""
-    from tempo_assets.core.report import strata_frame
+    from tempo_assets.core.evaluation.results import strata_frame
 
     frames = []
     for row in catalog.itertuples():
@@ -135,9 +136,8 @@ def way_forward(store, window: str) -> str:
 def _report(args) -> int:
     from tempo_assets.assets.benchmark import OLDER, build_catalog, curve_groups
     from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.report import (
-        render_window_report, results_to_markdown, results_to_tsv, write_report,
-    )
+    from tempo_assets.core.evaluation.report import render_window_report, write_report
+    from tempo_assets.core.evaluation.results import results_to_markdown, results_to_tsv
     from tempo_assets.resources import default_archive_root, open_artefact_store
 
     gate = None
@@ -153,7 +153,7 @@ def _report(args) -> int:
     built = build_catalog(store, default_archive_root(), _instance())
     catalog, results = built["catalog"], built["results"]
     if args.compare:
-        from tempo_assets.core.benchmark import compare_windows
+        from tempo_assets.core.evaluation.benchmark import compare_windows
 
         table = compare_windows(results, *args.compare) if len(results) else None
         if table is None:
@@ -174,9 +174,9 @@ def _report(args) -> int:
         value = store.open("benchmark", args.window).value
         derived = bool(row["derived"])
         if args.format == "html":
-            from tempo_assets.core.benchmark import results_frame
+            from tempo_assets.core.evaluation.benchmark import results_frame
 
-            from tempo_assets.core.report import strata_frame
+            from tempo_assets.core.evaluation.results import strata_frame
 
             out = Path(args.out or store.folder("benchmark", args.window) / "report.html")
             curves = value["curves"]
@@ -213,7 +213,9 @@ def _report(args) -> int:
             if len(results) else ""
         _emit(text, args.out)
         return 0
-    from tempo_assets.core.report import interval_table_markdown, markdown_legend, strata_to_markdown
+    from tempo_assets.core.evaluation.results import (
+        interval_table_markdown, markdown_legend, strata_to_markdown,
+    )
 
     parts = ["# Tempo benchmark report: every window of the archive\n", "## Windows\n",
              catalog.to_markdown(index=False), "\n"]

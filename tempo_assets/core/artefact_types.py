@@ -128,7 +128,7 @@ class Benchmark(FieldAccess):
     curves: pd.DataFrame
     counts: pd.DataFrame
     derived_releases: list = field(default_factory=list)
-    # every table above has a ``profile`` column with these values (core.scoring.PROFILES)
+    # every table above has a ``profile`` column with these values (core.evaluation.scoring.PROFILES)
     profiles: list = field(default_factory=lambda: ["lafa", "cafaeval"])
     # the lafa profile's MF targets dropped because their only new term is protein binding
     dropped_protein_binding: list = field(default_factory=list)

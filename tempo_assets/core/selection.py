@@ -52,7 +52,9 @@ from tempo_assets.core.features import prepare_neighbours
 from tempo_assets.core.io import digest_json
 from tempo_assets.core.knn import knn_term_scores
 from tempo_assets.core.progress import Progress
-from tempo_assets.core.scoring import ASPECTS, MODES, NAMESPACES, PROFILES, cell_curve, curve_best, evaluation_cells
+from tempo_assets.core.evaluation.scoring import (
+    ASPECTS, MODES, NAMESPACES, PROFILES, cell_curve, curve_best, evaluation_cells,
+)
 from tempo_assets.core.reranker import (
     RerankerInputError,
     _jsonable,
@@ -151,7 +153,7 @@ def missing_inputs(candidates: str, *sources: CandidateSource) -> list[str]:
 
 
 def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer:
-    """A scorer over the cafaeval-exact evaluator (``core.scoring.cell_curve``).
+    """A scorer over the cafaeval-exact evaluator (``core.evaluation.scoring.cell_curve``).
 
     Returns a callable giving the threshold curve ``tau, f, cov`` of one aspect's namespace,
     where ``f`` is the cafaeval column ``metric`` (``"f"`` or ``"f_w"``); ``options`` are
@@ -243,7 +245,7 @@ def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
 
 
 class _CellScorer:
-    """VALID cells of one candidate source (``core.scoring.evaluation_cells``), scored per mode for one aspect."""
+    """VALID cells of one candidate source (``core.evaluation.scoring.evaluation_cells``), scored per mode for one aspect."""
 
     def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
                  modes: Sequence[str]):
@@ -348,7 +350,7 @@ def select_recipe(
     ontology : Ontology, optional
         The VALID candidates' ontology (``t-1``): every cell's scores are made consistent with it
         (``Ontology.propagate_max``) before they are scored and blended, as ``apply_recipe`` does.
-    aspects : the aspects scored (every mode of ``core.scoring.MODES`` is).
+    aspects : the aspects scored (every mode of ``core.evaluation.scoring.MODES`` is).
 
     Returns
     -------
@@ -692,7 +694,7 @@ def _aspect_entry(run: _Selection, scores: _GridScores, where: tuple[str, str], 
 
 
 def recipe_profile(recipe: Mapping[str, Any]) -> str:
-    """The profile (``core.scoring.PROFILES``) ``recipe`` was selected under: its VALID thresholds
+    """The profile (``core.evaluation.scoring.PROFILES``) ``recipe`` was selected under: its VALID thresholds
     (``tau_by_mode``) are F-maximising under that profile's conventions, and ``test_score`` scores it
     under them. A recipe frozen before it recorded one was selected under ``cafaeval``."""
     profile = recipe.get("profile") or "cafaeval"

@@ -36,7 +36,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from tempo_assets.core.benchmark import stale_inputs
+from tempo_assets.core.evaluation.benchmark import stale_inputs
 from tempo_assets.core.windows import is_window_key, method_of_partition, split_window_key
 
 STATES = ("ok", "stale", "superseded", "missing", "failed", "claimed", "unchecked")

@@ -1,7 +1,7 @@
 """The pipeline between releases: growth, candidate sources, method predictions, scoring a window.
 
 Asset bodies call these (one or two calls each) on the typed values of ``core/artefact_types.py``;
-nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/scoring.py``.
+nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/evaluation/scoring.py``.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tempo_assets.core.artefact_types import (
     Benchmark, Embeddings, EvaluationSet, FrozenRecipe, KnnCorpus, ReleaseAnnotations, Scores, ValidSelection,
 )
 from tempo_assets.core.baselines import goa_nonexperimental_scores, naive_term_scores
-from tempo_assets.core.benchmark import (
+from tempo_assets.core.evaluation.benchmark import (
     decay_table, lafa_terms_of_interest, paired_differences, protein_binding_only_targets,
 )
 from tempo_assets.core.blast import blast_term_scores, diamond_hits, homology_hits
@@ -26,7 +26,7 @@ from tempo_assets.core.growth import Growth, align_terms, annotation_growth
 from tempo_assets.core.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
 from tempo_assets.core.ia import ia_counts
 from tempo_assets.core.knn import KnnIndex, knn_term_scores
-from tempo_assets.core.scoring import (
+from tempo_assets.core.evaluation.scoring import (
     MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of, valid_tau_table,
 )
 from tempo_assets.core.selection import (
@@ -548,7 +548,7 @@ def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -
 
 def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: Iterable[str],
                recipe: Mapping[str, Any], options: ScoringOptions, source: str) -> pd.DataFrame:
-    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.scoring.valid_tau_table``).
+    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.evaluation.scoring.valid_tau_table``).
 
     ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
     each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
@@ -649,7 +649,7 @@ def score_one_profile(cells: tuple[TestTargets, TestTargets], predictions: Windo
                            strata_methods=newest)
     pairs = [(options.reference, b) for b in scored if b != options.reference and not b.endswith(OLDER)]
     pairs += [(m[: -len(OLDER)], m) for m in scored if m.endswith(OLDER)]
-    paired = paired_differences(*args, scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
+    paired = paired_differences(args[0], args[1:], scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
     decayed = decay_table(result.summary, paired, OLDER) if decay else pd.DataFrame()
     return result.summary, paired, decayed, result.curves, tau_table, result.strata
 

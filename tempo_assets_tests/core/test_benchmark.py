@@ -1,11 +1,11 @@
-"""core.benchmark: per-cell scoring against a loop reference, LAFA filters, catalog, compare, decay."""
+"""core.evaluation.benchmark: per-cell scoring against a loop reference, LAFA filters, catalog, compare, decay."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.benchmark import (
+from tempo_assets.core.evaluation.benchmark import (
     PROTEIN_BINDING, BenchmarkOptions, catalog_frame, compare_windows, decay_table,
     lafa_terms_of_interest, protein_binding_only_targets, results_frame, score_benchmark, stale_inputs,
 )

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.benchmark import BenchmarkOptions, paired_differences
+from tempo_assets.core.evaluation.benchmark import BenchmarkOptions, paired_differences
 from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, evaluate_frames, fmax_score
 from tempo_assets_tests.core.obo_fixtures import ROOTS, write_obo
 
@@ -77,20 +77,20 @@ def test_paired_difference_of_identical_methods_contains_zero(ontology):
     targets = truth.assign(aspect="BP", mode="NK")[["protein", "aspect", "mode"]]
     gt = truth.assign(aspect="BP")
     methods = {"a": preds.assign(aspect="BP"), "b": preds.assign(aspect="BP")}
-    paired = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
+    paired = paired_differences(ontology, (targets, gt, None), methods, [("a", "b")],
                                 BenchmarkOptions(n_boot=200, seed=3), metric="fmax_oracle")
     row = paired.iloc[0]
     assert row["delta"] == 0 and row["low"] <= 0 <= row["high"]
     # a strictly worse method (leaf dropped everywhere) gives an interval above 0
     methods["b"] = methods["b"][methods["b"]["term"] != LEAF]
-    worse = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
+    worse = paired_differences(ontology, (targets, gt, None), methods, [("a", "b")],
                                BenchmarkOptions(n_boot=200, seed=3), metric="fmax_oracle").iloc[0]
     assert worse["delta"] > 0 and worse["low"] > 0
 
 
 def test_paired_headline_reads_each_method_at_its_own_valid_tau(ontology):
     """The default paired metric is F at each method's VALID threshold, same resampled proteins."""
-    from tempo_assets.core.scoring import cell_curve, scores_at_tau
+    from tempo_assets.core.evaluation.scoring import cell_curve, scores_at_tau
 
     truth, preds = simulate(np.random.default_rng(7), 80)
     targets = truth.assign(aspect="BP", mode="NK")[["protein", "aspect", "mode"]]
@@ -98,14 +98,14 @@ def test_paired_headline_reads_each_method_at_its_own_valid_tau(ontology):
     methods = {"a": preds.assign(aspect="BP"), "b": preds.assign(aspect="BP")}
     # one predictor read at two thresholds: the delta is F(0.2) - F(0.6), not 0
     taus = {("a", "NK", "BP"): 0.2, ("b", "NK", "BP"): 0.6}
-    row = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
+    row = paired_differences(ontology, (targets, gt, None), methods, [("a", "b")],
                              BenchmarkOptions(n_boot=200, seed=3), taus=taus).iloc[0]
     curve = cell_curve(ontology, "BP", gt[["protein", "term"]], methods["a"][["protein", "term", "score"]])
     want = scores_at_tau(curve, 0.2)["f_at_valid_tau"] - scores_at_tau(curve, 0.6)["f_at_valid_tau"]
     assert row["metric"] == "f_at_valid_tau" and want != 0
     assert row["delta"] == pytest.approx(want, abs=1e-12) and row["low"] <= row["delta"] <= row["high"]
     # a method without a VALID threshold gets no delta and says why
-    missing = paired_differences(ontology, targets, gt, None, methods, [("a", "b")],
+    missing = paired_differences(ontology, (targets, gt, None), methods, [("a", "b")],
                                  BenchmarkOptions(n_boot=20, seed=3), taus={("a", "NK", "BP"): 0.2}).iloc[0]
     assert pd.isna(missing["delta"]) and "no VALID threshold for b" in missing["note"]
 

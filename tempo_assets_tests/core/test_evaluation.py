@@ -513,7 +513,7 @@ def cafaeval_prediction_rows(path) -> list[tuple[str, str, str]]:
     "   \n\t\n",  # nothing but whitespace
 ])
 def test_prediction_reader_equals_cafaeval_lines(tmp_path, content):
-    from tempo_assets.core.evaluation import _read_prediction_file
+    from tempo_assets.core.evaluation.predictions import _read_prediction_file
 
     path = tmp_path / "m.tsv"
     path.write_bytes(content.encode("utf-8"))
@@ -525,7 +525,7 @@ def test_prediction_reader_equals_cafaeval_lines(tmp_path, content):
 
 
 def test_prediction_reader_takes_arrow_path_on_plain_files(tmp_path):
-    from tempo_assets.core.evaluation import _read_prediction_file
+    from tempo_assets.core.evaluation.predictions import _read_prediction_file
 
     path = tmp_path / "m.tsv"
     path.write_text("P1\tGO:1\t0.5\nP2 GO:2 0.25\n")
@@ -563,7 +563,7 @@ def cafaeval_obo_terms(path) -> dict[str, dict[str, dict]]:
 
 
 def test_obo_scanner_equals_cafaeval_loop(toy, tmp_path):
-    from tempo_assets.core.evaluation import _read_obo_cafaeval
+    from tempo_assets.core.evaluation.ontology import _read_obo_cafaeval
 
     path, *_ = toy
     text = open(path).read()

@@ -11,21 +11,14 @@ import pandas as pd
 import pytest
 from matplotlib import image as mpimg
 
-from tempo_assets.core import report
+from tempo_assets.core.evaluation import plots, report, scoring
+from tempo_assets.core.evaluation import results as report_results
 from tempo_assets.core.evaluation import EvalOntology, evaluate_frames
-from tempo_assets.core.report import (
-    CURVE_PIXELS,
-    LONGITUDINAL_PIXELS,
-    ReportInputError,
-    plot_fmax_curve,
-    plot_longitudinal,
-    plot_precision_recall,
-    render_archive_report,
-    render_window_report,
-    results_to_markdown,
-    results_to_tsv,
-    write_report,
+from tempo_assets.core.evaluation.plots import (
+    CURVE_PIXELS, LONGITUDINAL_PIXELS, plot_fmax_curve, plot_longitudinal, plot_precision_recall,
 )
+from tempo_assets.core.evaluation.report import render_archive_report, render_window_report, write_report
+from tempo_assets.core.evaluation.results import ReportInputError, results_to_markdown, results_to_tsv
 from tempo_assets_tests.core.obo_fixtures import random_terms, write_obo
 
 WINDOWS = ["2014-01-31__2014-09-29__2017-06-15__2019-01-14",
@@ -157,8 +150,8 @@ def reference_point(rows: pd.DataFrame, tau):
 
 @pytest.mark.parametrize("tau", [None, 0.01, 0.37, 0.995])
 def test_marked_point_matches_reference(curves, tau):
-    rows = report._curve_rows(curves["blast"], "BP", False, "blast")
-    got = report._point_at(rows, tau)
+    rows = plots._curve_rows(curves["blast"], "BP", False, "blast")
+    got = plots._point_at(rows, tau)
     assert got[:2] == pytest.approx(reference_point(rows, tau))
 
 
@@ -187,7 +180,7 @@ def test_window_report_one_image_per_plot_and_derived_marker(curves):
     # every metric cell of a derived row carries the marker; the legend says what it means
     rows = [r for r in html_text.split("<tr") if 'class="derived-row"' in r[:30]]
     assert len(rows) == 27
-    metric_columns = [c for c, _, _ in report._TABLE if c in results.columns]
+    metric_columns = [c for c, _, _ in report_results._TABLE if c in results.columns]
     assert len(metric_columns) == 10
     assert all(r.count('<sup class="derived"') == len(metric_columns) for r in rows)  # one per metric column
     assert 'id="derived-legend"' in html_text and "derived</em> release" in html_text
@@ -197,7 +190,7 @@ def test_window_report_one_image_per_plot_and_derived_marker(curves):
 
 
 def test_markdown_labels_the_oracle_columns():
-    text = report.results_to_markdown(make_results())
+    text = report_results.results_to_markdown(make_results())
     header = text.splitlines()[0]
     assert header.index("F at VALID tau") < header.index("Fmax oracle*")
     assert "* Fmax oracle, \u03c4 oracle, wFmax, Smin: best threshold on TEST — not a protocol number." in text
@@ -299,10 +292,10 @@ def test_markdown_table():
     derived_lines = [line for line in body if line.endswith("| yes |")]
     assert len(derived_lines) == int(results["derived"].sum())
     assert all(line.startswith(f"| {WINDOWS[1]}") for line in derived_lines)
-    assert text.count(report.DERIVED_CAVEAT) == 1 and "(derived)" not in text
+    assert text.count(report_results.DERIVED_CAVEAT) == 1 and "(derived)" not in text
     # the legend says what each column means and labels the oracle numbers
-    assert "**Legend**" in text and report.ORACLE_NOTE in text
-    assert all(f"`{column}`" in text for column, _ in report.COLUMN_LEGEND)
+    assert "**Legend**" in text and report_results.ORACLE_NOTE in text
+    assert all(f"`{column}`" in text for column, _ in report_results.COLUMN_LEGEND)
     first = results.iloc[0]
     assert f"{first['fmax_oracle']:.3f} [{first['fmax_oracle_low']:.3f}, {first['fmax_oracle_high']:.3f}]" in text
     assert (f"{first['f_at_valid_tau']:.3f} [{first['f_at_valid_tau_low']:.3f}, "
@@ -316,9 +309,9 @@ def test_tsv_round_trip():
     results = make_results()
     text = results_to_tsv(results)
     back = pd.read_csv(io.StringIO(text), sep="\t")
-    assert list(back.columns) == [c for c in report.RESULT_COLUMNS if c in results.columns]
+    assert list(back.columns) == [c for c in report_results.RESULT_COLUMNS if c in results.columns]
     # the headline leads, at each method's VALID threshold, for every method
-    assert report.RESULT_COLUMNS[5:14] == ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high",
+    assert report_results.RESULT_COLUMNS[5:14] == ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high",
                                            "f_at_valid_tau_cluster_low", "f_at_valid_tau_cluster_high",
                                            "wf_at_valid_tau", "s_at_valid_tau", "f_micro_w_at_valid_tau"]
     assert len(back) == len(results)
@@ -335,7 +328,7 @@ def test_both_profiles_lafa_first_with_their_statements():
     results = make_results(profiles=("cafaeval", "lafa"))  # given in the other order
     text = results_to_markdown(results)
     assert text.index("### Profile `lafa`") < text.index("### Profile `cafaeval`")
-    for profile, statement in report.PROFILE_STATEMENTS.items():
+    for profile, statement in scoring.PROFILE_STATEMENTS.items():
         assert text.count(statement) == 1, profile
     first = results.iloc[0]
     # protein-level [low, high] then cluster-level c[low, high]
@@ -353,14 +346,14 @@ def test_both_profiles_lafa_first_with_their_statements():
 @pytest.mark.parametrize("p, n_boot, text", [(0.0, 100, "< 0.01"), (0.0, 1000, "< 0.001"), (0.04, 100, "0.04"),
                                              (float("nan"), 100, "\u2013"), (None, 100, "\u2013"), (0.0, None, "< 1/n_boot")])
 def test_p_values_are_never_zero(p, n_boot, text):
-    assert report.format_p_value(p, n_boot) == text
+    assert report_results.format_p_value(p, n_boot) == text
 
 
 def test_interval_tables_print_no_nan_and_no_zero_p():
     decay = pd.DataFrame({"profile": ["lafa", "cafaeval"], "method": ["naive", "knn"], "mode": "NK", "aspect": "MF",
                           "delta": [0.1, float("nan")], "delta_low": [0.05, float("nan")], "p_value": [0.0, 0.5],
                           "note": [None, float("nan")]})
-    text = report.interval_table_markdown(decay, 100)
+    text = report_results.interval_table_markdown(decay, 100)
     assert "nan" not in text.lower() and "< 0.01" in text and "| 0 " not in text and "0.1000" in text
 
 
@@ -380,10 +373,10 @@ def test_identity_strata_plot_and_markdown():
             for profile in ("lafa", "cafaeval") for method in METHODS for mode in ("NK", "PK") for aspect in ("BP", "MF")
             for stratum, n, f in (("<30", 10, 0.2), ("30-60", 5, 0.4), (">=90", 1, 0.9))]
     strata = pd.DataFrame(rows)
-    png = report.plot_identity_strata(strata[strata["profile"] == "lafa"])
-    assert png_size(png) == report.LONGITUDINAL_PIXELS
-    text = report.strata_to_markdown(strata)
+    png = plots.plot_identity_strata(strata[strata["profile"] == "lafa"])
+    assert png_size(png) == plots.LONGITUDINAL_PIXELS
+    text = report_results.strata_to_markdown(strata)
     assert text.index("profile `lafa`") < text.index("profile `cafaeval`")
     assert "0.900 (n=1)" in text and "| <30 " in text and "60-90" not in text.split("Each cell")[0]
     with pytest.raises(ReportInputError):
-        report.plot_identity_strata(strata.drop(columns=["n_targets"]))
+        plots.plot_identity_strata(strata.drop(columns=["n_targets"]))

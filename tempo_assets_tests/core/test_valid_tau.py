@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.benchmark import BenchmarkOptions
+from tempo_assets.core.evaluation.benchmark import BenchmarkOptions
 from tempo_assets.core.evaluation import EvalOntology
 from tempo_assets.core.workflow import OLDER, TestTargets as Cells, WindowPredictions, benchmark_window
 from tempo_assets_tests.core.obo_fixtures import ROOTS, write_obo

@@ -41,7 +41,7 @@ def test_sequence_map_restricts_to_embedded_proteins():
 def test_scores_at_tau_reads_the_frozen_threshold_row_not_the_best():
     import pandas as pd
 
-    from tempo_assets.core.scoring import recipe_valid_taus, scores_at_tau
+    from tempo_assets.core.evaluation.scoring import recipe_valid_taus, scores_at_tau
 
     tau_grid = np.arange(0.01, 1, 0.01)
     curve = pd.DataFrame({"tau": tau_grid, "pr": np.linspace(0.2, 0.9, 99),

@@ -2,7 +2,7 @@
 
 Pure functions behind the ``benchmark`` and ``benchmark_catalog`` assets and ``tempo report``:
 
-* :func:`score_benchmark` is ``core.scoring.score_methods``, the one cell scorer (F at the VALID
+* :func:`score_benchmark` is ``core.evaluation.scoring.score_methods``, the one cell scorer (F at the VALID
   threshold, the oracle Fmax beside it, weighted Fmax, Smin, weighted micro F, coverage, case
   counts, bootstrap CIs); :func:`paired_differences` bootstraps ``metric(a) - metric(b)`` on the
   same resampled proteins and cells.
@@ -16,13 +16,15 @@ Pure functions behind the ``benchmark`` and ``benchmark_catalog`` assets and ``t
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from tempo_assets.core.annotations import require_columns as _require
 from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.scoring import (
+from tempo_assets.core.evaluation.bootstrap import paired_bootstraps
+from tempo_assets.core.evaluation.scoring import (
     HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,
 )
 
@@ -44,7 +46,7 @@ PROTEIN_BINDING = "GO:0005515"
 STATUSES = ("ready", "stale", "failed", "pending", "superseded")
 # tempo status's states of a window's benchmark under the catalog's names (the others as they are)
 CATALOG_STATUS = {"ok": "ready", "missing": "pending"}
-# one scorer and one set of options for VALID, test_score and the benchmark (core/scoring.py)
+# one scorer and one set of options for VALID, test_score and the benchmark (core/evaluation/scoring.py)
 BenchmarkOptions = ScoringOptions
 score_benchmark = score_methods
 
@@ -98,14 +100,63 @@ def protein_binding_only_targets(ground_truth: pd.DataFrame, known: pd.DataFrame
     return dropped
 
 
-def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
-                       known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
-                       pairs: Iterable[tuple[str, str]], options: BenchmarkOptions = BenchmarkOptions(),
-                       toi: Iterable[str] | None = None, metric: str = "f_at_valid_tau",
-                       taus: Mapping[tuple[str, str, str], float] | None = None, clusters=None) -> pd.DataFrame:
+@dataclass(frozen=True)
+class PairedRequest:
+    """What :func:`paired_differences` compares: ``metric``, the terms of interest ``toi``, each
+    method's VALID ``taus`` ``(method, mode, aspect) -> tau`` and the targets' sequence ``clusters``."""
+
+    metric: str = "f_at_valid_tau"
+    toi: Iterable[str] | None = None
+    taus: Mapping[tuple[str, str, str], float] | None = None
+    clusters: Any = None
+
+    @classmethod
+    def of(cls, extras: Mapping[str, Any]) -> PairedRequest:
+        """The request from keyword arguments (metric alias resolved, toi sorted once); unknown keys named."""
+        allowed = {f.name for f in fields(cls)}
+        unknown = sorted(set(extras) - allowed)
+        if unknown:
+            raise TempoInputError(f"paired_differences: unknown argument(s) {unknown}; expected some of {sorted(allowed)}")
+        made = cls(**extras)
+        metric = METRIC_ALIASES.get(made.metric, made.metric)
+        if metric not in METRICS and metric != HEADLINE:
+            raise TempoInputError(f"metric {metric!r} unknown (choose from {sorted(METRICS) + [HEADLINE]})")
+        return replace(made, metric=metric, taus=made.taus or {},
+                       toi=None if made.toi is None else sorted(set(made.toi)))
+
+
+def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], split: Mapping, request: PairedRequest):
+    """(``{pair index: rows}`` settled without a bootstrap, the predictions, the pairs to bootstrap)."""
+    at_tau, n_proteins = request.metric == HEADLINE, int(cell.truth["protein"].nunique())
+    settled: dict[int, list[dict]] = {}
+    preds: dict[str, pd.DataFrame] = {}
+    todo = []
+    for i, (a, b) in enumerate(pairs):
+        tau_a, tau_b = request.taus.get((a, cell.mode, cell.aspect)), request.taus.get((b, cell.mode, cell.aspect))
+        if at_tau and (tau_a is None or tau_b is None):
+            missing = [m for m, t in ((a, tau_a), (b, tau_b)) if t is None]
+            settled[i] = [{**key, "a": a, "b": b, "n_proteins": n_proteins,
+                           "note": f"no VALID threshold for {', '.join(missing)}"}]
+            continue
+        for m in (a, b):
+            if m not in preds:
+                preds[m] = cell_predictions(split[m], cell)
+        if preds[a].empty and preds[b].empty:
+            # neither method predicts anything here: no replicate has a value to compare
+            settled[i] = [{**key, "a": a, "b": b, "delta": 0.0, "n_proteins": n_proteins}]
+            continue
+        todo.append((i, a, b, tau_a if at_tau else None, tau_b if at_tau else None))
+    return settled, preds, todo
+
+
+def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None],
+                       methods: Mapping[str, pd.DataFrame], pairs: Iterable[tuple[str, str]],
+                       options: BenchmarkOptions = BenchmarkOptions(), **request) -> pd.DataFrame:
     """Paired bootstrap of ``metric(a) - metric(b)`` per (mode, aspect), same resampled proteins.
 
-    ``metric`` ``f_at_valid_tau`` (the headline) reads each method at its own VALID threshold
+    ``growth`` is ``(targets, ground_truth, known)``; ``request``: :class:`PairedRequest`
+    (``metric``, ``toi``, ``taus``, ``clusters``). ``metric`` ``f_at_valid_tau`` (the headline)
+    reads each method at its own VALID threshold
     ``taus[(method, mode, aspect)]`` in every replicate; a pair where either method has no VALID
     threshold gets no delta and a ``note``. The oracle metrics (``fmax_oracle``, ...) re-pick the
     best TEST threshold per replicate. With ``clusters`` (the targets' sequence clusters,
@@ -117,66 +168,40 @@ def paired_differences(eval_ontology, targets: pd.DataFrame, ground_truth: pd.Da
     high, p_value, n_proteins`` (the (1 - alpha) percentile interval of the replicate differences)
     and, with ``clusters``, ``cluster_low, cluster_high, cluster_p_value, n_clusters``.
     """
-    from tempo_assets.core.evaluation import paired_bootstraps
-
-    metric = METRIC_ALIASES.get(metric, metric)
-    at_tau = metric == HEADLINE
-    if metric not in METRICS and not at_tau:
-        raise TempoInputError(f"metric {metric!r} unknown (choose from {sorted(METRICS) + [HEADLINE]})")
-    taus = taus or {}
-    toi = None if toi is None else sorted(set(toi))
-    rows = []
-    base = {"profile": options.profile}
+    req = PairedRequest.of(request)
+    at_tau = req.metric == HEADLINE
     split = {name: by_aspect(frame) for name, frame in methods.items()}
-    cells = list(evaluation_cells(targets, ground_truth, known).items())
+    cells = list(evaluation_cells(*growth).items())
     pairs = list(pairs)
     for name in {m for pair in pairs for m in pair}:
         if name not in methods:
             raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
     slots: dict[tuple[int, int], list[dict]] = {}
     for c, ((mode, aspect), cell) in enumerate(cells):
-        truth, kn = cell.truth, cell.known
-        key = {**base, "mode": mode, "aspect": aspect, "metric": metric}
-        n_proteins = int(truth["protein"].nunique())
-        preds: dict[str, pd.DataFrame] = {}
-        todo = []
-        for i, (a, b) in enumerate(pairs):
-            tau_a, tau_b = taus.get((a, mode, aspect)), taus.get((b, mode, aspect))
-            if at_tau and (tau_a is None or tau_b is None):
-                missing = [m for m, t in ((a, tau_a), (b, tau_b)) if t is None]
-                slots[(i, c)] = [{**key, "a": a, "b": b, "n_proteins": n_proteins,
-                                  "note": f"no VALID threshold for {', '.join(missing)}"}]
-                continue
-            for m in (a, b):
-                if m not in preds:
-                    preds[m] = cell_predictions(split[m], cell)
-            if preds[a].empty and preds[b].empty:
-                # neither method predicts anything here: no replicate has a value to compare
-                slots[(i, c)] = [{**key, "a": a, "b": b, "delta": 0.0, "n_proteins": n_proteins}]
-                continue
-            todo.append((i, a, b, tau_a if at_tau else None, tau_b if at_tau else None))
+        key = {"profile": options.profile, "mode": mode, "aspect": aspect, "metric": req.metric}
+        settled, preds, todo = _cell_pairs(cell, key, pairs, split, req)
+        slots.update({(i, c): rows for i, rows in settled.items()})
         if not todo:
             continue
         # one setup per cell, each method's replicates once for all its pairs (core.evaluation)
-        results = paired_bootstraps(eval_ontology, truth, preds, [t[1:] for t in todo],
-                                    metric="f" if at_tau else METRICS[metric][1], n_boot=max(options.n_boot, 1),
-                                    seed=options.seed, alpha=options.alpha, known=kn, toi=toi, prop=options.prop,
-                                    clusters=clusters)
+        results = paired_bootstraps(eval_ontology, cell.truth, preds, [t[1:] for t in todo],
+                                    metric="f" if at_tau else METRICS[req.metric][1], n_boot=max(options.n_boot, 1),
+                                    seed=options.seed, alpha=options.alpha, known=cell.known, toi=req.toi,
+                                    prop=options.prop, clusters=req.clusters)
+        n_proteins = int(cell.truth["protein"].nunique())
         for (i, a, b, _, _), result in zip(todo, results):
-            if result is None:
-                # one method covers no protein at any threshold (its metric is undefined, not 0): no interval
-                slots[(i, c)] = [{**key, "a": a, "b": b, "n_proteins": n_proteins}]
-            else:
-                slots[(i, c)] = [{**key, "a": a, "b": b, **values} for values in result.values()]
+            # None: one method covers no protein at any threshold (its metric is undefined, not 0): no interval
+            slots[(i, c)] = ([{**key, "a": a, "b": b, "n_proteins": n_proteins}] if result is None
+                             else [{**key, "a": a, "b": b, **values} for values in result.values()])
     rows = [row for i in range(len(pairs)) for c in range(len(cells)) for row in slots.get((i, c), [])]
     columns = ["profile", "a", "b", "mode", "aspect", "metric", "delta", "low", "high", "p_value", "n_proteins"]
-    columns += (["cluster_low", "cluster_high", "cluster_p_value", "n_clusters"] if clusters is not None else [])
+    columns += (["cluster_low", "cluster_high", "cluster_p_value", "n_clusters"] if req.clusters is not None else [])
     columns += ["note"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def results_frame(summary: pd.DataFrame, window: str, derived: bool) -> pd.DataFrame:
-    """The report module's tidy results table (``core.report.RESULT_COLUMNS``) from a summary."""
+    """The report module's tidy results table (``core.evaluation.report.RESULT_COLUMNS``) from a summary."""
     _require(summary, ("method", "mode", "aspect", "fmax_oracle"), "benchmark summary")
     frame = summary.copy()
     frame.insert(0, "window", window)

@@ -15,13 +15,13 @@ evaluator); :func:`score_methods` turns each (method, cell) into one row of :dat
   (``core.homology``; one code path: the protein bootstrap is one protein per cluster);
 * the ``profile`` the cell was scored under (:data:`PROFILES`: ``cafaeval`` or ``lafa``).
 
-Modes are scored separately, never pooled (PROTOCOL.md); PK known terms are removed by the
+Modes are scored separately, never pooled (docs/PROTOCOL.md); PK known terms are removed by the
 evaluator; a target whose true terms were never predicted scores zero and stays in the denominator.
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
@@ -30,6 +30,9 @@ import pandas as pd
 
 from tempo_assets.core.annotations import require_columns
 from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
+from tempo_assets.core.evaluation.metrics import SetupCache
+from tempo_assets.core.evaluation.tables import evaluate_frames
 from tempo_assets.core.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
 from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
@@ -47,7 +50,7 @@ COUNT_COLUMNS = ("method", "mode", "aspect", "n_targets", "truth_proteins", "tru
                  "predicted_pairs")
 AT_TAU_COLUMNS = ("valid_tau", "p_at_valid_tau", "r_at_valid_tau", "f_at_valid_tau", "wf_at_valid_tau",
                   "s_at_valid_tau", "f_micro_w_at_valid_tau")
-# the two scoring profiles (PROTOCOL.md "Reporting"), in the order reports show them
+# the two scoring profiles (docs/PROTOCOL.md "Reporting"), in the order reports show them
 PROFILES = ("lafa", "cafaeval")
 PROFILE_STATEMENTS = {
     "lafa": ("LAFA's conventions: terms of interest present in both ontologies, known terms removed "
@@ -125,8 +128,6 @@ class Cell:
 
     def __post_init__(self):
         if self.setups is None:
-            from tempo_assets.core.evaluation import SetupCache
-
             object.__setattr__(self, "setups", SetupCache())
 
     @property
@@ -186,15 +187,14 @@ def by_aspect(predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.DataFrame,
-               known: pd.DataFrame | None = None, toi=None, prop: str = "max", setups=None) -> pd.DataFrame:
+               **options) -> pd.DataFrame:
     """The evaluator's all-threshold rows of one cell (``tau`` and cafaeval's columns); empty if none.
 
-    ``setups``: the cell's ``core.evaluation.SetupCache`` (``Cell.setups``), shared by its methods.
+    ``options``: the evaluator's (``core.evaluation.metrics.EvalOptions``: ``known``, ``toi``,
+    ``prop``, ``setups`` the cell's ``SetupCache`` (``Cell.setups``), shared by its methods).
     """
-    from tempo_assets.core.evaluation import evaluate_frames
-
     ns = NAMESPACES[aspect]
-    df_all = evaluate_frames(eval_ontology, truth, predictions, known=known, toi=toi, prop=prop, setups=setups)
+    df_all = evaluate_frames(eval_ontology, truth, predictions, **options)
     if df_all is None or len(df_all) == 0 or ns not in set(df_all.index.get_level_values("ns")):
         return pd.DataFrame()
     return df_all.loc[ns].reset_index().assign(ns=ns)
@@ -230,27 +230,21 @@ def scores_at_tau(curve: pd.DataFrame, tau: float) -> dict[str, float]:
             "f_micro_w_at_valid_tau": value("f_micro_w")}
 
 
-def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: ScoringOptions,
-               toi=None, valid_tau: float | None = None, clusters=None,
-               strata: Mapping[str, str] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
-    """One cell's metric row (see the module docstring) and its curve.
+@dataclass(frozen=True)
+class CellReading:
+    """What one cell's row reads besides the curve: the terms of interest ``toi``, the method's
+    ``valid_tau``, sequence ``clusters`` for the cluster-level intervals, identity ``strata``
+    (protein -> label) for F per stratum."""
 
-    ``clusters`` (protein -> sequence cluster, or ``core.homology.homology_clusters``' frame) adds
-    the cluster-level twin ``*_cluster_low/high`` of every interval. ``strata`` (protein -> label)
-    puts ``{label: F at valid_tau on the label's proteins}`` under the row's ``"_strata"`` key.
-    """
-    from tempo_assets.core.evaluation import bootstrap_cis
+    toi: Any = None
+    valid_tau: float | None = None
+    clusters: Any = None
+    strata: Mapping[str, str] | None = None
 
-    curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, cell.known, toi, options.prop,
-                       setups=cell.setups)
-    row: dict[str, Any] = {"fmax_oracle": 0.0}
-    if valid_tau is not None:
-        row.update(scores_at_tau(curve, valid_tau))
-    if curve.empty:
-        # nothing predicted for any scored protein: F 0, no curve
-        if strata is not None and valid_tau is not None:
-            row["_strata"] = {label: 0.0 for label in set(strata.values())}
-        return row, curve
+
+def _curve_row(curve: pd.DataFrame) -> dict[str, Any]:
+    """The best-threshold metrics of a non-empty curve (:data:`METRICS`), oracle tau and coverage."""
+    row: dict[str, Any] = {}
     for column, (frame_column, _, best_max) in METRICS.items():
         if frame_column not in curve:
             row[column] = float("nan")
@@ -260,6 +254,30 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     best = int(np.argmax(curve["f"].to_numpy(dtype=float)))
     row.update(tau_oracle=float(curve["tau"].iloc[best]), coverage=float(curve["cov"].iloc[best]),
                n_predicted=int(curve["n"].iloc[best]))
+    return row
+
+
+def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: ScoringOptions,
+               reading: CellReading = CellReading()) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One cell's metric row (see the module docstring) and its curve.
+
+    ``reading.clusters`` (protein -> sequence cluster, or ``core.homology.homology_clusters``' frame)
+    adds the cluster-level twin ``*_cluster_low/high`` of every interval. ``reading.strata``
+    (protein -> label) puts ``{label: F at valid_tau on the label's proteins}`` under the row's
+    ``"_strata"`` key.
+    """
+    toi, valid_tau, strata = reading.toi, reading.valid_tau, reading.strata
+    curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, known=cell.known, toi=toi,
+                       prop=options.prop, setups=cell.setups)
+    row: dict[str, Any] = {"fmax_oracle": 0.0}
+    if valid_tau is not None:
+        row.update(scores_at_tau(curve, valid_tau))
+    if curve.empty:
+        # nothing predicted for any scored protein: F 0, no curve
+        if strata is not None and valid_tau is not None:
+            row["_strata"] = {label: 0.0 for label in set(strata.values())}
+        return row, curve
+    row.update(_curve_row(curve))
     # every interval of the cell from one setup of its truth and predictions (one bootstrap per
     # metric, each drawn from the seed, as separate calls would draw them)
     columns = [c for c in (options.ci_metrics if options.n_boot else ())
@@ -272,10 +290,10 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     if not requests:
         return row, curve
     ns = NAMESPACES[cell.aspect]
-    levels = ("", "cluster_") if clusters is not None else ("",)
+    levels = ("", "cluster_") if reading.clusters is not None else ("",)
     results = bootstrap_cis(eval_ontology, cell.truth, predictions, requests, n_boot=options.n_boot,
-                            seed=options.seed, alpha=options.alpha, clusters=clusters, known=cell.known, toi=toi,
-                            prop=options.prop, setups=cell.setups)
+                            seed=options.seed, alpha=options.alpha, clusters=reading.clusters, known=cell.known,
+                            toi=toi, prop=options.prop, setups=cell.setups)
     for column, result in zip(columns, results):
         ci = result.get(ns, {})
         if options.n_boot:
@@ -295,81 +313,127 @@ class ScoredMethods:
     strata: pd.DataFrame
 
 
-def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
-                  known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
-                  options: ScoringOptions = ScoringOptions(), toi: Iterable[str] | None = None,
-                  ci_methods: Iterable[str] | None = None,
-                  taus: Mapping[tuple[str, str, str], float] | None = None, clusters=None,
-                  strata: pd.DataFrame | None = None, strata_methods: Iterable[str] | None = None) -> ScoredMethods:
-    """Every method on the same targets under one profile (``options.profile``), per (mode, aspect).
+@dataclass(frozen=True)
+class ScoringExtras:
+    """What :func:`score_profile` adds to its cells beyond :class:`ScoringOptions`.
 
-    Parameters as in :func:`score_methods`, and:
-
+    toi : terms of interest (None: all)
+    ci_methods : the methods given bootstrap CIs (None: all)
+    taus : ``(method, mode, aspect) -> tau`` each method fixed on VALID (the ``*_at_valid_tau``
+        columns); rows without one carry NaN there
     clusters : DataFrame ``protein, cluster`` (``core.homology.homology_clusters`` of the targets)
         or a mapping protein -> cluster; every interval gets its cluster-level twin
         ``*_cluster_low/high`` (clusters resampled; None: protein level only)
     strata : DataFrame ``protein, aspect, identity_stratum`` (``core.homology.max_train_identity``)
         of the targets; each method of ``strata_methods`` (None: all) with a VALID threshold gets
         one :data:`STRATA_COLUMNS` row per (mode, aspect, stratum) holding targets
+    """
+
+    toi: Iterable[str] | None = None
+    ci_methods: Iterable[str] | None = None
+    taus: Mapping[tuple[str, str, str], float] | None = None
+    clusters: Any = None
+    strata: pd.DataFrame | None = None
+    strata_methods: Iterable[str] | None = None
+
+    @classmethod
+    def of(cls, extras: Mapping[str, Any]) -> ScoringExtras:
+        """The extras from keyword arguments; an unknown key is named in the error."""
+        allowed = {f.name for f in fields(cls)}
+        unknown = sorted(set(extras) - allowed)
+        if unknown:
+            raise TempoInputError(f"score_profile: unknown argument(s) {unknown}; expected some of {sorted(allowed)}")
+        made = cls(**extras)
+        # one sorted list for every cell: the cells' SetupCache recognises toi by identity
+        return made if made.toi is None else replace(made, toi=sorted(set(made.toi)))
+
+
+def _strata_by_aspect(strata: pd.DataFrame | None) -> dict[str, dict[str, str]]:
+    """``{aspect: {protein: identity stratum}}`` of the identity strata frame."""
+    if strata is None:
+        return {}
+    require_columns(strata, ("protein", "aspect", "identity_stratum"), "identity strata")
+    return {aspect: dict(zip(rows["protein"].astype(str), rows["identity_stratum"]))
+            for aspect, rows in strata.groupby("aspect", sort=False)}
+
+
+def _stratum_rows(key: dict[str, Any], labels: Mapping[str, str], tau: float,
+                  f_by_stratum: Mapping[str, float] | None) -> list[dict[str, Any]]:
+    """One :data:`STRATA_COLUMNS` row per identity stratum holding targets of the cell ``key``."""
+    sizes = pd.Series(list(labels.values())).value_counts()
+    return [{**key, "identity_stratum": label, "n_targets": int(sizes[label]), "valid_tau": tau,
+             "f_at_valid_tau": (f_by_stratum or {}).get(label, float("nan"))}
+            for label in IDENTITY_ORDER if label in sizes.index]
+
+
+@dataclass
+class _ProfileTables:
+    """The rows :func:`score_profile` collects: summary rows, curves, stratum rows."""
+
+    rows: list = field(default_factory=list)
+    curves: list = field(default_factory=list)
+    strata: list = field(default_factory=list)
+
+
+def _score_method(eval_ontology, cells: Mapping, method: tuple[str, pd.DataFrame], options: ScoringOptions,
+                  extras: ScoringExtras, tables: _ProfileTables) -> None:
+    """Every cell of one ``(name, predictions)`` method into ``tables``."""
+    name, predictions = method
+    require_columns(predictions, ("protein", "term", "aspect", "score"), f"predictions of {name}")
+    split = by_aspect(predictions)
+    ci_methods = None if extras.ci_methods is None else set(extras.ci_methods)
+    strata_methods = None if extras.strata_methods is None else set(extras.strata_methods)
+    cell_options = options if ci_methods is None or name in ci_methods else replace(options, n_boot=0)
+    with_strata = extras.strata is not None and (strata_methods is None or name in strata_methods)
+    by_aspect_strata = _strata_by_aspect(extras.strata)
+    for (mode, aspect), cell in cells.items():
+        preds = cell_predictions(split, cell)
+        key = {"profile": options.profile, "method": name, "mode": mode, "aspect": aspect}
+        counts = {**key, "n_targets": len(cell.targets), "truth_proteins": int(cell.truth["protein"].nunique()),
+                  "truth_pairs": len(cell.truth), "truth_sha256": cell.truth_sha256, "predicted_pairs": len(preds)}
+        tau = (extras.taus or {}).get((name, mode, aspect))
+        labels = None
+        if with_strata and tau is not None:
+            known_labels = by_aspect_strata.get(aspect, {})
+            labels = {str(p): known_labels.get(str(p), IDENTITY_NO_HIT) for p in cell.proteins}
+        row, curve = score_cell(eval_ontology, cell, preds, cell_options,
+                                CellReading(extras.toi, tau, extras.clusters, labels))
+        f_by_stratum = row.pop("_strata", None)
+        tables.rows.append({**counts, **row})
+        if labels is not None:
+            tables.strata += _stratum_rows(key, labels, tau, f_by_stratum)
+        if len(curve):
+            tables.curves.append(curve.assign(**key))
+
+
+def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
+                  known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
+                  options: ScoringOptions = ScoringOptions(), **extras) -> ScoredMethods:
+    """Every method on the same targets under one profile (``options.profile``), per (mode, aspect).
+
+    Parameters as in :func:`score_methods`; ``extras``: :class:`ScoringExtras` (``toi``,
+    ``ci_methods``, ``taus``, ``clusters``, ``strata``, ``strata_methods``).
 
     Returns
     -------
     :class:`ScoredMethods`; ``summary`` one row of :data:`SUMMARY_COLUMNS` per (method, mode, aspect).
     """
-    toi = None if toi is None else sorted(set(toi))
-    ci_methods = None if ci_methods is None else set(ci_methods)
-    strata_methods = None if strata_methods is None else set(strata_methods)
-    taus = taus or {}
-    by_aspect_strata: dict[str, dict[str, str]] = {}
-    if strata is not None:
-        require_columns(strata, ("protein", "aspect", "identity_stratum"), "identity strata")
-        for aspect, rows in strata.groupby("aspect", sort=False):
-            by_aspect_strata[aspect] = dict(zip(rows["protein"].astype(str), rows["identity_stratum"]))
-    rows, curves, stratum_rows = [], [], []
+    extras = ScoringExtras.of(extras)
+    tables = _ProfileTables()
     cells = evaluation_cells(targets, ground_truth, known)
-    for name, predictions in methods.items():
-        require_columns(predictions, ("protein", "term", "aspect", "score"), f"predictions of {name}")
-        split = by_aspect(predictions)
-        cell_options = options if ci_methods is None or name in ci_methods else replace(options, n_boot=0)
-        with_strata = strata is not None and (strata_methods is None or name in strata_methods)
-        for (mode, aspect), cell in cells.items():
-            preds = cell_predictions(split, cell)
-            counts = {"profile": options.profile, "method": name, "mode": mode, "aspect": aspect,
-                      "n_targets": len(cell.targets), "truth_proteins": int(cell.truth["protein"].nunique()),
-                      "truth_pairs": len(cell.truth), "truth_sha256": cell.truth_sha256,
-                      "predicted_pairs": len(preds)}
-            tau = taus.get((name, mode, aspect))
-            labels = None
-            if with_strata and tau is not None:
-                known_labels = by_aspect_strata.get(aspect, {})
-                labels = {str(p): known_labels.get(str(p), IDENTITY_NO_HIT) for p in cell.proteins}
-            row, curve = score_cell(eval_ontology, cell, preds, cell_options, toi, tau, clusters, labels)
-            f_by_stratum = row.pop("_strata", None)
-            rows.append({**counts, **row})
-            if labels is not None:
-                sizes = pd.Series(list(labels.values())).value_counts()
-                for label in IDENTITY_ORDER:
-                    if label in sizes.index:
-                        stratum_rows.append({"profile": options.profile, "method": name, "mode": mode,
-                                             "aspect": aspect, "identity_stratum": label,
-                                             "n_targets": int(sizes[label]), "valid_tau": tau,
-                                             "f_at_valid_tau": (f_by_stratum or {}).get(label, float("nan"))})
-            if len(curve):
-                curves.append(curve.assign(profile=options.profile, method=name, mode=mode, aspect=aspect))
+    for method in methods.items():
+        _score_method(eval_ontology, cells, method, options, extras, tables)
     # no cell has a target (e.g. a window with no TEST growth): zero rows, every column still there
-    summary = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    summary = pd.DataFrame(tables.rows) if tables.rows else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     ordered = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     summary = summary[ordered + [c for c in summary.columns if c not in ordered]]
-    return ScoredMethods(summary, pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(),
-                         pd.DataFrame(stratum_rows, columns=list(STRATA_COLUMNS)))
+    return ScoredMethods(summary, pd.concat(tables.curves, ignore_index=True) if tables.curves else pd.DataFrame(),
+                         pd.DataFrame(tables.strata, columns=list(STRATA_COLUMNS)))
 
 
 def score_methods(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFrame,
                   known: pd.DataFrame | None, methods: Mapping[str, pd.DataFrame],
-                  options: ScoringOptions = ScoringOptions(), toi: Iterable[str] | None = None,
-                  ci_methods: Iterable[str] | None = None,
-                  taus: Mapping[tuple[str, str, str], float] | None = None,
-                  clusters=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  options: ScoringOptions = ScoringOptions(), **extras) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every method on the same targets, per (mode, aspect): one row of :data:`SUMMARY_COLUMNS` each.
 
     Parameters
@@ -381,19 +445,14 @@ def score_methods(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
     known : DataFrame ``protein, term, aspect`` (PK known terms) or None
     methods : name -> predictions DataFrame ``protein, term, aspect, score``
     options : see :class:`ScoringOptions`
-    toi : terms of interest (None: all)
-    ci_methods : the methods given bootstrap CIs (None: all)
-    taus : ``(method, mode, aspect) -> tau`` each method fixed on VALID (the ``*_at_valid_tau``
-        columns); rows without one carry NaN there
-    clusters : sequence clusters of the targets (see :func:`score_profile`)
+    extras : :class:`ScoringExtras` (``toi``, ``ci_methods``, ``taus``, ``clusters``)
 
     Returns
     -------
     (summary, curves) : ``summary`` one row per (method, mode, aspect); ``curves`` the evaluator's
         all-threshold rows with ``profile, method, mode, aspect`` columns.
     """
-    scored = score_profile(eval_ontology, targets, ground_truth, known, methods, options, toi, ci_methods, taus,
-                           clusters)
+    scored = score_profile(eval_ontology, targets, ground_truth, known, methods, options, **extras)
     return scored.summary, scored.curves
 
 

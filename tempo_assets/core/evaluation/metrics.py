@@ -1,0 +1,460 @@
+"""Per-threshold counts and metrics (F, S, weighted, micro) of one namespace, and the prepared setup of a ground truth.
+
+Part of the evaluator package (see ``tempo_assets/core/evaluation/__init__.py``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.io import open_text
+from tempo_assets.core.evaluation.ontology import (
+    BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
+)
+from tempo_assets.core.evaluation.predictions import (
+    _Truth, _build_truths, _frame_truth, _group_pairs, _read_pairs,
+)
+from tempo_assets.core.evaluation.propagation import _Cells, _propagated_keys
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------
+# metrics
+
+
+@dataclass
+class _Contrib:
+    """Per-protein, per-threshold quantities of one namespace and one variant.
+
+    Arrays are (n_tau, n_proteins) except ``n_gt`` (n_proteins,); proteins in cafaeval order
+    (LAFA mode drops proteins with no remaining ground truth).
+    """
+
+    n_pred: np.ndarray
+    tp: np.ndarray
+    fp: np.ndarray
+    fn: np.ndarray
+    n_gt: np.ndarray
+
+
+def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
+    if sorted_ref.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    pos = np.searchsorted(sorted_ref, values)
+    pos[pos == sorted_ref.size] = 0
+    return sorted_ref[pos] == values
+
+
+_BITMAP_LIMIT = 1 << 31  # bits (256 MiB); above it, fall back to a sorted search
+
+
+def _member(values: np.ndarray, ref: np.ndarray, universe: int) -> np.ndarray:
+    """``isin(values, ref)`` for non-negative int64 keys below ``universe``; ref in any order.
+
+    A bitmap gather (one random read per value) beats a binary search over unsorted queries.
+    """
+    if ref.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if universe > _BITMAP_LIMIT:
+        return _isin_sorted(values, np.sort(ref))
+    bits = np.zeros((universe >> 3) + 1, dtype=np.uint8)
+    np.bitwise_or.at(bits, ref >> 3, (np.uint8(1) << (ref & 7).astype(np.uint8)))
+    return ((bits[values >> 3] >> (values & 7).astype(np.uint8)) & 1).astype(bool)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """Which cells a namespace's contributions count: terms of ``term_mask``, ``weights`` (IA, or
+    None for plain counts), minus ``known_keys`` (LAFA's known terms), only proteins with ground
+    truth left when ``lafa``."""
+
+    term_mask: np.ndarray
+    weights: np.ndarray | None
+    known_keys: np.ndarray | None
+    lafa: bool
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """Predicted cells: protein row, term, threshold code (taus counted) and whether in the ground truth."""
+
+    rows: np.ndarray
+    terms: np.ndarray
+    codes: np.ndarray
+    is_tp: np.ndarray
+
+    def take(self, mask: np.ndarray) -> _Entries:
+        return _Entries(self.rows[mask], self.terms[mask], self.codes[mask], self.is_tp[mask])
+
+
+def _scoped_entries(pred: _Cells, scope: _Scope, universe: int, n_terms: np.int64) -> _Entries:
+    """The predicted cells the scope counts, codes shifted to the number of thresholds counted."""
+    # pred.flags marks the cells in the full ground truth; a kept cell's term is in term_mask
+    # and its key is not known, so the flag is also membership in the filtered ground truth
+    entries = _Entries(pred.rows, pred.terms, pred.codes, pred.flags)
+    keep = None if scope.term_mask.all() else scope.term_mask[pred.terms]
+    if scope.weights is not None:
+        # unweighted counts drop code 1 (below the first threshold) with bin 0 anyway
+        keep = pred.codes >= 2 if keep is None else keep & (pred.codes >= 2)
+    if keep is not None:
+        entries = entries.take(keep)
+    entries = _Entries(entries.rows, entries.terms, entries.codes.astype(np.int64) - 1, entries.is_tp)  # c: taus counted
+    if scope.known_keys is not None and scope.known_keys.size:
+        entries = entries.take(~_member(entries.rows.astype(np.int64) * n_terms + entries.terms, scope.known_keys,
+                                        universe))
+    return entries
+
+
+def _plain_contributions(n_p: int, g_row: np.ndarray, p_row: np.ndarray, entries: _Entries, n_tau: int) -> _Contrib:
+    """Per-protein counts per threshold from per-bin counts (reverse cumulative sums)."""
+    n_gt = np.bincount(g_row, minlength=n_p).astype(np.int64)
+    width = n_tau + 1
+    cell = p_row * width + entries.codes
+    pred_bins = np.bincount(cell, minlength=n_p * width).reshape(n_p, width)
+    tp_bins = np.bincount(cell[entries.is_tp], minlength=n_p * width).reshape(n_p, width)
+    # at threshold k (0-based) a term counts when c >= k + 1
+    n_pred = np.cumsum(pred_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
+    tp = np.cumsum(tp_bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T.copy()
+    return _Contrib(n_pred, tp, n_pred - tp, n_gt[None, :] - tp, n_gt)
+
+
+def _contributions(ns: _Namespace, n_rows: int, gt_keys: np.ndarray, pred: _Cells,
+                   n_tau: int, scope: _Scope) -> tuple[_Contrib, np.ndarray]:
+    """Per-protein quantities for the cells ``scope`` counts; returns (contrib, kept rows)."""
+    n_terms = np.int64(ns.n_terms)
+    g_keys = gt_keys[scope.term_mask[gt_keys % n_terms]]
+    entries = _scoped_entries(pred, scope, n_rows * int(n_terms), n_terms)
+    if scope.known_keys is not None and scope.known_keys.size:
+        g_keys = g_keys[~_isin_sorted(g_keys, scope.known_keys)]
+    rows = np.arange(n_rows, dtype=np.int64)
+    if scope.lafa:
+        has_gt = np.zeros(n_rows, dtype=bool)
+        has_gt[g_keys // n_terms] = True
+        rows = np.flatnonzero(has_gt)
+        remap = np.full(n_rows, -1, dtype=np.int64)
+        remap[rows] = np.arange(rows.size)
+        entries = entries.take(has_gt[entries.rows])
+        g_row = remap[g_keys // n_terms]
+        p_row = remap[entries.rows]
+    else:
+        g_row = g_keys // n_terms
+        p_row = entries.rows.astype(np.int64)
+    if scope.weights is None:
+        return _plain_contributions(rows.size, g_row, p_row, entries, n_tau), rows
+    p_keys = entries.rows.astype(np.int64) * n_terms + entries.terms
+    predicted = _Entries(p_row, p_keys, entries.codes, entries.is_tp)
+    return _weighted_contributions(ns, rows.size, (g_keys, g_row), predicted, n_tau, scope.weights), rows
+
+
+def _weighted_contributions(ns, n_p: int, truth: tuple[np.ndarray, np.ndarray], predicted: _Entries, n_tau: int,
+                            weights: np.ndarray) -> _Contrib:
+    """Weighted sums as sequential per-protein sums over (code desc, term) order.
+
+    ``truth`` is (ground-truth keys, their rows); ``predicted`` holds rows and keys (in ``terms``).
+    Equal term sets give bit-equal sums (so a protein whose predictions are all correct has
+    precision exactly 1, as in cafaeval).
+    """
+    (g_keys, g_row), (p_row, p_keys, p_codes, is_tp) = truth, (
+        predicted.rows, predicted.terms, predicted.codes, predicted.is_tp)
+    n_terms = np.int64(ns.n_terms)
+    # entries: every predicted term, plus ground-truth terms that are not predicted (c = 0)
+    universe = max(int(g_keys.max(initial=0)), int(p_keys.max(initial=0))) + 1
+    gt_only = ~_member(g_keys, p_keys, universe)
+    e_row = np.concatenate([p_row, g_row[gt_only]])
+    e_col = np.concatenate([p_keys % n_terms, g_keys[gt_only] % n_terms])
+    e_c = np.concatenate([p_codes, np.zeros(int(gt_only.sum()), dtype=np.int64)])
+    e_gt = np.concatenate([is_tp, np.ones(int(gt_only.sum()), dtype=bool)])
+    order = np.lexsort((e_col, -e_c, e_row))
+    e_row, e_col, e_c, e_gt = e_row[order], e_col[order], e_c[order], e_gt[order]
+    w = weights[e_col]
+    predicted = e_c > 0
+    columns = np.stack([
+        np.where(predicted, w, 0.0),  # n_pred
+        np.where(predicted & e_gt, w, 0.0),  # tp
+        np.where(predicted & ~e_gt, w, 0.0),  # fp
+        np.where(e_gt, w, 0.0),  # gt
+    ], axis=1)
+    return _weighted_sums(e_row, e_c, columns, n_p, n_tau)
+
+
+def _weighted_sums(e_row: np.ndarray, e_c: np.ndarray, columns: np.ndarray, n_p: int, n_tau: int) -> _Contrib:
+    """Per-threshold sums of the sorted entries' weight ``columns`` (n_pred, tp, fp, gt) per protein."""
+    prefix = _segment_cumsum(e_row, columns, n_p, reverse=False)
+    suffix_gt = _segment_cumsum(e_row, columns[:, 3:4], n_p, reverse=True)[:, 0]
+    counts = np.bincount(e_row, minlength=n_p)
+    row_start = np.zeros(n_p + 1, dtype=np.int64)
+    np.cumsum(counts, out=row_start[1:])
+    width = n_tau + 1
+    bins = np.bincount(e_row * width + e_c, minlength=n_p * width).reshape(n_p, width)
+    m = np.cumsum(bins[:, ::-1], axis=1)[:, ::-1][:, 1:].T  # (n_tau, n_p) entries with c > k
+    n_gt = np.zeros(n_p)
+    has = counts > 0
+    n_gt[has] = prefix[row_start[1:][has] - 1, 3]
+    last = row_start[:-1][None, :] + m - 1
+    valid = m > 0
+    safe_last = np.where(valid, last, 0)
+    take = lambda j: np.where(valid, prefix[safe_last, j] if prefix.size else 0.0, 0.0)  # noqa: E731
+    n_pred, tp, fp = take(0), take(1), take(2)
+    nxt = row_start[:-1][None, :] + m
+    rest = nxt < row_start[1:][None, :]
+    safe_nxt = np.where(rest, nxt, 0)
+    fn = np.where(rest, suffix_gt[safe_nxt] if suffix_gt.size else 0.0, 0.0)
+    return _Contrib(n_pred, tp, fp, fn, n_gt)
+
+
+def _segment_cumsum(seg: np.ndarray, values: np.ndarray, n_seg: int, reverse: bool) -> np.ndarray:
+    """Sequential (left-to-right, or right-to-left) cumulative sums inside sorted segments.
+
+    ``values`` (n, k) float; ``seg`` (n,) sorted segment ids. Exact sequential order, unlike a
+    global cumsum minus offsets.
+    """
+    n = seg.size
+    out = np.zeros_like(values)
+    if n == 0:
+        return out
+    counts = np.bincount(seg, minlength=n_seg)
+    starts = np.zeros(n_seg + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    rank = np.arange(n, dtype=np.int64) - starts[seg]
+    if reverse:
+        rank = counts[seg] - 1 - rank
+    order = np.lexsort((seg, rank))  # by rank, then segment
+    by_rank = np.bincount(rank, minlength=int(counts.max()))
+    bounds = np.zeros(by_rank.size + 1, dtype=np.int64)
+    np.cumsum(by_rank, out=bounds[1:])
+    acc = np.zeros((n_seg, values.shape[1]))
+    for r in range(by_rank.size):
+        idx = order[bounds[r]:bounds[r + 1]]
+        s = seg[idx]
+        acc[s] += values[idx]
+        out[idx] = acc[s]
+    return out
+
+
+def _sum_metrics(c: _Contrib) -> np.ndarray:
+    """cafaeval's ``compute_confusion_matrix`` sums, (n_tau, 6): n, tp, fp, fn, pr, rc."""
+    n_tau = c.n_pred.shape[0]
+    metrics = np.zeros((n_tau, 6), dtype=float)
+    n_gt = c.n_gt
+    for k in range(n_tau):
+        n_pred = np.ascontiguousarray(c.n_pred[k])
+        tp = np.ascontiguousarray(c.tp[k])
+        metrics[k, 0] = (n_pred > 0).sum()
+        metrics[k, 1] = tp.sum()
+        metrics[k, 2] = np.ascontiguousarray(c.fp[k]).sum()
+        metrics[k, 3] = np.ascontiguousarray(c.fn[k]).sum()
+        metrics[k, 4] = np.divide(tp, n_pred, out=np.zeros_like(tp, dtype="float"),
+                                  where=n_pred > 0).sum()
+        metrics[k, 5] = np.divide(tp, n_gt, out=np.zeros_like(n_gt, dtype="float"),
+                                  where=n_gt > 0).sum()
+    return metrics
+
+
+def _f(pr: np.ndarray, rc: np.ndarray) -> np.ndarray:
+    num = 2 * pr * rc
+    den = pr + rc
+    return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den != 0)
+
+
+def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: str) -> pd.DataFrame:
+    """cafaeval's ``normalize``: same columns, same arithmetic order."""
+    if norm not in ("cafa", "pred", "gt"):
+        raise EvaluationInputError(f"norm must be cafa, pred or gt, got {norm!r}")
+    n = metrics[:, 0].copy()
+    ne_arr = np.full(tau.size, ne)
+    cols = {"n": n}
+    for j, column in enumerate(BASE_COLUMNS[1:], start=1):
+        den = n if (norm == "pred" or (norm == "cafa" and column == "pr")) else ne_arr
+        cols[column] = np.divide(metrics[:, j], den, out=np.zeros_like(metrics[:, j], dtype=float),
+                                 where=den > 0)
+    cov = n / ne_arr if ne else np.zeros_like(n)
+    tp, fp, fn = cols["tp"], cols["fp"], cols["fn"]
+    pr_micro = np.divide(tp, tp + fp, out=np.zeros_like(tp, dtype=float), where=(tp + fp) > 0)
+    rc_micro = np.divide(tp, tp + fn, out=np.zeros_like(tp, dtype=float), where=(tp + fn) > 0)
+    frame = pd.DataFrame({
+        "n": n, "tp": tp, "fp": fp, "fn": fn, "pr": cols["pr"], "rc": cols["rc"],
+        "ns": [name] * tau.size, "tau": tau, "cov": cov, "mi": fp, "ru": fn,
+        "f": _f(cols["pr"], cols["rc"]), "s": np.sqrt(fn ** 2 + fp ** 2),
+        "pr_micro": pr_micro, "rc_micro": rc_micro, "f_micro": _f(pr_micro, rc_micro),
+    })
+    return frame
+
+
+@dataclass
+class _Setup:
+    ontology: EvalOntology
+    truths: dict[str, _Truth]
+    tau: np.ndarray
+    toi: dict[str, np.ndarray] | None
+    known: dict[str, np.ndarray] | None
+    lafa: bool
+    norm: str
+
+
+def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
+    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms.
+
+    The masks of a set of terms (not a file) are built once per ontology and shared: never write to them.
+    """
+    if isinstance(toi, (str, Path)):
+        return _read_toi_masks(ontology, toi)
+    key = frozenset(toi)
+    if key not in ontology.toi_masks:
+        ontology.toi_masks[key] = _read_toi_masks(ontology, key)
+    return ontology.toi_masks[key]
+
+
+def _read_toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
+    if isinstance(toi, (str, Path)):
+        terms = []
+        with open_text(toi) as handle:
+            for raw in handle:
+                parts = raw.split()
+                if parts:
+                    terms.append(parts[0])
+        if not terms:
+            raise EvaluationInputError("empty terms-of-interest file", toi)
+    else:
+        terms = list(toi)
+    masks = {name: np.zeros(ns.n_terms, dtype=bool) for name, ns in ontology.namespaces.items()}
+    for term in terms:
+        for name, ns in ontology.namespaces.items():
+            i = ns.index.get(term)
+            if i is not None:
+                masks[name][i] = True
+            elif term in ns.alt:
+                masks[name][list(ns.alt[term])] = True
+    return masks
+
+
+def _known_keys(ontology: EvalOntology, truths: dict[str, _Truth], known) -> dict[str, np.ndarray]:
+    if isinstance(known, (str, Path)):
+        proteins, terms = _read_pairs(known, "known-terms")
+    else:
+        if not {"protein", "term"} <= set(known.columns):
+            raise EvaluationInputError("known frame needs 'protein' and 'term' columns")
+        proteins, terms = known["protein"].tolist(), known["term"].tolist()
+    grouped = _group_pairs(ontology, proteins, terms)
+    out: dict[str, np.ndarray] = {}
+    for name, truth in truths.items():
+        ns = ontology.namespaces[name]
+        if name not in grouped:
+            out[name] = np.zeros(0, dtype=np.int64)
+            continue
+        ids, rows, cols = grouped[name]
+        # known rows -> ground-truth rows; pairs of proteins without ground truth are dropped
+        truth_row = np.array([truth.row_of.get(p, -1) for p in ids], dtype=np.int64)
+        rows = truth_row[rows]
+        keep = rows >= 0
+        out[name] = _propagated_keys(rows[keep], cols[keep], ns)
+    return out
+
+
+def _namespace_contribs(setup: _Setup, name: str, pred: _Cells, weighted: bool):
+    ns = setup.ontology.namespaces[name]
+    truth = setup.truths[name]
+    mask = ns.toi_ia_mask if weighted else ns.toi_mask
+    if setup.toi is not None:
+        mask = mask & setup.toi[name]
+    known = setup.known.get(name) if setup.known is not None else None
+    scope = _Scope(mask, ns.ia if weighted else None, known, setup.lafa)
+    return _contributions(ns, len(truth.proteins), truth.keys, pred, setup.tau.size, scope)
+
+
+def _evaluate_setup(setup: _Setup, preds: dict[str, _Cells]) -> pd.DataFrame | None:
+    frames, frames_w = [], []
+    for name in setup.truths:
+        pred = preds.get(name)
+        if pred is None:
+            continue
+        contrib, rows = _namespace_contribs(setup, name, pred, weighted=False)
+        ne = rows.size
+        if ne == 0:
+            logger.warning("%s: no protein with ground truth left to evaluate", name)
+            continue
+        frames.append(_normalize(_sum_metrics(contrib), name, setup.tau, ne, setup.norm))
+        if setup.ontology.has_ia:
+            contrib_w, rows_w = _namespace_contribs(setup, name, pred, weighted=True)
+            frames_w.append(_normalize(_sum_metrics(contrib_w), name, setup.tau, rows_w.size,
+                                       setup.norm))
+    if not frames:
+        return None
+    df = pd.concat(frames)
+    if frames_w:
+        df = pd.merge(df, pd.concat(frames_w), on=["ns", "tau"], suffixes=("", "_w"))
+    return df
+
+
+def _setup(ontology: EvalOntology, truth_pairs, th_step, toi, known, norm) -> _Setup:
+    truths = _build_truths(ontology, *truth_pairs)
+    if not truths:
+        raise EvaluationInputError("no ground-truth term is known to the ontology")
+    toi_masks = _toi_masks(ontology, toi) if toi is not None else None
+    known_keys = _known_keys(ontology, truths, known) if known is not None else None
+    return _Setup(ontology, truths, threshold_grid(th_step), toi_masks, known_keys,
+                  lafa=toi is not None or known is not None, norm=norm)
+
+
+class SetupCache:
+    """The set-up ground truth of one cell, built once for every method scored on it.
+
+    Setting up a ground truth (grouping, propagating, the known terms and the terms of interest)
+    does not depend on the predictions. Scoring several methods on one cell passes the same cache
+    and the very same ``ground_truth``, ``known`` and ``toi`` objects to :func:`evaluate_frames`,
+    :func:`bootstrap_cis` and :func:`paired_bootstraps`; an entry is reused only for those same
+    objects (by identity, which the cache keeps alive) and the same ``th_step`` and ``norm``.
+    The results are those of uncached calls.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[tuple, _Setup]] = []
+
+    def get(self, ontology: EvalOntology, ground_truth: pd.DataFrame, th_step, toi, known, norm) -> _Setup:
+        key = (ontology, ground_truth, toi, known, float(th_step), norm)
+        for held, setup in self._entries:
+            if all(a is b for a, b in zip(held[:4], key[:4])) and held[4:] == key[4:]:
+                return setup
+        setup = _setup(ontology, _frame_truth(ground_truth), th_step, toi, known, norm)
+        self._entries.append((key, setup))
+        return setup
+
+
+@dataclass(frozen=True, eq=False)
+class EvalOptions:
+    """How predictions are scored against a ground truth: cafaeval's options and the cell's cache.
+
+    ``known``: frame ``protein, term`` (or a file) of terms known before (LAFA's PK/LK rule);
+    ``toi``: the terms of interest (iterable or file); ``norm``, ``prop``, ``max_terms``,
+    ``th_step``: as cafaeval's; ``setups``: a :class:`SetupCache` shared by one cell's methods.
+    """
+
+    known: Any = None
+    toi: Any = None
+    norm: str = "cafa"
+    prop: str = "max"
+    max_terms: int | None = None
+    th_step: float = 0.01
+    setups: SetupCache | None = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> EvalOptions:
+        """The options from keyword arguments; an unknown key is named in the error."""
+        allowed = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise EvaluationInputError(f"unknown evaluation option(s) {unknown}; expected some of {sorted(allowed)}")
+        return cls(**options)
+
+
+def _setup_of(ontology: EvalOntology, ground_truth: pd.DataFrame, options: EvalOptions) -> _Setup:
+    """The setup of ``ground_truth`` under ``options`` (from ``options.setups`` when given)."""
+    args = (options.th_step, options.toi, options.known, options.norm)
+    if options.setups is not None:
+        return options.setups.get(ontology, ground_truth, *args)
+    return _setup(ontology, _frame_truth(ground_truth), *args)
