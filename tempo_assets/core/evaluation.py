@@ -51,7 +51,7 @@ Deliberate differences (documented, all on inputs where cafaeval crashes or has 
 LAFA mode (``toi`` and/or ``known``, following cafaeval-protea 0.1.0's ``-toi``/``-known``):
 ``toi`` terms (alt ids mapped) are intersected with the evaluated terms and with the IA terms;
 ``known`` pairs are mapped and propagated like ground truth and removed from that protein's
-ground truth and predictions. Coverage fix (PROTOCOL.md): a protein whose remaining ground truth
+ground truth and predictions. Coverage fix (docs/PROTOCOL.md): a protein whose remaining ground truth
 inside the evaluated terms is empty is not counted at all. cafaeval-protea drops such a protein
 from the denominator ``ne`` but still counts its predictions in ``n``, precision and
 misinformation (so its coverage can exceed 1); we drop it everywhere.

@@ -15,7 +15,7 @@ evaluator); :func:`score_methods` turns each (method, cell) into one row of :dat
   (``core.homology``; one code path: the protein bootstrap is one protein per cluster);
 * the ``profile`` the cell was scored under (:data:`PROFILES`: ``cafaeval`` or ``lafa``).
 
-Modes are scored separately, never pooled (PROTOCOL.md); PK known terms are removed by the
+Modes are scored separately, never pooled (docs/PROTOCOL.md); PK known terms are removed by the
 evaluator; a target whose true terms were never predicted scores zero and stays in the denominator.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ COUNT_COLUMNS = ("method", "mode", "aspect", "n_targets", "truth_proteins", "tru
                  "predicted_pairs")
 AT_TAU_COLUMNS = ("valid_tau", "p_at_valid_tau", "r_at_valid_tau", "f_at_valid_tau", "wf_at_valid_tau",
                   "s_at_valid_tau", "f_micro_w_at_valid_tau")
-# the two scoring profiles (PROTOCOL.md "Reporting"), in the order reports show them
+# the two scoring profiles (docs/PROTOCOL.md "Reporting"), in the order reports show them
 PROFILES = ("lafa", "cafaeval")
 PROFILE_STATEMENTS = {
     "lafa": ("LAFA's conventions: terms of interest present in both ontologies, known terms removed "
