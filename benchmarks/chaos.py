@@ -46,17 +46,18 @@ def fresh_copy(archive: Path, folder: Path) -> dict[str, str]:
 def attempt(env: dict, target: tuple[int, float] | None, log) -> tuple[bool, str]:
     """One ``tempo materialize --all``; ``(killed, output)``.
 
-    ``target`` ``(step, delay)``: SIGKILL the process group ``delay`` seconds after step number
-    ``step`` starts (``[step/total] ... started``); None runs to the end. The steps a kill left done
-    are skipped by the next attempt within seconds, so the kills fall all along the job.
+    ``target`` ``(k, delay)``: SIGKILL the process group ``delay`` seconds after the ``k``-th step that
+    this attempt starts (``[i/total] ... started``; the steps earlier attempts finished are skipped
+    within seconds); None runs to the end. So the kills fall all along the job.
     """
     process = subprocess.Popen([TEMPO, "materialize", "--all"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=REPO)
     lines: list[str] = []
-    timer = None
+    timer, started = None, 0
     for line in process.stdout:
         lines.append(line)
-        if target and timer is None and line.startswith(f"[{target[0]}/") and ": started" in line:
+        started += line.startswith("[") and ": started" in line
+        if target and timer is None and started == target[0]:
             timer = threading.Timer(target[1], os.killpg, (process.pid, signal.SIGKILL))
             timer.start()
     process.wait()
@@ -65,7 +66,7 @@ def attempt(env: dict, target: tuple[int, float] | None, log) -> tuple[bool, str
     killed = process.returncode == -signal.SIGKILL
     if killed:
         last = [l for l in lines if l.startswith("[")][-1:] or ["(before the first step)"]
-        log(f"  killed {target[1]:.0f}s into step {target[0]}: {last[0].strip()[:140]}")
+        log(f"  killed {target[1]:.0f}s into the attempt's step {target[0]}: {last[0].strip()[:140]}")
     return killed, "".join(lines)
 
 
@@ -127,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     kills = recoveries = attempts = 0
     burned: list[str] = []
     started = time.perf_counter()
-    steps = step_count(env)
+    steps, done = step_count(env), 0
     while True:
         attempts += 1
-        target = (rng.randint(1, steps), rng.uniform(0.0, args.max_delay)) if kills < args.kills else None
+        remaining = max(1, steps - done)
+        target = (rng.randint(1, remaining), rng.uniform(0.0, args.max_delay)) if kills < args.kills else None
         killed, output = attempt(env, target, log)
+        done = max(done, sum(1 for l in output.splitlines() if l.startswith("[") and (": ok in" in l or "skipped" in l)))
         if kills and ("ok in" in output or "skipped" in output):
             recoveries += 1  # after a kill, this attempt went on from where the last one stopped
         if not killed:

@@ -7,7 +7,7 @@ Run with the cafaeval 1.3.0 interpreter (``.venv-cafaeval/bin/python``), never i
 
 cafaeval 1.3.0 parses the ontology, the ground truth, the predictions and the IA file, propagates
 them (``-prop``), and computes every metric at every threshold (``compute_metrics``, ``normalize``,
-``write_results``). This script adds only what LAFA's conventions say (PROTOCOL.md, "Evaluation"),
+``write_results``). This script adds only what LAFA's conventions say (docs/PROTOCOL.md, "Evaluation"),
 by choosing which cells and proteins cafaeval sees, never by computing a metric:
 
 - known terms (PK): the ``KNOWN`` pairs, parsed and propagated by cafaeval like a ground truth,

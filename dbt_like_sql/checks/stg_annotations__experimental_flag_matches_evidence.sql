@@ -10,7 +10,7 @@ with staged as (
     where sa.release_id = :release_id
 ),
 
--- the experimental codes of PROTOCOL.md
+-- the experimental codes of docs/PROTOCOL.md
 final as (
     select
         s.release_id,

@@ -54,7 +54,7 @@ def binding_metadata(
     window_role: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """Metadata every output carries (PROTOCOL.md): cutoff, max_source_date, sources, window.
+    """Metadata every output carries (docs/PROTOCOL.md): cutoff, max_source_date, sources, window.
 
     ``sources`` lists the raw files read (release, path, sha256, date) through ``reader``
     (a ``CutoffReader``) or by the upstream artefacts, plus a reference to each artefact read;

@@ -38,7 +38,7 @@ def already_materialised(context: dg.AssetExecutionContext, store: ArtefactStore
         dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[window]), limit=1).records
     if store.store().exists(asset, window) or previous:
         return (f"{asset}[{window}] was already materialised: TEST is read and scored exactly once with the "
-                "frozen recipe (PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
+                "frozen recipe (docs/PROTOCOL.md). Nothing was read or written. Report the stored score instead.")
     return None
 
 

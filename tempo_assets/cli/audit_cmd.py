@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-INPUT_ERROR_EXIT_CODE = 3
+from tempo_assets.cli.errors import INPUT_ERROR_EXIT_CODE, exit_3_on_usage_error
 
 
 def register(subparsers) -> None:
@@ -36,12 +36,7 @@ def register(subparsers) -> None:
                              "never printed)")
     parser.set_defaults(func=run_audit_design)
 
-    def usage_error(message: str) -> None:
-        parser.print_usage(sys.stderr)
-        print(f"tempo audit-design: usage error: {message}", file=sys.stderr)
-        sys.exit(INPUT_ERROR_EXIT_CODE)
-
-    parser.error = usage_error  # argparse would exit 2, which means "investigate" here
+    exit_3_on_usage_error(parser, "audit-design")
 
 
 def run_audit_design(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """``tempo audit-features`` and ``tempo audit-cutoffs``: leakage audits of the asset graph.
 
-``audit-features`` runs the golden feature rule (PROTOCOL.md) on sampled targets of one cutoff,
+``audit-features`` runs the golden feature rule (docs/PROTOCOL.md) on sampled targets of one cutoff,
 from the stored ``reranker_labels`` artefact or rebuilt from a release archive. ``audit-cutoffs``
 reads every materialisation recorded in the Dagster instance (``$DAGSTER_HOME``) and checks the
 time bindings it recorded. Both exit 0 on pass, 1 on fail; input errors exit 2.

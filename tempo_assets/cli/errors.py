@@ -13,6 +13,19 @@ from typing import Callable, Iterator
 
 #: exit status of a command that stopped on an error
 ERROR_EXIT = 2
+# the audit and gate commands' exit status for a bad input file (their 2 means "investigate")
+INPUT_ERROR_EXIT_CODE = 3
+
+
+def exit_3_on_usage_error(parser, command: str) -> None:
+    """Make ``parser`` print its usage and exit ``INPUT_ERROR_EXIT_CODE`` on a usage error (argparse
+    would exit 2, which the audit and gate commands use for "investigate")."""
+    def usage_error(message: str) -> None:
+        parser.print_usage(sys.stderr)
+        print(f"tempo {command}: usage error: {message}", file=sys.stderr)
+        sys.exit(INPUT_ERROR_EXIT_CODE)
+
+    parser.error = usage_error
 
 # what to do about a file the command could not read or write, by errno
 _OS_ADVICE = {

@@ -11,7 +11,8 @@ import argparse
 import json
 import sys
 
-INPUT_ERROR_EXIT_CODE = 3
+from tempo_assets.cli.errors import INPUT_ERROR_EXIT_CODE, exit_3_on_usage_error
+
 DEFAULT_POLICY = "quality.yaml"
 
 
@@ -47,12 +48,7 @@ def register(subparsers) -> None:
     parser.add_argument("--out", metavar="GATE.json", help="also write the verdict as JSON (atomically)")
     parser.set_defaults(func=run_gate)
 
-    def usage_error(message: str) -> None:
-        parser.print_usage(sys.stderr)
-        print(f"tempo gate: usage error: {message}", file=sys.stderr)
-        sys.exit(INPUT_ERROR_EXIT_CODE)
-
-    parser.error = usage_error  # argparse would exit 2, which means "investigate" here
+    exit_3_on_usage_error(parser, "gate")
 
 
 def format_gate(result) -> str:

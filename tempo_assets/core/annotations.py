@@ -1,6 +1,6 @@
 """Experimental / non-experimental annotation sets: evidence split, term cleaning, propagation.
 
-The ground truth of every window is built from experimental annotations only (PROTOCOL.md,
+The ground truth of every window is built from experimental annotations only (docs/PROTOCOL.md,
 "Annotations"); the other evidence codes (IEA, ISS, IBA, ...) are kept apart and feed the
 non-experimental GOA baseline. Rows carrying a NOT qualifier assert the *absence* of a
 function, so they belong to neither set.

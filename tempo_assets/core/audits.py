@@ -2,7 +2,7 @@
 
 Two audits live here, both described in ``docs/audits.md``:
 
-- **The golden feature rule** (PROTOCOL.md): for sampled proteins, every candidate feature is
+- **The golden feature rule** (docs/PROTOCOL.md): for sampled proteins, every candidate feature is
   rebuilt from inputs with that protein's own labels removed (its corpus rows, and its
   contribution to the IA counts), and compared with the features it was actually given.
   ``extra_features`` is the documented hook through which a feature added later (or a

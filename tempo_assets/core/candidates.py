@@ -12,14 +12,14 @@ Features (``ALL_FEATURE_COLUMNS``): the KNN ones (``features.FEATURE_COLUMNS``, 
 no rank where the KNN did not propose the term), the DIAMOND ones (``DIAMOND_COLUMNS``), the
 non-experimental GOA ones (``GOA_COLUMNS``), and which sources proposed it (``SOURCE_COLUMNS``).
 
-The golden rule (PROTOCOL.md) holds for each feature and for the candidate set itself:
+The golden rule (docs/PROTOCOL.md) holds for each feature and for the candidate set itself:
 
 - a protein is never its own hit (``query == subject`` rows are dropped before ranking, and the
   hit list is truncated at ``hit_top`` after that), as it is never its own KNN neighbour;
 - the corpus prior, and so the ``prior`` candidates, leave the scored protein out: the top terms of
   protein p are the top terms of a corpus without p's labels (its counts minus its own terms);
 - the IA of a candidate is leave-one-out (``ia.IaCounts``);
-- the non-experimental annotations are inputs at the cutoff, not labels (PROTOCOL.md: they feed
+- the non-experimental annotations are inputs at the cutoff, not labels (docs/PROTOCOL.md: they feed
   the GOA baseline, never the ground truth), read at the candidate release, never later.
 
 ``tempo audit-features`` and the blocking check ``reranker_labels__golden_rule`` rebuild every

@@ -2,7 +2,7 @@
 
 A candidate is a (protein, term, aspect) triple where the term is carried by at least one
 of the protein's top-k neighbours in the KNN corpus. Every feature obeys the golden rule of
-``PROTOCOL.md``: it is identical when the scored protein's own labels are removed from the
+``docs/PROTOCOL.md``: it is identical when the scored protein's own labels are removed from the
 corpus. Concretely
 
 - the protein is never its own neighbour (rows with ``query == neighbour`` are dropped);

@@ -1,6 +1,6 @@
 """Annotation growth between two releases: NK / LK / PK targets and their ground truth.
 
-Definitions (PROTOCOL.md, "Growth"), per protein and aspect, on propagated experimental terms
+Definitions (docs/PROTOCOL.md, "Growth"), per protein and aspect, on propagated experimental terms
 at releases ``a < b``:
 
 - NK: the protein has no experimental term in any aspect at ``a`` and some in this one at ``b``;

@@ -3,7 +3,7 @@
 The parser streams the file once, keeps every ``[Term]`` stanza (obsolete ones included, so
 that ids can be resolved and counted) and skips ``[Typedef]`` and ``[Instance]`` stanzas.
 Propagation follows ``is_a`` and ``relationship: part_of`` inside one namespace, the rule of
-PROTOCOL.md; parents in another namespace are dropped.
+docs/PROTOCOL.md; parents in another namespace are dropped.
 
 This is the project's own ontology model. The cafaeval-exact reading rules live in
 ``tempo_assets.core.evaluation`` (cafaeval keeps a few quirks we do not want here).

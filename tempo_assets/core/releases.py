@@ -3,7 +3,7 @@ sanctioned way to read them at a cutoff.
 
 Layout: ``ROOT/releases/<id>/release.json`` plus the release's files in that folder. The
 manifest records each file's own date (GAF ``!Generated:``, OBO ``data-version``, or a declared
-date) and sha256; a release's ``as_of`` is the latest of its files' dates (PROTOCOL.md), and that
+date) and sha256; a release's ``as_of`` is the latest of its files' dates (docs/PROTOCOL.md), and that
 is its cutoff. ``CutoffReader`` refuses (``CutoffViolation``) to read any file dated after its
 cutoff, drops GAF rows whose column-14 date is after it, verifies every file's sha256 on read,
 and records what it read so assets can publish ``sources`` and ``max_source_date``.

@@ -41,7 +41,7 @@ from tempo_assets.core.windows import is_window_key, method_of_partition, split_
 
 STATES = ("ok", "stale", "superseded", "missing", "failed", "claimed", "unchecked")
 # artefacts never rebuilt once written: the recipe is frozen, TEST is read once (test_growth, the
-# only reader of raw TEST data) and scored once (PROTOCOL.md); their staleness is reported but
+# only reader of raw TEST data) and scored once (docs/PROTOCOL.md); their staleness is reported but
 # does not make what reads them stale again and again
 FROZEN_ASSETS = frozenset({"frozen_recipe", "test_growth", "test_score"})
 
@@ -221,7 +221,7 @@ def artefact_state(
     reasons += method_reasons(asset, partition, refs, plan)
     if reasons:
         if asset in FROZEN_ASSETS:
-            reasons.append("kept: frozen artefacts are not rebuilt (PROTOCOL.md)")
+            reasons.append("kept: frozen artefacts are not rebuilt (docs/PROTOCOL.md)")
         return ArtefactState(asset, partition, "stale", "; ".join(sorted(set(reasons), key=reasons.index)),
                              stored=True)
     return ArtefactState(asset, partition, "ok", f"fingerprint {str(meta.get('fingerprint') or '?')[:12]}",

@@ -540,7 +540,7 @@ class ClaimStore:
             self._log_quietly("refused", window, asset=asset, run_id=run_id, state="burned")
             raise ClaimRefused(
                 f"{asset}[{window}] is burned: its TEST was read and not reported (released "
-                f"{burn.released_at}: {burn.reason}); it is never re-scored (PROTOCOL.md)",
+                f"{burn.released_at}: {burn.reason}); it is never re-scored (docs/PROTOCOL.md)",
                 window, "burned", path=self.burn_path(window))
         claim = TestClaim(window=window, run_id=str(run_id), claimed_at=_now(), host=socket.gethostname(),
                           pid=os.getpid(), asset=asset)
@@ -555,7 +555,7 @@ class ClaimStore:
                               held_by=held.run_id if held else None)
             raise ClaimRefused(
                 f"{asset}[{window}] is already claimed by run {held.run_id} (at {held.claimed_at} on "
-                f"{held.host} pid {held.pid}); TEST is read and scored once per window (PROTOCOL.md). "
+                f"{held.host} pid {held.pid}); TEST is read and scored once per window (docs/PROTOCOL.md). "
                 "Nothing of TEST was read by this run", window, "claimed", path=path)
         self._log_quietly("claimed", window, asset=asset, run_id=run_id)
         return claim

@@ -8,7 +8,7 @@ re-running it deletes that partition's rows and inserts the new ones in one tran
 failure leaves the previous rows in place. Checks are SQL files that return violating rows.
 
 The evaluation-set table keeps ``window_role`` as a nullable column that a CHECK constraint
-restricts to ``'valid'`` or ``'test'`` (PROTOCOL.md): selection reads VALID sets, reporting reads
+restricts to ``'valid'`` or ``'test'`` (docs/PROTOCOL.md): selection reads VALID sets, reporting reads
 TEST sets, and nothing else can be stored.
 
 SQLite is the embedded default; the models use portable SQL (CTEs, ``case``, ``distinct``,
@@ -208,7 +208,7 @@ def _add_growth_tables(metadata: MetaData) -> None:
     Table(
         "evaluation_sets", metadata,
         Column("window_key", String(64), nullable=False),
-        # NULL for ad-hoc sets; the CHECK is the structural VALID/TEST separation of PROTOCOL.md
+        # NULL for ad-hoc sets; the CHECK is the structural VALID/TEST separation of docs/PROTOCOL.md
         Column("window_role", String(8), nullable=True),
         Column("old_release", String(32), nullable=False),
         Column("new_release", String(32), nullable=False),

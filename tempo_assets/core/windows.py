@@ -1,4 +1,4 @@
-"""Windows and their roles: the one place that knows window arithmetic (PROTOCOL.md, Windows).
+"""Windows and their roles: the one place that knows window arithmetic (docs/PROTOCOL.md, Windows).
 
 A window ``W = (t-2, t-1, t0, t1)`` is keyed ``t-2__t-1__t0__t1``. :data:`ROLE_BOUND` is the role
 table: which window release bounds everything a role may read (TRAIN ``<= t-1``, VALID ``<= t0``,

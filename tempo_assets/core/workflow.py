@@ -57,7 +57,7 @@ def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[
     The older annotations are first expressed in the newer ontology (``align_terms``), so an edge
     added between releases is not counted as growth. Targets are restricted to proteins whose
     sequence is available at the older release (``old_sequences``: protein -> sequence sha256)
-    and, where ``new_sequences`` knows the protein too, unchanged at the newer one (PROTOCOL.md).
+    and, where ``new_sequences`` knows the protein too, unchanged at the newer one (docs/PROTOCOL.md).
     """
 
     old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
@@ -708,7 +708,7 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
         first = min((w.t0 for w in windows if w.t0 in order), key=order.get, default=None)
         later = f"; the first cutoff with one is {first}" if first else ""
         raise TempoInputError(f"no submission at cutoff {cutoff}: no window of the archive has t0 <= {cutoff}, so no "
-                              f"recipe frozen on VALID can apply there (PROTOCOL.md){later}")
+                              f"recipe frozen on VALID can apply there (docs/PROTOCOL.md){later}")
     latest = max(possible, key=lambda w: (order[w.t0], order[w.t1])).key if possible else None
     how = f"`tempo materialize --window {latest}`" if latest else "`tempo materialize --all`"
     raise TempoInputError(f"no frozen recipe yet on a window with t0 <= {cutoff}: freeze one first ({how})")

@@ -1,4 +1,4 @@
-"""core/workflow and core/scoring on small frames: growth honours the sequence restriction (PROTOCOL.md)."""
+"""core/workflow and core/scoring on small frames: growth honours the sequence restriction (docs/PROTOCOL.md)."""
 import numpy as np
 import pandas as pd
 
