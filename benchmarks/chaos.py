@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kills", type=int, help="how many times to kill -9 the job")
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill moments (printed)")
     parser.add_argument("--archive", type=Path, default=REPO / "data", help="archive to copy (default data/)")
-    parser.add_argument("--max-delay", type=float, default=30.0,
-                        help="longest time into the chosen step before its kill, seconds (default 30)")
+    parser.add_argument("--max-delay", type=float, default=120.0,
+                        help="longest time after the chosen step starts before the kill, seconds (default 120: "
+                             "a kill may land in a later step, e.g. inside a window job's TEST phase)")
     parser.add_argument("--reference-sha256", default=None,
                         help="the submission's sha256 from an uninterrupted run (default: make one first)")
     args = parser.parse_args(argv)
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     steps, done = step_count(env), 0
     while True:
         attempts += 1
-        remaining = max(1, steps - done)
+        remaining = max(1, steps - done - 1)  # the catalog, rebuilt every time, is not a target of its own
         target = (rng.randint(1, remaining), rng.uniform(0.0, args.max_delay)) if kills < args.kills else None
         killed, output = attempt(env, target, log)
         done = max(done, sum(1 for l in output.splitlines() if l.startswith("[") and (": ok in" in l or "skipped" in l)))
