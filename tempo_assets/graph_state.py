@@ -312,6 +312,10 @@ class GraphState:
             else:
                 detail = f" ({state.reason})" if state.state == "claimed" else ""
                 step.waiting.append(f"{ref(asset, partition)} is {state.state}{detail}")
+        # its own stored artefacts whose checks never ran here (nothing may read them, e.g. a submission)
+        listed = {(a, p) for a, p, _ in step.unchecked}
+        step.unchecked += [(a, key, self.unchecked_keys(a, key)) for a in assets
+                           if a not in step.todo and (a, key) not in listed and self.state(a, key).state == "unchecked"]
         inputs = sorted((ref(a, p), self._current_sha(ref(a, p)) or "") for a, p in step.upstream)
         files = sorted(f"{k}={v}" for k, v in self._file_sha.items() if job == "release_job" and k[0] == key)
         # what a run would read and with what code: unchanged while a requested run is under way

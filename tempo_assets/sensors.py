@@ -37,7 +37,7 @@ def check_requests(steps: list[Step]) -> list[dg.RunRequest]:
     reads (``unchecked``: a kill between a write and its checks, another instance on the same store)."""
     seen, requests = set(), []
     for step in steps:
-        for asset, partition, keys in step.unchecked if step.todo else ():
+        for asset, partition, keys in step.unchecked:
             if (asset, partition) in seen or not keys:
                 continue
             seen.add((asset, partition))

@@ -421,16 +421,18 @@ def _materialize(args) -> int:
     from tempo_assets.cli.errors import require_free_space
     from tempo_assets.partitions import register_partitions
     from tempo_assets.resources import default_artefacts_root
-    from tempo_assets.runs import settle_dead_runs
+    from tempo_assets.runs import settle_dead_runs, step_lock
 
     home = ensure_dagster_home()
     artefacts = default_artefacts_root()
     require_free_space(DAGSTER_HOME=str(home), **({} if "://" in artefacts else {"TEMPO_ARTEFACTS": artefacts}))
     plan = current_plan()
-    instance = dg.DagsterInstance.get()
-    settle_dead_runs(instance)
-    register_partitions(instance, plan)
-    ensure_test_pool(instance)
+    # concurrent first launches on a fresh DAGSTER_HOME would race to create its SQLite schema
+    with step_lock(home, "instance", "init"):
+        instance = dg.DagsterInstance.get()
+        settle_dead_runs(instance)
+        register_partitions(instance, plan)
+        ensure_test_pool(instance)
     if args.window and args.window not in plan.windows:
         print(f"tempo: error: unknown window {args.window!r} (see `tempo windows`)", file=sys.stderr)
         return 2
