@@ -181,8 +181,8 @@ def test_a_leaky_feature_fails_the_golden_rule_check_in_dagster(labels_graph, mo
 
     honest = candidates._per_candidate
 
-    def leaky(out, neighbours, corpus, ia, term_depth, k):
-        out = honest(out, neighbours, corpus, ia, term_depth, k)
+    def leaky(out, neighbours, corpus, weights, k):
+        out = honest(out, neighbours, corpus, weights, k)
         term_n = corpus.groupby(["aspect", "term"]).size()
         aspect_n = corpus[["protein", "aspect"]].drop_duplicates().groupby("aspect").size()
         numer = term_n.reindex(pd.MultiIndex.from_frame(out[["aspect", "term"]])).fillna(0).to_numpy()
