@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tempo_assets.core.embeddings import KmerEmbedder, NearEmbedder, embed_proteins
-from tempo_assets.core.fasta import read_fasta
-from tempo_assets.core.knn import KnnIndex
+from tempo_assets.core.inputs.embeddings import KmerEmbedder, NearEmbedder, embed_proteins
+from tempo_assets.core.inputs.fasta import read_fasta
+from tempo_assets.core.neighbours.knn import KnnIndex
 
 FASTA = (
     Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "goa_archive" / "uniprot"

@@ -173,9 +173,9 @@ class Window:
 
 
 def _experimental(gafs: list[Path], obo: Path):
-    from tempo_assets.core.annotations import experimental_annotations
-    from tempo_assets.core.gaf import read_gaf
-    from tempo_assets.core.ontology import parse_obo
+    from tempo_assets.core.labels.annotations import experimental_annotations
+    from tempo_assets.core.inputs.gaf import read_gaf
+    from tempo_assets.core.inputs.ontology import parse_obo
 
     ontology = parse_obo(obo)
     frame = pd.concat([read_gaf(p) for p in gafs], ignore_index=True)
@@ -184,8 +184,8 @@ def _experimental(gafs: list[Path], obo: Path):
 
 
 def build_window(args) -> Window:
-    from tempo_assets.core.fasta import read_fasta
-    from tempo_assets.core.growth import align_terms, annotation_growth
+    from tempo_assets.core.inputs.fasta import read_fasta
+    from tempo_assets.core.labels.growth import align_terms, annotation_growth
 
     sequences = read_fasta(args.fasta)
     old, _ = _experimental(args.old_gaf, args.old_obo)
@@ -212,7 +212,7 @@ def build_window(args) -> Window:
 
 
 def stage_embedding(window: Window, work: Path, state: dict):
-    from tempo_assets.core.embeddings import EmbeddingCache, KmerEmbedder, embed_proteins, sequence_digest
+    from tempo_assets.core.inputs.embeddings import EmbeddingCache, KmerEmbedder, embed_proteins, sequence_digest
 
     embedder = KmerEmbedder(k=KMER_K, dim=KMER_DIM)
     unique = sorted({sequence_digest(s): s for s in window.sequences.values()}.items())
@@ -239,8 +239,8 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int)
     ratios and rates for the chunks done (printed as it goes)."""
     import faiss
 
-    from tempo_assets.core.embeddings import normalize_rows
-    from tempo_assets.core.knn import KnnIndex
+    from tempo_assets.core.inputs.embeddings import normalize_rows
+    from tempo_assets.core.neighbours.knn import KnnIndex
 
     ids, matrix = state["ids"], state["matrix"]
     row_of = {a: i for i, a in enumerate(ids)}
@@ -285,8 +285,8 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int)
 
 
 def stage_features(window: Window, work: Path, state: dict):
-    from tempo_assets.core.features import candidate_features
-    from tempo_assets.core.reranker import label_candidates
+    from tempo_assets.core.recipe.features import candidate_features
+    from tempo_assets.core.recipe.reranker import label_candidates
 
     features, tempo = measure(candidate_features, state["neighbours"], window.corpus_annotations, k=K_MAX)
     labelled = label_candidates(features, window.ground_truth, window.known)
@@ -298,8 +298,8 @@ def stage_features(window: Window, work: Path, state: dict):
 def stage_lightgbm(window: Window, work: Path, state: dict):
     import lightgbm as lgb
 
-    from tempo_assets.core.features import FEATURE_COLUMNS
-    from tempo_assets.core.reranker import _split_params, train_reranker
+    from tempo_assets.core.recipe.features import FEATURE_COLUMNS
+    from tempo_assets.core.recipe.reranker import _split_params, train_reranker
 
     labelled = state["labelled"]
     x = labelled[list(FEATURE_COLUMNS)].to_numpy(dtype=np.float64)
@@ -317,7 +317,7 @@ def stage_lightgbm(window: Window, work: Path, state: dict):
 
 
 def stage_scores(window: Window, work: Path, state: dict):
-    from tempo_assets.core.knn import knn_term_scores
+    from tempo_assets.core.neighbours.knn import knn_term_scores
 
     scores, tempo = measure(knn_term_scores, state["neighbours"], window.corpus_annotations, k=K_MAX)
     state["scores"] = scores
@@ -351,8 +351,8 @@ def stage_evaluation(window: Window, work: Path, state: dict):
 
 
 def stage_diamond(window: Window, work: Path, state: dict, threads: int):
-    from tempo_assets.core.blast import diamond_hits, find_diamond
-    from tempo_assets.core.fasta import write_fasta
+    from tempo_assets.core.neighbours.blast import diamond_hits, find_diamond
+    from tempo_assets.core.inputs.fasta import write_fasta
 
     diamond = str(find_diamond())
     raw_dir = work / "diamond_raw"

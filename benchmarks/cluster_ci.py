@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.homology_summary import release_state  # noqa: E402
 from tempo_assets.core.evaluation import bootstrap as ev  # noqa: E402
-from tempo_assets.core.blast import blast_term_scores, diamond_hits  # noqa: E402
-from tempo_assets.core.growth import align_terms, annotation_growth  # noqa: E402
-from tempo_assets.core.homology import bootstrap_interval, cluster_codes, target_homology  # noqa: E402
-from tempo_assets.core.releases import open_archive  # noqa: E402
+from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits  # noqa: E402
+from tempo_assets.core.labels.growth import align_terms, annotation_growth  # noqa: E402
+from tempo_assets.core.neighbours.homology import bootstrap_interval, cluster_codes, target_homology  # noqa: E402
+from tempo_assets.core.inputs.releases import open_archive  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -36,7 +36,7 @@ def split_summaries(store, window: str) -> dict[str, pd.DataFrame]:
     """
     valid = store.open("valid_selection", window).value["valid_summary"].copy()
     valid["f_at_valid_tau"], valid["valid_tau"] = valid["fmax_oracle"], valid["tau_oracle"]
-    from tempo_assets.core.selection import recipe_profile
+    from tempo_assets.core.recipe.selection import recipe_profile
 
     test = store.open("benchmark", window).value["summary"]
     # VALID selection scores under the recipe's profile (lafa by default): the TEST rows of the same
@@ -183,7 +183,7 @@ def materialise_demo(root: Path, source: Path | None = None):
 
     from tempo_assets.cli.graph_cmd import plan_steps, run_steps
     from tempo_assets.definitions import build_resources
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
     from tempo_assets.partitions import plan_partitions, register_partitions
     from tempo_assets.resources import open_archive
 
@@ -212,7 +212,7 @@ def main() -> None:
                              "(the mouse archive of tempo_assets_tests/test_materialize_mouse.py, never seen by "
                              "the code) and report it after data/")
     args = parser.parse_args()
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import open_archive
 
@@ -251,7 +251,7 @@ def main() -> None:
     note = (f"Command: {command}. Artefacts {how} (default grid: K in (5, 10), one LightGBM setting, candidate sets knn and "
             "knn+diamond+goa+prior, every feature, prior weights 0 to 1 by 0.25; kmer embeddings); "
             f"{time.perf_counter() - started:.0f} s.")
-    from tempo_assets.core.io import atomic_write
+    from tempo_assets.core.base.io import atomic_write
 
     with atomic_write(args.out) as handle:
         handle.write(to_markdown(table, recipes, note, paired_lines + mouse_lines))

@@ -74,7 +74,7 @@ def verdict_rows(paired: pd.DataFrame, label: str, profile: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--artefacts", type=Path, required=True, help="a materialised store (TEMPO_ARTEFACTS)")

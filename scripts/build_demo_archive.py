@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from tempo_assets.core.annotations import EXPERIMENTAL_CODES
-from tempo_assets.core.fasta import read_fasta, write_fasta
-from tempo_assets.core.gaf import iter_gaf_lines, read_gaf, read_gaf_header, write_gaf_rows
-from tempo_assets.core.io import atomic_write, open_text
-from tempo_assets.core.releases import (
+from tempo_assets.core.labels.annotations import EXPERIMENTAL_CODES
+from tempo_assets.core.inputs.fasta import read_fasta, write_fasta
+from tempo_assets.core.inputs.gaf import iter_gaf_lines, read_gaf, read_gaf_header, write_gaf_rows
+from tempo_assets.core.base.io import atomic_write, open_text
+from tempo_assets.core.inputs.releases import (
     Archive, CutoffReader, DeriveRequest, ReleaseRequest, add_release, derive_release,
 )
 
@@ -310,7 +310,7 @@ def render_readme(root: Path, proteins: list[str], stats: dict) -> str:
 A small release archive of real data (human only) that the project's commands run on from the
 repository alone; three of its five releases are reconstructions, marked `derived`.
 It was built by `{SCRIPT}` through the archive API
-(`tempo_assets.core.releases`), so every file is listed, dated and checksummed in its release's
+(`tempo_assets.core.inputs.releases`), so every file is listed, dated and checksummed in its release's
 `release.json`. Do not edit files by hand: readers verify the sha256 and refuse a mismatch.
 
 ## Releases

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages Tempo needs outside Python, idempotently, as root.
 #   bash scripts/setup_system.sh               # what the main job runs:
-#       diamond-aligner  the BLAST baseline and the recipe's DIAMOND hits (tempo_assets.core.blast runs `diamond`)
-#       bubblewrap       the fence third-party methods run in (tempo_assets.core.fence runs `bwrap`)
+#       diamond-aligner  the BLAST baseline and the recipe's DIAMOND hits (tempo_assets.core.neighbours.blast runs `diamond`)
+#       bubblewrap       the fence third-party methods run in (tempo_assets.core.methods.fence runs `bwrap`)
 #   bash scripts/setup_system.sh --test        # plus what the test suite starts or drives:
 #       chromium         headless rendering of the HTML report and the Dagster UI
 #       postgresql       the production path's Dagster storage and warehouse (scripts/dev_services.sh)

@@ -1,4 +1,4 @@
-"""Blocking asset checks of the leakage audits (``core/audits.py``).
+"""Blocking asset checks of the leakage audits (``core/audits/leakage.py``).
 
 ``reranker_labels__golden_rule`` re-runs the golden feature rule on a seeded sample of each
 materialised ``reranker_labels`` partition: every candidate feature of a sampled target is rebuilt
@@ -24,7 +24,7 @@ GOLDEN_RULE_SEED = 0
 def golden_rule_report(store, partition: str, sample: int = GOLDEN_RULE_SAMPLE, seed: int = GOLDEN_RULE_SEED,
                        extra_features=None):
     """The golden-rule audit of ``reranker_labels[partition]`` read from an ``ArtefactStore``."""
-    from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
+    from tempo_assets.core.audits.leakage import audit_golden_rule, feature_inputs_from_labels, sample_proteins
 
     artefact = store.open("reranker_labels", partition)
     prev = artefact.meta.get("candidate_release")

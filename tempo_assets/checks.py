@@ -17,8 +17,8 @@ from tempo_assets.assets.releases import release_annotations
 from tempo_assets.assets.scoring import test_score
 from tempo_assets.assets.selection import valid_selection
 from tempo_assets.assets.submission import submission
-from tempo_assets.core.dates import parse_date
-from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
@@ -90,7 +90,7 @@ def valid_selection__no_test_lineage(context, archive: ArchiveResource, artefact
 @dg.asset_check(asset=frozen_recipe, name="frozen_recipe__hash_matches", blocking=True, partitions_def=WINDOWS,
                 description="the stored recipe still hashes to the frozen recipe_hash")
 def frozen_recipe__hash_matches(context, artefact_store: ArtefactStoreResource):
-    from tempo_assets.core.selection import recipe_hash
+    from tempo_assets.core.recipe.selection import recipe_hash
 
     artefact = artefact_store.store().open("frozen_recipe", context.partition_key)
     actual = recipe_hash(artefact.value["recipe"])

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import dagster as dg
 
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.base.errors import TempoInputError
 
 EXECUTORS = ("in_process", "celery")
 CELERY_QUEUE = "dagster"

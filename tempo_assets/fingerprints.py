@@ -21,7 +21,7 @@ from typing import Any, MutableMapping
 
 import dagster as dg
 
-from tempo_assets.core.staleness import fingerprint
+from tempo_assets.core.storage.staleness import fingerprint
 
 # an asset function called directly (tests) has no definition to read its code version from
 UNVERSIONED = "unversioned"

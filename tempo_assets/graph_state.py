@@ -18,9 +18,9 @@ from typing import Iterable
 import dagster as dg
 from dagster._core.event_api import PartitionKeyFilter
 
-from tempo_assets.core import staleness
-from tempo_assets.core.staleness import ArtefactState, needs_build, parse_ref, ref
-from tempo_assets.core.windows import is_window_key, parse_window_key, previous_release
+from tempo_assets.core.storage import staleness
+from tempo_assets.core.storage.staleness import ArtefactState, needs_build, parse_ref, ref
+from tempo_assets.core.base.windows import is_window_key, parse_window_key, previous_release
 from tempo_assets.partitions import PartitionPlan
 
 # each named job's selection (sensors.py builds the jobs from these); the SQL warehouse models
@@ -37,7 +37,7 @@ PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["sub
 
 def window_tests(store, windows: Iterable[str], instance=None) -> dict[str, "WindowTest"]:
     """window -> its place in the TEST lifecycle (``core.test_claims.TEST_STATES``)."""
-    from tempo_assets.core.test_claims import ClaimStore, window_test_state
+    from tempo_assets.core.storage.claims import ClaimStore, window_test_state
     from tempo_assets.runs import claim_ended
 
     claims = ClaimStore.of(store)
@@ -347,9 +347,9 @@ def registered_methods(archive, plan: PartitionPlan) -> tuple[list[str] | None, 
     (``core.staleness.Plan.methods`` / ``window_methods``); ``(None, None)`` without an archive."""
     if archive is None:
         return None, None
-    from tempo_assets.core.method_eligibility import window_method_keys
-    from tempo_assets.core.method_registry import load_registry
-    from tempo_assets.core.releases import archive_release_dates
+    from tempo_assets.core.methods.eligibility import window_method_keys
+    from tempo_assets.core.methods.registry import load_registry
+    from tempo_assets.core.inputs.releases import archive_release_dates
 
     specs = load_registry(archive.root).methods
     as_of = archive_release_dates(archive.root)[1]

@@ -1,12 +1,12 @@
-"""Artefact IO manager: Dagster's side of the artefact store (``core/artefacts.py``).
+"""Artefact IO manager: Dagster's side of the artefact store (``core/storage/artefacts.py``).
 
 ``handle_output`` refuses an output whose metadata lacks the time binding or whose
 ``max_source_date`` is after its ``cutoff`` (the store checks it) and writes it through the store,
 which commits value and sidecar together. ``load_input`` hands the asset a lazy
-:class:`~tempo_assets.core.artefacts.Artefact` (or, for window inputs read through
-``AllPartitionMapping``, an :class:`~tempo_assets.core.artefacts.ArtefactSet`) that refuses any
+:class:`~tempo_assets.core.storage.artefacts.Artefact` (or, for window inputs read through
+``AllPartitionMapping``, an :class:`~tempo_assets.core.storage.artefacts.ArtefactSet`) that refuses any
 partition, or any artefact, dated after what the reading asset's role allows (the role table is
-``core/windows.py``'s). A violating artefact is therefore never what downstream reads, even when a
+``core/base/windows.py``'s). A violating artefact is therefore never what downstream reads, even when a
 blocking check has already failed on it.
 """
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any, Mapping
 
 import dagster as dg
 
-# the store moved to core/artefacts.py; these names stay importable from here
-from tempo_assets.core.artefacts import (  # noqa: F401
+# the store moved to core/storage/artefacts.py; these names stay importable from here
+from tempo_assets.core.storage.artefacts import (  # noqa: F401
     Artefact, ArtefactSet, ArtefactStore, WindowArtefactSet, canonical_json, refuse_flagged,
 )
-from tempo_assets.core.errors import CutoffViolation, StorageWriteError, TempoInputError
-from tempo_assets.core.faults import fault_point
-from tempo_assets.core.windows import ROLE_BOUND, is_window_key, parse_window_key
+from tempo_assets.core.base.errors import CutoffViolation, StorageWriteError, TempoInputError
+from tempo_assets.core.base.faults import fault_point
+from tempo_assets.core.base.windows import ROLE_BOUND, is_window_key, parse_window_key
 from tempo_assets.fingerprints import set_data_version
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
@@ -41,7 +41,7 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
         return self.artefact_store.store()
 
     def _archive_dates(self):
-        from tempo_assets.core.releases import archive_release_dates
+        from tempo_assets.core.inputs.releases import archive_release_dates
 
         return archive_release_dates(self.archive.root)
 

@@ -4,7 +4,7 @@ import dagster as dg
 
 from tempo_assets.assets.methods import method_bundle, method_predictions
 from tempo_assets.checks import _within_cutoff_check
-from tempo_assets.core.dates import parse_date
+from tempo_assets.core.base.dates import parse_date
 from tempo_assets.partitions import CUTOFF_METHODS, CUTOFFS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy.exc
 
-from tempo_assets.core.dates import parse_date
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.method_registry import load_registry
-# window arithmetic lives in core/windows.py; re-exported here for the wiring layer
-from tempo_assets.core.windows import (  # noqa: F401
+from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.methods.registry import load_registry
+# window arithmetic lives in core/base/windows.py; re-exported here for the wiring layer
+from tempo_assets.core.base.windows import (  # noqa: F401
     WINDOW_SEPARATOR, Window, archive_windows, cutoff_keys, declared_windows, is_window_key, parse_window_key,
     previous_release, rolling_windows, unique,
 )
@@ -68,7 +68,7 @@ def check_as_of_order(manifests) -> None:
 
 
 def plan_partitions(archive) -> PartitionPlan:
-    """Partition keys for an ``Archive`` (core/releases.py): releases oldest first."""
+    """Partition keys for an ``Archive`` (core/inputs/releases.py): releases oldest first."""
     manifests = archive.releases()
     ids = [m.id for m in manifests]
     for rid in ids:

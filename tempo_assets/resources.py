@@ -12,9 +12,9 @@ from typing import Any
 
 import dagster as dg
 
-from tempo_assets.core.artefacts import ArtefactStore
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.releases import archive_release_dates, open_archive  # noqa: F401 (re-exported)
+from tempo_assets.core.storage.artefacts import ArtefactStore
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.inputs.releases import archive_release_dates, open_archive  # noqa: F401 (re-exported)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def default_cache_root() -> str:
 
 
 def default_warehouse_url() -> str:
-    from tempo_assets.core.warehouse import default_warehouse_url as warehouse_url
+    from tempo_assets.core.storage.warehouse import default_warehouse_url as warehouse_url
 
     return warehouse_url(default_dagster_home())
 
@@ -74,7 +74,7 @@ class ArchiveResource(dg.ConfigurableResource):
 
     def reader(self, release_id: str):
         """A ``CutoffReader`` bound to the cutoff (as-of date) of ``release_id``."""
-        from tempo_assets.core.releases import CutoffReader
+        from tempo_assets.core.inputs.releases import CutoffReader
 
         return CutoffReader(self.archive(), self.cutoff_of(release_id))
 
@@ -104,8 +104,7 @@ class EmbedderResource(dg.ConfigurableResource):
     cache_root: str = ""
 
     def embedder(self, precomputed_path: str | None = None):
-        from tempo_assets.core import embeddings as emb
-
+        from tempo_assets.core.inputs import embeddings as emb
         if self.kind == "precomputed" and precomputed_path:
             return emb.PrecomputedEmbedder(precomputed_path)
         if self.kind == "near":
@@ -115,7 +114,7 @@ class EmbedderResource(dg.ConfigurableResource):
         raise TempoInputError(f"unknown embedder kind {self.kind!r} (kmer, near, precomputed)")
 
     def cache(self):
-        from tempo_assets.core.embeddings import EmbeddingCache
+        from tempo_assets.core.inputs.embeddings import EmbeddingCache
 
         return EmbeddingCache(self.cache_root or default_cache_root())
 
@@ -188,6 +187,6 @@ class WarehouseResource(dg.ConfigurableResource):
     url: str = ""
 
     def warehouse(self):
-        from tempo_assets.core.warehouse import Warehouse
+        from tempo_assets.core.storage.warehouse import Warehouse
 
         return Warehouse(self.url or default_warehouse_url())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.core.liveness import ProcessIdentity, is_alive, this_process
+from tempo_assets.core.base.liveness import ProcessIdentity, is_alive, this_process
 
 PID_TAG, HOST_TAG, STARTED_TAG = "tempo/pid", "tempo/host", "tempo/process_started"
 # statuses of a run that has not ended

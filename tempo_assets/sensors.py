@@ -13,7 +13,7 @@ import dagster as dg
 from tempo_assets.graph_state import (  # noqa: F401  (the asset lists are part of this module's interface)
     CUTOFF_ASSETS, JOB_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS, GraphState, Step, all_steps,
 )
-from tempo_assets.core.releases import open_archive
+from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 from tempo_assets.runs import fail_dead_runs

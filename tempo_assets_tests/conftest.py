@@ -43,7 +43,7 @@ class MaterialisedGraph:
     env: dict = field(default_factory=dict)
 
     def store(self):
-        from tempo_assets.core.artefacts import ArtefactStore
+        from tempo_assets.core.storage.artefacts import ArtefactStore
 
         return ArtefactStore(self.artefacts)
 
@@ -126,7 +126,7 @@ def graph_from(build: Path, root: Path, benchmark_config=None) -> MaterialisedGr
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
-    from tempo_assets.core.releases import open_archive
+    from tempo_assets.core.inputs.releases import open_archive
     from tempo_assets.definitions import build_resources
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import GridResource
@@ -202,7 +202,7 @@ def build_tiny(folder: Path) -> Path:
     from filelock import FileLock
 
     from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-    from tempo_assets.core.releases import open_archive
+    from tempo_assets.core.inputs.releases import open_archive
     from tempo_assets.partitions import plan_partitions
     from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
 

@@ -17,10 +17,10 @@ from dataclasses import replace
 import dagster as dg
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
-from tempo_assets.core.releases import open_archive
+from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 from tempo_assets_tests.conftest import graph_from, materialise_archive
 from tempo_assets_tests.toolkit import tempo as run_tempo
@@ -189,9 +189,9 @@ def test_data_versions_are_the_content_sha256(tiny_inserted):
 def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_path):
     """TEST growth with no target (nothing grew in (t0, t1]): zero rows with every column, no KeyError."""
     from tempo_assets.assets.common import eval_ontology
-    from tempo_assets.core.growth import Growth
+    from tempo_assets.core.labels.growth import Growth
     from tempo_assets.core.evaluation.scoring import SUMMARY_COLUMNS
-    from tempo_assets.core.workflow import CandidateRelease, TestScoring, score_test
+    from tempo_assets.core.pipeline.workflow import CandidateRelease, TestScoring, score_test
     from tempo_assets.resources import ArchiveResource
 
     graph, old_windows = tiny_inserted
@@ -219,7 +219,7 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     # what test_score puts in its metadata works on it (this raised KeyError 'truth_sha256')
     assert scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)
     # and it is stored in its open format and read back as written
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
 
     scratch = ArtefactStore(tmp_path / "art")
     scratch.write("test_score", window.key, scores, {"cutoff": "2000-01-01", "max_source_date": "2000-01-01",

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from tempo_assets.cli import main as cli_main
-from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
-from tempo_assets.core.ia import ia_counts
+from tempo_assets.core.audits.leakage import audit_golden_rule, feature_inputs_from_labels, sample_proteins
+from tempo_assets.core.labels.ia import ia_counts
 from tempo_assets_tests.conftest import tiny_copy
 
 MODULE = "tempo_assets.cli.audit_graph_cmd"
@@ -177,8 +177,7 @@ def test_golden_rule_check_runs_in_dagster_and_agrees_with_the_audit(labels_grap
 
 def test_a_leaky_feature_fails_the_golden_rule_check_in_dagster(labels_graph, monkeypatch):
     """Plant: the corpus prior counted with the scored protein's own labels (no leave-one-out)."""
-    from tempo_assets.core import candidates
-
+    from tempo_assets.core.recipe import candidates
     honest = candidates._per_candidate
 
     def leaky(out, neighbours, corpus, weights, k):
@@ -201,7 +200,7 @@ def test_a_leaky_stored_reranker_labels_fails_the_check_and_blocks_what_reads_it
     labels included) instead of leave-one-out counts; the check reads the stored artefact."""
     from tempo_assets.assets import labels
     from tempo_assets.cli.graph_cmd import run_steps
-    from tempo_assets.core.ia import IaCounts
+    from tempo_assets.core.labels.ia import IaCounts
 
     honest = labels.labelled_candidates
 

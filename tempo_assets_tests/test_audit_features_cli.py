@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tempo_assets.cli import main as cli_main
-from tempo_assets.core.ia import ia_counts
+from tempo_assets.core.labels.ia import ia_counts
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 from tempo_assets_tests.core.test_audits import ontology_world

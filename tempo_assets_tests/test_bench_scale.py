@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tempo_assets.core.fasta import read_fasta, write_fasta
+from tempo_assets.core.inputs.fasta import read_fasta, write_fasta
 from tempo_assets_tests.toolkit import needs_diamond
 
 REPO = Path(__file__).resolve().parents[1]

@@ -93,7 +93,7 @@ def _instance(env: dict, monkeypatch):
 
 
 def _s3_store(env: dict, monkeypatch):
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
 
     for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(name, env[name])

@@ -55,7 +55,7 @@ def wait_for(url: str, process: subprocess.Popen, seconds: float) -> dict:
 
 
 def test_dagster_dev_serves_assets_partitions_and_checks(tmp_path):
-    from tempo_assets.core.method_registry import MethodSpec, add_method
+    from tempo_assets.core.methods.registry import MethodSpec, add_method
 
     archive = build_tiny_archive(tmp_path)
     add_method(archive, MethodSpec(name="freqprior", version="1", kind="command",

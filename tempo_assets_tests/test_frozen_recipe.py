@@ -17,9 +17,9 @@ import pytest
 
 from tempo_assets.checks import CHECKS
 from tempo_assets.cli.graph_cmd import run_steps
-from tempo_assets.core.artefact_types import FrozenRecipe
-from tempo_assets.core.selection import recipe_hash
-from tempo_assets.core.test_claims import ClaimStore
+from tempo_assets.core.storage.artefact_types import FrozenRecipe
+from tempo_assets.core.recipe.selection import recipe_hash
+from tempo_assets.core.storage.claims import ClaimStore
 from tempo_assets.definitions import ASSETS
 from tempo_assets.resources import GridResource
 from tempo_assets_tests.conftest import tiny_copy

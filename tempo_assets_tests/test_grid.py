@@ -3,8 +3,8 @@ import json
 import subprocess
 import sys
 
-from tempo_assets.core.candidates import FEATURE_SETS, parse_sources
-from tempo_assets.core.selection import SelectionGrid
+from tempo_assets.core.recipe.candidates import FEATURE_SETS, parse_sources
+from tempo_assets.core.recipe.selection import SelectionGrid
 from tempo_assets.resources import GRIDS, GridResource
 
 
@@ -46,7 +46,7 @@ def test_selection_profile_is_lafa_by_default_and_a_bad_one_is_named():
     """VALID selection (and test_score) score under LAFA's conventions unless the grid says cafaeval."""
     import pytest
 
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.errors import TempoInputError
 
     assert GridResource().profile() == "lafa" and GridResource.full().profile() == "lafa"
     assert GridResource(profile_name="cafaeval").profile() == "cafaeval"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tempo_assets.assets.benchmark import BASELINES
-from tempo_assets.core.selection import recipe_profile
+from tempo_assets.core.recipe.selection import recipe_profile
 from tempo_assets_tests.toolkit import tempo
 
 pytestmark = pytest.mark.slow

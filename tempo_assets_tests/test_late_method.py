@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.core.method_eligibility import METHOD_PREFIX
-from tempo_assets.core.releases import open_archive
+from tempo_assets.core.methods.eligibility import METHOD_PREFIX
+from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.partitions import plan_partitions
 from tempo_assets_tests.conftest import REPO, graph_from, subprocess_env
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tempo_assets.core.annotations import EXPERIMENTAL_CODES
+from tempo_assets.core.labels.annotations import EXPERIMENTAL_CODES
 from tempo_assets_tests.conftest import materialise_archive
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared, tempo
 N_PROTEINS = 600

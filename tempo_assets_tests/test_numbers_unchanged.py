@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.method_eligibility import METHOD_PREFIX
+from tempo_assets.core.methods.eligibility import METHOD_PREFIX
 from tempo_assets_tests.toolkit import rewrite_fixtures
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 from dagster._core.instance.ref import InstanceRef
 
 from tempo_assets.cli.graph_cmd import run_steps
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import sha256_file
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.io import sha256_file
 from tempo_assets.definitions import build_resources
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import plan_partitions, register_partitions

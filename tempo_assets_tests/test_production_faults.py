@@ -137,7 +137,7 @@ def authenticating_s3(tmp_path):
 
 def test_an_object_store_that_refuses_the_credentials_fails_at_start_naming_its_endpoint(
         tmp_path, authenticating_s3, monkeypatch):
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
 
     wrong = {**authenticating_s3, "AWS_SECRET_ACCESS_KEY": "not-the-secret-" + authenticating_s3["AWS_SECRET_ACCESS_KEY"][:4]}
     env = _env(tmp_path, wrong, TEMPO_ARTEFACTS="s3://locked/tempo")

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, text
 
 from tempo_assets.assets.benchmark import BenchmarkResource
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.core.artefacts import ArtefactStore, ObjectLocation
+from tempo_assets.core.storage.artefacts import ArtefactStore, ObjectLocation
 from tempo_assets.definitions import build_resources
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive

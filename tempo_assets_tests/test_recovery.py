@@ -3,7 +3,7 @@ test_score's writes and during benchmark, a second instance on one store, and th
 ``tempo materialize --all`` launches; after each, ``tempo status``, ``tempo audit-cutoffs``,
 ``tempo test-claim release`` and ``tempo materialize --all`` say what happened and finish the work.
 
-The kills are real ``SIGKILL``s the process sends itself at an exact point (``core/faults.py``,
+The kills are real ``SIGKILL``s the process sends itself at an exact point (``core/base/faults.py``,
 ``TEMPO_FAULT_AT``), so nothing of Python's or Dagster's clean-up runs, as with the OOM killer.
 """
 from __future__ import annotations

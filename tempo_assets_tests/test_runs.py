@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from tempo_assets.core.liveness import ProcessIdentity, is_alive, this_process
+from tempo_assets.core.base.liveness import ProcessIdentity, is_alive, this_process
 from tempo_assets.runs import PID_TAG, claim_ended, fail_dead_runs, launch_tags, step_lock
-from tempo_assets.core.test_claims import TestClaim
+from tempo_assets.core.storage.claims import TestClaim
 
 
 def _dead_pid() -> int:

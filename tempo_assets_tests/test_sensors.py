@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.graph_state import WINDOW_ASSETS, blocking_checks
 from tempo_assets.partitions import parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
@@ -174,7 +174,7 @@ def test_schedule_registers_partitions_and_requests_ready_windows(world):
 
 
 def test_sensor_registers_a_newly_registered_method(world, tmp_path):
-    from tempo_assets.core.method_registry import MethodSpec, add_method
+    from tempo_assets.core.methods.registry import MethodSpec, add_method
 
     archive, spare, instance, store, resources = world
     _, added, cursor = evaluate(instance, resources, None)

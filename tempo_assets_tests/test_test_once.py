@@ -24,7 +24,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tempo_assets.core.test_claims import ClaimStore
+from tempo_assets.core.storage.claims import ClaimStore
 from tempo_assets_tests.conftest import REPO, TEST_ASSETS, copy_sqlite, tiny_copy
 from tempo_assets_tests.toolkit import script, tempo as run_tempo
 
@@ -72,7 +72,7 @@ def _tempo_wrap_barrier():
                 yield from _original(self, plan_context, execution_plan)
             cls.execute = execute
     elif at.startswith("claim:"):
-        from tempo_assets.core.test_claims import ClaimStore
+        from tempo_assets.core.storage.claims import ClaimStore
         original = ClaimStore.claim
         def claim(self, window, run_id, asset="test_growth"):
             if asset == at[len("claim:"):]:

@@ -19,7 +19,7 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver
 from dagster._time import get_current_datetime
 
 import tempo_assets.definitions as definitions
-from tempo_assets.core.releases import open_archive
+from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.graph_state import GraphState
 from tempo_assets.partitions import plan_partitions
 from tempo_assets_tests.conftest import graph_from

@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 
 from tempo_assets.assets.scoring import test_growth as growth_asset, test_score as score_asset
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.windows import parse_window_key
-from tempo_assets.core.workflow import latest_recipe_key
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.windows import parse_window_key
+from tempo_assets.core.pipeline.workflow import latest_recipe_key
 from tempo_assets.definitions import ASSETS, build_resources
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import open_archive

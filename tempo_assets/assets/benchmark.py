@@ -10,10 +10,10 @@ import pandas as pd
 
 from tempo_assets.assets.common import binding_metadata, eval_ontology, role_in
 from tempo_assets.assets.scoring import verify_recipe
-from tempo_assets.core.artefact_types import BenchmarkCatalog
-from tempo_assets.core.artefacts import Artefact, ArtefactSet, ArtefactStore
+from tempo_assets.core.storage.artefact_types import BenchmarkCatalog
+from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet, ArtefactStore
 from tempo_assets.core.evaluation.benchmark import results_frame
-from tempo_assets.core.workflow import OLDER
+from tempo_assets.core.pipeline.workflow import OLDER
 from tempo_assets.partitions import WINDOWS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, open_archive
 
@@ -47,7 +47,7 @@ def methods_at(cutoff: str, recipe, inputs, query_embedded, query_sequences, tar
                config: BenchmarkResource, groups=None, labels_at: str | None = None) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``cutoff`` (corpus, annotations, ontology, sequences as of it); the recipe's
     rerankers on the labels of ``labels_at`` (default ``cutoff``; ``Window.recipe_labels`` at t0)."""
-    from tempo_assets.core.workflow import BaselineConfig, Queries, TrainedAt, every_method
+    from tempo_assets.core.pipeline.workflow import BaselineConfig, Queries, TrainedAt, every_method
 
     names = [field.name for field in fields(TrainedAt)]  # ``inputs`` come in TrainedAt's field order
     read = [artefacts.get(labels_at if name == "labels" and labels_at else cutoff)
@@ -72,9 +72,9 @@ def registered_methods(archive: ArchiveResource, window, method_predictions: Art
     The t0 predictions are read through the refit-bounded set, the t-1 ones through the same set
     narrowed to the TRAIN bound, so no method frame past either bound can be loaded.
     """
-    from tempo_assets.core.method_eligibility import benchmark_methods, collect_records, method_eligibility
-    from tempo_assets.core.method_registry import load_registry
-    from tempo_assets.core.releases import archive_release_dates
+    from tempo_assets.core.methods.eligibility import benchmark_methods, collect_records, method_eligibility
+    from tempo_assets.core.methods.registry import load_registry
+    from tempo_assets.core.inputs.releases import archive_release_dates
 
     specs = load_registry(archive.root).methods
     sets = {window.t0: method_predictions,
@@ -165,8 +165,8 @@ def benchmark(
     from tempo_assets.core.evaluation.report import render_window_report, write_report
     from tempo_assets.core.evaluation.results import strata_frame
     from tempo_assets.core.evaluation.scoring import PROFILES
-    from tempo_assets.core.faults import fault_point
-    from tempo_assets.core.workflow import (
+    from tempo_assets.core.base.faults import fault_point
+    from tempo_assets.core.pipeline.workflow import (
         WindowNotes, WindowPredictions, benchmark_targets, benchmark_window, union_query, window_homology,
     )
 
@@ -282,7 +282,7 @@ def build_catalog(store: ArtefactStore, archive_root: str, instance=None) -> dic
     flagged by the catalog), and the decay rows with a ``window`` column.
     """
     from tempo_assets.core.evaluation.benchmark import catalog_frame
-    from tempo_assets.core.staleness import window_releases
+    from tempo_assets.core.storage.staleness import window_releases
     from tempo_assets.graph_state import GraphState, superseded_windows
 
     archive = open_archive(archive_root)
@@ -321,9 +321,9 @@ def registered_catalog(store: ArtefactStore, archive_root: str, windows) -> pd.D
     """Each registered method's status on every window: eligible, excluded (trained after t0),
     failed (with its reason), pending, and whether its numbers are marked (training date undeclared)."""
     from tempo_assets.assets.methods import method_records
-    from tempo_assets.core.method_eligibility import method_catalog
-    from tempo_assets.core.method_registry import load_registry
-    from tempo_assets.core.releases import archive_release_dates
+    from tempo_assets.core.methods.eligibility import method_catalog
+    from tempo_assets.core.methods.registry import load_registry
+    from tempo_assets.core.inputs.releases import archive_release_dates
 
     specs = load_registry(archive_root).methods
     ids, as_of = archive_release_dates(archive_root)

@@ -1,7 +1,7 @@
 """Shared wiring for asset bodies: time-binding metadata and role-tagged inputs.
 
 The pipeline logic that used to live here (growth, corpora, candidate sources, method predictions,
-scoring) is in ``core/workflow.py`` and ``core/evaluation/scoring.py``.
+scoring) is in ``core/pipeline/workflow.py`` and ``core/evaluation/scoring.py``.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping
 
 import dagster as dg
 
-from tempo_assets.core.dates import parse_date
-from tempo_assets.core.artefacts import Artefact
+from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.fingerprints import record_fingerprint
 
 
@@ -109,7 +109,7 @@ def removal_metadata(context: dg.AssetExecutionContext, artefact_store, log) -> 
     rematerialisation never leaves an older manifest behind); the metadata carries
     ``removed_<reason>`` counts, ``removed_total``, the per-kind counts and the file's sha256.
     """
-    from tempo_assets.core.removals import MANIFEST_NAME
+    from tempo_assets.core.audits.removals import MANIFEST_NAME
 
     partition = context.partition_key if context.has_partition_key else None
     folder = artefact_store.store().folder(context.asset_key.to_user_string(), partition)
@@ -121,7 +121,7 @@ def removal_metadata(context: dg.AssetExecutionContext, artefact_store, log) -> 
 def eval_ontology(archive, release: str, ia_frame=None, orphans: bool = True):
     """The cafaeval-exact evaluator's ontology of ``release`` (its OBO read as of it), IA attached."""
     from tempo_assets.core.evaluation import EvalOntology
-    from tempo_assets.core.ia import ia_series
+    from tempo_assets.core.labels.ia import ia_series
 
     ia = None if ia_frame is None else ia_series(ia_frame)
     return EvalOntology.from_obo(archive.reader(release).obo_path(release), ia=ia, orphans=orphans)

@@ -3,9 +3,9 @@
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
-from tempo_assets.core.artefacts import Artefact
-from tempo_assets.core.workflow import build_corpus
-from tempo_assets.core.removals import REASON_NO_EMBEDDING, RemovalLog, log_proteins
+from tempo_assets.core.storage.artefacts import Artefact
+from tempo_assets.core.pipeline.workflow import build_corpus
+from tempo_assets.core.audits.removals import REASON_NO_EMBEDDING, RemovalLog, log_proteins
 from tempo_assets.partitions import CUTOFFS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 

@@ -3,10 +3,10 @@
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
-from tempo_assets.core.artefact_types import Embeddings
-from tempo_assets.core.embeddings import embed_proteins
-from tempo_assets.core.removals import REASON_NOT_IN_FILE, RemovalLog, log_proteins
-from tempo_assets.core.artefacts import Artefact
+from tempo_assets.core.storage.artefact_types import Embeddings
+from tempo_assets.core.inputs.embeddings import embed_proteins
+from tempo_assets.core.audits.removals import REASON_NOT_IN_FILE, RemovalLog, log_proteins
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import RELEASES
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, EmbedderResource
 

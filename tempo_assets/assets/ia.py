@@ -4,8 +4,8 @@ import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import binding_metadata
-from tempo_assets.core.ia import ia_series, information_accretion  # noqa: F401 (ia_series moved to core)
-from tempo_assets.core.artefacts import Artefact
+from tempo_assets.core.labels.ia import ia_series, information_accretion  # noqa: F401 (ia_series moved to core)
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import CUTOFFS
 from tempo_assets.resources import ArchiveResource
 

@@ -2,9 +2,9 @@
 import dagster as dg
 
 from tempo_assets.assets.common import all_in, binding_metadata, removal_metadata
-from tempo_assets.core.workflow import build_corpus, release_growth, reranker_labels as labelled_candidates
-from tempo_assets.core.removals import RemovalLog, log_growth
-from tempo_assets.core.artefacts import ArtefactSet
+from tempo_assets.core.pipeline.workflow import build_corpus, release_growth, reranker_labels as labelled_candidates
+from tempo_assets.core.audits.removals import RemovalLog, log_growth
+from tempo_assets.core.storage.artefacts import ArtefactSet
 from tempo_assets.partitions import CUTOFFS, previous_release
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
-from tempo_assets.core.ia import ia_series
-from tempo_assets.core.artefacts import Artefact
+from tempo_assets.core.labels.ia import ia_series
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import CUTOFF_METHODS, CUTOFFS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, default_dagster_home
 
@@ -24,7 +24,7 @@ class MethodFenceResource(dg.ConfigurableResource):
     max_invalid_fraction: float = 0.5
 
     def limits(self):
-        from tempo_assets.core.fence import FenceLimits
+        from tempo_assets.core.methods.fence import FenceLimits
 
         return FenceLimits(output_bytes=self.output_limit_mb << 20, tmp_bytes=self.tmp_limit_mb << 20,
                            threads=self.threads)
@@ -34,7 +34,7 @@ class MethodFenceResource(dg.ConfigurableResource):
 def method_bundle(context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
                   release_annotations: Artefact, sequences: Artefact, ia_weights: Artefact) -> dg.Output:
     """One folder per cutoff: targets, sequences, annotations, GO and IA as of the cutoff, all a method may read."""
-    from tempo_assets.core.method_bundle import BundleContent, prune_bundles, write_cutoff_bundle
+    from tempo_assets.core.methods.bundle import BundleContent, prune_bundles, write_cutoff_bundle
 
     cutoff = context.partition_key
     reader = archive.reader(cutoff)
@@ -62,7 +62,7 @@ def hidden_paths(archive_root: str, artefacts_root: str) -> dict:
 
 def bundle_folder(store, cutoff: str, bundle: Artefact):
     """The verified folder of a stored ``method_bundle`` (every file's sha256 checked)."""
-    from tempo_assets.core.method_bundle import verify_bundle
+    from tempo_assets.core.methods.bundle import verify_bundle
 
     return verify_bundle(store.folder("method_bundle", cutoff) / bundle.value["folder"], bundle.value)
 
@@ -74,11 +74,11 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
                        artefact_store: ArtefactStoreResource, method_fence: MethodFenceResource,
                        method_bundle: Artefact) -> dg.Output:
     """One row per (target, term) a registered method predicted at the cutoff inside the fence, or its failure."""
-    from tempo_assets.core.method_bundle import read_bundle_targets
-    from tempo_assets.core.method_registry import load_registry, refuse_exposing
-    from tempo_assets.core.method_run import MethodCall, run_method
-    from tempo_assets.core.ontology import parse_obo
-    from tempo_assets.core.removals import RemovalLog
+    from tempo_assets.core.methods.bundle import read_bundle_targets
+    from tempo_assets.core.methods.registry import load_registry, refuse_exposing
+    from tempo_assets.core.methods.run import MethodCall, run_method
+    from tempo_assets.core.inputs.ontology import parse_obo
+    from tempo_assets.core.audits.removals import RemovalLog
 
     keys = context.partition_key.keys_by_dimension
     cutoff, key = keys["cutoff"], keys["method"]
@@ -112,7 +112,7 @@ def method_records(store, cutoffs, method_keys) -> dict:
     The ``records`` argument of ``core.method_eligibility.method_eligibility`` and
     ``method_prediction_frames``; a (cutoff, key) never materialised is absent (``pending``).
     """
-    from tempo_assets.core.artefacts import refuse_flagged
+    from tempo_assets.core.storage.artefacts import refuse_flagged
 
     return {(c, k): refuse_flagged(store.open("method_predictions", f"{c}|{k}"))
             for c in cutoffs for k in method_keys if store.exists("method_predictions", f"{c}|{k}")}

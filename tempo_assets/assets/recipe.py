@@ -3,8 +3,8 @@
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, role_in
-from tempo_assets.core.artefact_types import FrozenRecipe
-from tempo_assets.core.artefacts import Artefact
+from tempo_assets.core.storage.artefact_types import FrozenRecipe
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource
 
@@ -18,7 +18,7 @@ def frozen_recipe(
     context: dg.AssetExecutionContext, archive: ArchiveResource, valid_selection: Artefact
 ) -> dg.Output:
     """One recipe per window, chosen on VALID (t-1, t0] and frozen (sha256 of its canonical JSON)."""
-    from tempo_assets.core.selection import recipe_hash
+    from tempo_assets.core.recipe.selection import recipe_hash
 
     window = parse_window_key(context.partition_key)
     recipe = valid_selection.value["recipe"]

@@ -4,12 +4,12 @@ import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata, scalar_metadata
-from tempo_assets.core.artefact_types import ReleaseAnnotations
-from tempo_assets.core.annotations import clean_annotations, propagate_annotations, split_by_evidence
-from tempo_assets.core.dates import date_to_int, parse_date
-from tempo_assets.core.fasta import sequence_sha256
-from tempo_assets.core.removals import RemovalLog, gaf_rows_after_cutoff, log_gaf_rows, log_term_cleaning
-from tempo_assets.core.artefacts import Artefact
+from tempo_assets.core.storage.artefact_types import ReleaseAnnotations
+from tempo_assets.core.labels.annotations import clean_annotations, propagate_annotations, split_by_evidence
+from tempo_assets.core.base.dates import date_to_int, parse_date
+from tempo_assets.core.inputs.fasta import sequence_sha256
+from tempo_assets.core.audits.removals import RemovalLog, gaf_rows_after_cutoff, log_gaf_rows, log_term_cleaning
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import RELEASES
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 

@@ -8,12 +8,12 @@ import dagster as dg
 from tempo_assets.assets.common import (
     binding_metadata, eval_ontology, removal_metadata, role_in, scalar_metadata,
 )
-from tempo_assets.core.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
-from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
+from tempo_assets.core.audits.removals import RemovalLog, log_evaluation, log_growth
 from tempo_assets.assets.warehouse import warehouse_evaluation_set
-from tempo_assets.core.selection import recipe_profile
-from tempo_assets.core.workflow import (
+from tempo_assets.core.recipe.selection import recipe_profile
+from tempo_assets.core.pipeline.workflow import (
     CandidateRelease, TestScoring, release_growth, score_test, verify_recipe as check_recipe,
 )
 from tempo_assets.io_managers import deferred_in, read_deferred
@@ -49,8 +49,8 @@ def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResou
     The claim is recorded as an observation ``observed`` (the claiming run id) before anything of
     TEST is read. A claim store that cannot be written raises ``ClaimUnavailable``: the run fails.
     """
-    from tempo_assets.core.faults import fault_point
-    from tempo_assets.core.test_claims import ClaimRefused, ClaimStore
+    from tempo_assets.core.base.faults import fault_point
+    from tempo_assets.core.storage.claims import ClaimRefused, ClaimStore
 
     asset = context.asset_key.to_user_string()
     reason = already_materialised(context, store, window)

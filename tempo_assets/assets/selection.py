@@ -3,9 +3,9 @@
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, eval_ontology, removal_metadata, role_in
-from tempo_assets.core.artefacts import Artefact, ArtefactSet
-from tempo_assets.core.removals import RemovalLog, log_evaluation, log_growth
-from tempo_assets.core.workflow import CandidateRelease, ValidScoring, select_on_valid
+from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.audits.removals import RemovalLog, log_evaluation, log_growth
+from tempo_assets.core.pipeline.workflow import CandidateRelease, ValidScoring, select_on_valid
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 

@@ -7,10 +7,10 @@ import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
 from tempo_assets.assets.scoring import verify_recipe
-from tempo_assets.core.artefacts import Artefact, WindowArtefactSet
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.removals import RemovalLog, log_submission
-from tempo_assets.core.workflow import CandidateRelease, Queries, candidate_source, latest_recipe_key
+from tempo_assets.core.storage.artefacts import Artefact, WindowArtefactSet
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.audits.removals import RemovalLog, log_submission
+from tempo_assets.core.pipeline.workflow import CandidateRelease, Queries, candidate_source, latest_recipe_key
 from tempo_assets.partitions import CUTOFFS, parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource
 
@@ -24,8 +24,8 @@ def submission(
     release_annotations: Artefact,
 ) -> dg.Output:
     """One CAFA row per (protein, term) predicted at the cutoff from inputs dated <= cutoff."""
-    from tempo_assets.core.submission import write_cafa_submission
-    from tempo_assets.core.workflow import recipe_chunks
+    from tempo_assets.core.methods.submission import write_cafa_submission
+    from tempo_assets.core.pipeline.workflow import recipe_chunks
 
     cutoff = context.partition_key
     # the archive's windows now, not every key ever registered: a superseded window's recipe never applies

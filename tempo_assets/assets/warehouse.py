@@ -9,9 +9,9 @@ import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import all_in, binding_metadata, role_in
-from tempo_assets.core.artefact_types import EvaluationSet
-from tempo_assets.core.artefacts import Artefact, ArtefactSet
-from tempo_assets.core.workflow import evaluation_set, release_growth
+from tempo_assets.core.storage.artefact_types import EvaluationSet
+from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.pipeline.workflow import evaluation_set, release_growth
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key, previous_release
 from tempo_assets.resources import ArchiveResource, WarehouseResource
 

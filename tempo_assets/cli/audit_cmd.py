@@ -40,8 +40,8 @@ def register(subparsers) -> None:
 
 
 def run_audit_design(args: argparse.Namespace) -> int:
-    from tempo_assets.core import design_audit
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.audits.leakage import design as design_audit
+    from tempo_assets.core.base.errors import TempoInputError
 
     try:
         if args.max_examples < 0:

@@ -60,7 +60,7 @@ def register(subparsers) -> None:
 
 def load_hook(spec: str | None) -> Callable | None:
     """``module:function`` -> the function (the ``extra_features`` hook)."""
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.errors import TempoInputError
 
     if not spec:
         return None
@@ -87,17 +87,17 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
     """
     import tempfile
 
-    from tempo_assets.core.blast import homology_hits
-    from tempo_assets.core.candidates import HIT_TOP, nonexp_groups
+    from tempo_assets.core.neighbours.blast import homology_hits
+    from tempo_assets.core.recipe.candidates import HIT_TOP, nonexp_groups
     import numpy as np
 
-    from tempo_assets.core.annotations import clean_annotations, propagate_annotations, split_by_evidence
-    from tempo_assets.core.audits import FeatureInputs
-    from tempo_assets.core.embeddings import KmerEmbedder
-    from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.ia import ia_counts
-    from tempo_assets.core.knn import KnnIndex
-    from tempo_assets.core.releases import CutoffReader
+    from tempo_assets.core.labels.annotations import clean_annotations, propagate_annotations, split_by_evidence
+    from tempo_assets.core.audits.leakage import FeatureInputs
+    from tempo_assets.core.inputs.embeddings import KmerEmbedder
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.core.labels.ia import ia_counts
+    from tempo_assets.core.neighbours.knn import KnnIndex
+    from tempo_assets.core.inputs.releases import CutoffReader
     from tempo_assets.partitions import previous_release
     from tempo_assets.resources import open_archive
 
@@ -133,8 +133,8 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
 
 
 def run_audit_features(args: argparse.Namespace) -> int:
-    from tempo_assets.core.audits import audit_golden_rule, feature_inputs_from_labels, sample_proteins
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.audits.leakage import audit_golden_rule, feature_inputs_from_labels, sample_proteins
+    from tempo_assets.core.base.errors import TempoInputError
     from tempo_assets.resources import open_artefact_store
 
     hook = load_hook(args.extra_features)
@@ -174,7 +174,7 @@ def run_audit_features(args: argparse.Namespace) -> int:
 def write_report(path: str | None, document: dict) -> None:
     if not path:
         return
-    from tempo_assets.core.io import atomic_write
+    from tempo_assets.core.base.io import atomic_write
 
     with atomic_write(path) as handle:
         handle.write(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
@@ -187,7 +187,7 @@ def instance_records(instance, asset_keys, page: int = 1000) -> list:
     """Every materialisation of ``asset_keys`` in ``instance`` as ``MaterialisationRecord``s."""
     import dagster as dg
 
-    from tempo_assets.core.audits import MaterialisationRecord
+    from tempo_assets.core.audits.leakage import MaterialisationRecord
     from tempo_assets.io_managers import unwrap_metadata
 
     records = []
@@ -214,7 +214,7 @@ def test_read_records(instance, page: int = 1000) -> list:
     """The TEST reads recorded in ``instance``: ``test_growth`` observations with ``tempo/test_read``."""
     import dagster as dg
 
-    from tempo_assets.core.audits import MaterialisationRecord
+    from tempo_assets.core.audits.leakage import MaterialisationRecord
     from tempo_assets.io_managers import unwrap_metadata
 
     reads, cursor = [], None
@@ -235,7 +235,7 @@ def test_read_records(instance, page: int = 1000) -> list:
 
 def audit_instance(instance, archive_root: str, asset_keys=None):
     """The ``CutoffAuditReport`` of every materialisation in ``instance``."""
-    from tempo_assets.core.audits import audit_cutoff_records
+    from tempo_assets.core.audits.leakage import audit_cutoff_records
     from tempo_assets.resources import archive_release_dates
 
     if asset_keys is None:
@@ -250,7 +250,7 @@ def audit_instance(instance, archive_root: str, asset_keys=None):
 
 def unfinished_tests(instance, archive_root: str) -> list:
     """``core.test_claims.WindowTest`` of every window of the archive whose TEST is neither unread nor scored."""
-    from tempo_assets.core.releases import open_archive
+    from tempo_assets.core.inputs.releases import open_archive
     from tempo_assets.graph_state import window_tests
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import open_artefact_store

@@ -85,7 +85,7 @@ def one_line(text: str) -> str:
 
 def error_line(exc: BaseException) -> str:
     """The one line that says what failed, where, and what to do."""
-    from tempo_assets.core.errors import StorageWriteError, TempoInputError
+    from tempo_assets.core.base.errors import StorageWriteError, TempoInputError
 
     for error in _chain(exc):
         if isinstance(error, (TempoInputError, StorageWriteError)):
@@ -149,7 +149,7 @@ def require_free_space(**folders: str) -> None:
     full disk SQLite fails half-way (a run left ``STARTED``, or the process killed by SIGBUS
     when SQLite's shared-memory file cannot grow), so the check comes before the first run.
     """
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.errors import TempoInputError
 
     try:
         need = float(os.environ.get("TEMPO_MIN_FREE_MB", "64"))

@@ -21,7 +21,7 @@ def resolve_policy(path: str | None):
     defaults (identical to the shipped ``quality.yaml``)."""
     from pathlib import Path
 
-    from tempo_assets.core.gate import POLICY_SCHEMA_VERSION, Policy, load_policy
+    from tempo_assets.core.audits.gate import POLICY_SCHEMA_VERSION, Policy, load_policy
 
     if path is not None:
         return load_policy(path)
@@ -64,9 +64,9 @@ def format_gate(result) -> str:
 
 
 def run_gate(args: argparse.Namespace) -> int:
-    from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.gate import gate_reports
-    from tempo_assets.core.io import atomic_write
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.core.audits.gate import gate_reports
+    from tempo_assets.core.base.io import atomic_write
 
     try:
         result = gate_reports(args.reports, resolve_policy(args.policy))
@@ -128,7 +128,7 @@ def add_report_gate_arguments(parser) -> None:
 
 def report_gate(args) -> ReportGate:
     """Run the gate for ``tempo report`` and print its verdict to stderr."""
-    from tempo_assets.core.gate import gate_reports
+    from tempo_assets.core.audits.gate import gate_reports
 
     gate = ReportGate(gate_reports(args.gate, resolve_policy(args.policy)), args.allow_failed_gate)
     if gate.result.verdict != "pass":

@@ -10,7 +10,7 @@ from pathlib import Path
 # test_growth and test_score share a pool (``pool="test_score"``): a limit of 1 serialises their
 # steps across runs, so queued TEST reads and scorings wait for one another (the claims still decide)
 DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
-# core/progress.py's lines (logger tempo.progress) become events of the step that logs them
+# core/base/progress.py's lines (logger tempo.progress) become events of the step that logs them
 PYTHON_LOGS = "python_logs:\n  managed_python_loggers:\n    - tempo.progress\n  python_log_level: INFO\n"
 # the run tag that finds a run launched by execute_job (the celery path) while it runs
 LAUNCH_TAG = "tempo/launch"
@@ -113,7 +113,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     burned window, an upstream that failed or is missing) and the others still run: the report
     ends with a summary of what was not built and why. ``catalog_job`` runs every time.
     ``exclude`` names assets left out of every step. A line is printed when each run starts and
-    ends, and, while it runs, the latest progress line of each running step (``core/progress.py``).
+    ends, and, while it runs, the latest progress line of each running step (``core/base/progress.py``).
     Dagster's console log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING);
     the event log keeps everything. ``$TEMPO_RUN_CONFIG`` names a YAML file of run config merged
     into every run (e.g. ``resources: {grid: {config: {bootstrap_samples: 20}}}``). Concurrent
@@ -140,8 +140,8 @@ class StepRunner:
     METHOD_ASSETS = {"method_bundle_job": ["method_bundle"], "method_job": ["method_predictions"]}
 
     def __init__(self, instance, resources=None, echo=print, exclude=(), log_level: str | None = None):
-        from tempo_assets.core.errors import TempoInputError
-        from tempo_assets.core.releases import open_archive
+        from tempo_assets.core.base.errors import TempoInputError
+        from tempo_assets.core.inputs.releases import open_archive
         from tempo_assets.definitions import build_resources
         from tempo_assets.executors import executor_kind
         from tempo_assets.partitions import plan_partitions
@@ -278,7 +278,7 @@ def merged_run_config(base: dict) -> dict:
     """``base`` with the YAML run config of ``$TEMPO_RUN_CONFIG`` merged in (its keys win)."""
     import yaml
 
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.errors import TempoInputError
 
     path = os.environ.get("TEMPO_RUN_CONFIG", "").strip()
     if not path:
@@ -329,7 +329,7 @@ class ProgressWatch:
                 continue
 
     def read(self) -> None:
-        from tempo_assets.core.progress import PREFIX
+        from tempo_assets.core.base.progress import PREFIX
 
         run_id = self.run_id()
         if run_id is None:
@@ -360,7 +360,7 @@ def celery_launcher(instance, store, echo):
     import dagster as dg
     from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.errors import TempoInputError
     from tempo_assets.executors import check_celery
 
     if instance.is_ephemeral or type(instance.run_storage).__name__.startswith("Sqlite"):
@@ -456,7 +456,7 @@ def _materialize(args) -> int:
 
 def graph_states(instance, exclude=()):
     """Every artefact's state (``graph_state.GraphState.all_states``) for the configured archive and store."""
-    from tempo_assets.core.releases import open_archive
+    from tempo_assets.core.inputs.releases import open_archive
     from tempo_assets.graph_state import GraphState
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import default_archive_root, open_artefact_store

@@ -27,9 +27,9 @@ def _register_partition(key: str) -> str:
 def _add(args) -> int:
     import pydantic
 
-    from tempo_assets.core.dates import parse_date
-    from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.method_registry import MethodSpec, add_method
+    from tempo_assets.core.base.dates import parse_date
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.core.methods.registry import MethodSpec, add_method
     from tempo_assets.assets.methods import hidden_paths
     from tempo_assets.resources import default_artefacts_root
 
@@ -62,7 +62,7 @@ def _add(args) -> int:
 
 
 def _list(args) -> int:
-    from tempo_assets.core.method_registry import load_registry
+    from tempo_assets.core.methods.registry import load_registry
 
     registry = load_registry(_archive(args))
     if not registry.methods:
@@ -80,7 +80,7 @@ def _list(args) -> int:
 
 
 def _remove(args) -> int:
-    from tempo_assets.core.method_registry import remove_method
+    from tempo_assets.core.methods.registry import remove_method
 
     spec = remove_method(_archive(args), args.name)
     print(f"removed {spec.key} from {_archive(args)}/methods.yaml (its stored predictions stay as history)")

@@ -49,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _date_arg(value: str | None, flag: str):
-    from tempo_assets.core.dates import parse_date
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.dates import parse_date
+    from tempo_assets.core.base.errors import TempoInputError
 
     if value is None:
         return None
@@ -68,7 +68,7 @@ def _describe(manifest) -> str:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from tempo_assets.core.releases import ReleaseRequest, add_release
+    from tempo_assets.core.inputs.releases import ReleaseRequest, add_release
 
     request = ReleaseRequest(
         args.release_id, args.gaf, args.obo, fasta=args.fasta, embeddings=args.embeddings,
@@ -84,7 +84,7 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_derive(args: argparse.Namespace) -> int:
-    from tempo_assets.core.releases import DeriveRequest, derive_release
+    from tempo_assets.core.inputs.releases import DeriveRequest, derive_release
 
     manifest = derive_release(args.archive, DeriveRequest(
         args.from_id, _date_arg(args.cutoff, "--cutoff"), args.release_id,
@@ -97,7 +97,7 @@ def run_derive(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from tempo_assets.core.releases import Archive
+    from tempo_assets.core.inputs.releases import Archive
 
     releases = Archive(args.archive).releases()
     if not releases:

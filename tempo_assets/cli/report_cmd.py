@@ -45,7 +45,7 @@ def _emit(text: str, out: str | None, gate=None) -> None:
     if gate is not None:  # the gate's verdict first, above the title
         text = gate.markdown() + text
     if out:
-        from tempo_assets.core.io import atomic_write
+        from tempo_assets.core.base.io import atomic_write
 
         with atomic_write(out) as handle:
             handle.write(text)
@@ -135,7 +135,7 @@ def way_forward(store, window: str) -> str:
 
 def _report(args) -> int:
     from tempo_assets.assets.benchmark import OLDER, build_catalog, curve_groups
-    from tempo_assets.core.errors import TempoInputError
+    from tempo_assets.core.base.errors import TempoInputError
     from tempo_assets.core.evaluation.report import render_window_report, write_report
     from tempo_assets.core.evaluation.results import results_to_markdown, results_to_tsv
     from tempo_assets.resources import default_archive_root, open_artefact_store

@@ -38,8 +38,8 @@ def claim_statuses(artefacts_root: str | None = None, windows=None) -> list:
     This is what ``tempo status`` shows as ``claimed`` / ``burned`` lines: a window is ``scored``
     when the store holds its ``test_score`` artefact.
     """
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.core.test_claims import ClaimStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
+    from tempo_assets.core.storage.claims import ClaimStore
     from tempo_assets.resources import default_artefacts_root
 
     root = artefacts_root or default_artefacts_root()
@@ -83,9 +83,9 @@ def run_release(args: argparse.Namespace) -> int:
 
     from tempo_assets.cli.graph_cmd import ensure_dagster_home
     from tempo_assets.runs import settle_dead_runs
-    from tempo_assets.core.errors import TempoInputError
-    from tempo_assets.core.artefacts import ArtefactStore
-    from tempo_assets.core.test_claims import CLAIMED_ASSETS, ClaimStore
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.core.storage.artefacts import ArtefactStore
+    from tempo_assets.core.storage.claims import CLAIMED_ASSETS, ClaimStore
     from tempo_assets.resources import default_artefacts_root
 
     ensure_dagster_home()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tempo_assets.assets.benchmark import BASELINES, OLDER, build_catalog
-from tempo_assets.core.selection import recipe_profile
+from tempo_assets.core.recipe.selection import recipe_profile
 from tempo_assets.cli import report_cmd
 from tempo_assets.definitions import ASSETS, defs
 from tempo_assets.partitions import parse_window_key

@@ -5,7 +5,7 @@ import dagster as dg
 import pytest
 
 from tempo_assets.cli.graph_cmd import run_steps
-from tempo_assets.core.errors import CutoffViolation
+from tempo_assets.core.base.errors import CutoffViolation
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets_tests.conftest import tiny_copy
 from tempo_assets_tests.toolkit import step_failures

@@ -17,12 +17,12 @@ from tempo_assets.assets.benchmark import OLDER, BenchmarkResource
 from tempo_assets.assets.methods import MethodFenceResource, method_records
 from tempo_assets.cli import report_cmd
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.core.method_bundle import ANNOTATION_COLUMNS, FILES, verify_bundle
-from tempo_assets.core.method_eligibility import (
+from tempo_assets.core.methods.bundle import ANNOTATION_COLUMNS, FILES, verify_bundle
+from tempo_assets.core.methods.eligibility import (
     EXCLUDED, NO_T_MINUS_1, UNDECLARED, method_eligibility, method_prediction_frames,
 )
-from tempo_assets.core.method_registry import MethodSpec, add_method, load_registry
-from tempo_assets.core.removals import verify_removal_manifest
+from tempo_assets.core.methods.registry import MethodSpec, add_method, load_registry
+from tempo_assets.core.audits.removals import verify_removal_manifest
 from tempo_assets.definitions import build_resources
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import METHODS, parse_window_key, plan_partitions, register_partitions

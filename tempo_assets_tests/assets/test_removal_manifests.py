@@ -12,10 +12,10 @@ import dagster as dg
 import pytest
 
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.core.io import sha256_file
-from tempo_assets.core.removals import MANIFEST_NAME, audit_removal_manifests, read_removal_manifest
+from tempo_assets.core.base.io import sha256_file
+from tempo_assets.core.audits.removals import MANIFEST_NAME, audit_removal_manifests, read_removal_manifest
 from tempo_assets.definitions import build_resources
-from tempo_assets.core.artefacts import ArtefactStore
+from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.io_managers import unwrap_metadata
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import open_archive

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tempo_assets.core.audits import GoldenRuleReport
+from tempo_assets.core.audits.leakage import GoldenRuleReport
 from tempo_assets.cli.audit_graph_cmd import write_report
 from tempo_assets_tests.assets.test_benchmark_assets import run_report, tiny  # noqa: F401 (fixture)
 from tempo_assets_tests.cli.test_gate_cli import POLICY, PROTEINS

@@ -9,8 +9,8 @@ import yaml
 
 from tempo_assets.cli import main as cli_main
 from tempo_assets.cli.audit_graph_cmd import write_report
-from tempo_assets.core.audits import CutoffAuditReport, Finding, GoldenRuleReport
-from tempo_assets.core.gate import GateInputError, Policy, gate_reports, gate_verdict, load_policy
+from tempo_assets.core.audits.leakage import CutoffAuditReport, Finding, GoldenRuleReport
+from tempo_assets.core.audits.gate import GateInputError, Policy, gate_reports, gate_verdict, load_policy
 from tempo_assets_tests.cli.test_audit_design_cli import DESIGN, ROWS, _setup
 
 REPO = Path(__file__).resolve().parents[2]

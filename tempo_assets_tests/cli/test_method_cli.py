@@ -5,8 +5,8 @@ import yaml
 from dagster._core.instance.ref import InstanceRef
 
 from tempo_assets.cli.main import main
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.method_registry import load_registry
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.methods.registry import load_registry
 from tempo_assets.partitions import METHODS
 
 

@@ -1,4 +1,4 @@
-"""``tempo materialize``'s progress lines: core/progress.py's lines inside a step become events of
+"""``tempo materialize``'s progress lines: core/base/progress.py's lines inside a step become events of
 that step (``python_logs`` of the instance tempo writes) and the watcher prints the newest one."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import dagster as dg
 
 from tempo_assets.cli.graph_cmd import ProgressWatch, ensure_dagster_home
-from tempo_assets.core.progress import Progress
+from tempo_assets.core.base.progress import Progress
 
 
 @dg.asset

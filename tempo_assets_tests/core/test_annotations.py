@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.annotations import (
+from tempo_assets.core.labels.annotations import (
     EXPERIMENTAL_CODES,
     clean_annotations,
     experimental_annotations,
@@ -12,8 +12,8 @@ from tempo_assets.core.annotations import (
     propagate_annotations,
     split_by_evidence,
 )
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import random_terms, small_terms, write_obo
 
 PROTOCOL_CODES = "EXP IDA IPI IMP IGI IEP TAS IC HTP HDA HMP HGI HEP".split()

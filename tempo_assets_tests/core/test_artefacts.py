@@ -5,13 +5,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core import artefacts
-from tempo_assets.core.artefact_types import Embeddings, FrozenRecipe, KnnCorpus, ReleaseAnnotations
-from tempo_assets.core.artefacts import ArtefactStore, LocalLocation
-from tempo_assets.core.errors import CutoffViolation, TempoInputError
-from tempo_assets.core.ia import ia_counts
-from tempo_assets.core.ontology import parse_obo
-from tempo_assets.core.selection import CandidateSource
+from tempo_assets.core.storage import artefacts
+from tempo_assets.core.storage.artefact_types import Embeddings, FrozenRecipe, KnnCorpus, ReleaseAnnotations
+from tempo_assets.core.storage.artefacts import ArtefactStore, LocalLocation
+from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
+from tempo_assets.core.labels.ia import ia_counts
+from tempo_assets.core.inputs.ontology import parse_obo
+from tempo_assets.core.recipe.selection import CandidateSource
 from tempo_assets_tests.assets.tiny_archive import write_obo
 
 BINDING = {"cutoff": "2020-01-01", "max_source_date": "2019-12-31", "sources": []}

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core import artefacts
-from tempo_assets.core.artefact_types import Embeddings
-from tempo_assets.core.artefacts import ArtefactStore, ObjectLocation
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.storage import artefacts
+from tempo_assets.core.storage.artefact_types import Embeddings
+from tempo_assets.core.storage.artefacts import ArtefactStore, ObjectLocation
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.resources import open_artefact_store
 from tempo_assets_tests.core.test_artefacts import BINDING, frame
 

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.annotations import propagate_annotations
-from tempo_assets.core.audits import (
+from tempo_assets.core.labels.annotations import propagate_annotations
+from tempo_assets.core.audits.leakage import (
     FeatureInputs, MaterialisationRecord, audit_cutoff_records, audit_golden_rule, sample_proteins,
 )
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.features import candidate_features
-from tempo_assets.core.ia import ia_counts, information_accretion
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.recipe.features import candidate_features
+from tempo_assets.core.labels.ia import ia_counts, information_accretion
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import random_terms, write_obo
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
@@ -150,8 +150,8 @@ def test_sample_is_seeded_and_bounded(tmp_path):
 @pytest.mark.slow
 def test_real_data_features_pass_the_golden_rule_with_ia():
     """Human 2014-09-29 experimental annotations, GO 2014-10-27: LOO IA passes, a fixed series fails."""
-    from tempo_assets.core.annotations import clean_annotations, split_by_evidence
-    from tempo_assets.core.gaf import read_gaf
+    from tempo_assets.core.labels.annotations import clean_annotations, split_by_evidence
+    from tempo_assets.core.inputs.gaf import read_gaf
 
     ontology = parse_obo(shared(GOA_ARCHIVE / "go" / "go_2014-10-27.obo.gz"))
     experimental, _ = split_by_evidence(read_gaf(shared(GOA_ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz")))

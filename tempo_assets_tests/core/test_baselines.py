@@ -1,12 +1,12 @@
-"""Tests for tempo_assets.core.baselines."""
+"""Tests for tempo_assets.core.recipe.baselines."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.baselines import goa_nonexperimental_scores, naive_term_scores
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.recipe.baselines import goa_nonexperimental_scores, naive_term_scores
+from tempo_assets.core.base.errors import TempoInputError
 
 
 def corpus():

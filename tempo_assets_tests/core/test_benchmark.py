@@ -9,9 +9,9 @@ from tempo_assets.core.evaluation.benchmark import (
     PROTEIN_BINDING, BenchmarkOptions, catalog_frame, compare_windows, decay_table,
     lafa_terms_of_interest, protein_binding_only_targets, results_frame, score_benchmark, stale_inputs,
 )
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation import EvalOntology, evaluate_frames, fmax_score
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import ROOTS, small_terms, write_obo
 
 BINDING, CHILD, OTHER = "GO:0005488", "GO:0000100", "GO:0000200"
@@ -187,9 +187,9 @@ def test_compare_windows_and_decay():
 def test_lafa_growth_is_the_one_filter_selection_test_score_and_benchmark_share(tmp_path):
     """``workflow.lafa_growth``: the protein-binding-only MF targets leave targets and ground truth,
     other aspects and other MF targets stay; benchmark_targets keeps the same targets."""
-    from tempo_assets.core.artefact_types import EvaluationSet
-    from tempo_assets.core.growth import Growth
-    from tempo_assets.core.workflow import benchmark_targets, lafa_growth
+    from tempo_assets.core.storage.artefact_types import EvaluationSet
+    from tempo_assets.core.labels.growth import Growth
+    from tempo_assets.core.pipeline.workflow import benchmark_targets, lafa_growth
 
     onto = parse_obo(write_obo(tmp_path / "go.obo", mf_terms()))
     truth = pd.DataFrame(closure(onto, "A", [PROTEIN_BINDING]) + closure(onto, "C", [PROTEIN_BINDING, OTHER])

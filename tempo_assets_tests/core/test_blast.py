@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core import blast
-from tempo_assets.core.blast import (
+from tempo_assets.core.neighbours import blast
+from tempo_assets.core.neighbours.blast import (
     HIT_COLUMNS,
     DiamondError,
     MissingToolError,
@@ -17,8 +17,8 @@ from tempo_assets.core.blast import (
     diamond_hits,
     find_diamond,
 )
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.fasta import read_fasta
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.inputs.fasta import read_fasta
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, needs_diamond, shared
 
 AMINO = "ACDEFGHIKLMNPQRSTVWY"
@@ -160,7 +160,7 @@ def test_diamond_hits_on_synthetic_family(tmp_path):
 
 @needs_diamond
 def test_homology_hits_carry_coverage_and_keep_top_others(tmp_path):
-    from tempo_assets.core.blast import HOMOLOGY_COLUMNS, homology_hits
+    from tempo_assets.core.neighbours.blast import HOMOLOGY_COLUMNS, homology_hits
 
     rng = np.random.default_rng(11)
     a = _random_protein(rng, 300)

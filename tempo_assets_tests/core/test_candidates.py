@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import tempo_assets.core.candidates as candidates
-from tempo_assets.core.audits import audit_golden_rule, sample_proteins
-from tempo_assets.core.candidates import (
+import tempo_assets.core.recipe.candidates as candidates
+from tempo_assets.core.audits.leakage import audit_golden_rule, sample_proteins
+from tempo_assets.core.recipe.candidates import (
     ALL_FEATURE_COLUMNS, SOURCES, CandidateSource, nonexp_groups, parse_sources, prepare_hits, recipe_features,
 )
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.vocabulary import EVIDENCE_GROUPS, evidence_group
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.vocabulary import EVIDENCE_GROUPS, evidence_group
 from tempo_assets_tests.core.test_audits import world_inputs
 
 CORPUS = pd.DataFrame([("A", "GO:1", "MF"), ("A", "GO:2", "MF"), ("B", "GO:1", "MF"), ("B", "GO:3", "MF"),
@@ -54,7 +54,7 @@ def test_union_flags_every_source_and_computes_homology_features():
 
 
 def test_knn_only_candidates_keep_the_knn_features():
-    from tempo_assets.core.features import FEATURE_COLUMNS, candidate_features
+    from tempo_assets.core.recipe.features import FEATURE_COLUMNS, candidate_features
 
     old = candidate_features(NEIGHBOURS, CORPUS)
     new = recipe_features(CandidateSource(NEIGHBOURS, CORPUS, hits=HITS, nonexp=NONEXP), sources="knn")
@@ -128,7 +128,7 @@ def test_sources_and_evidence_groups():
 
 
 def test_nonexp_groups_propagate_each_group(tmp_path):
-    from tempo_assets.core.ontology import parse_obo
+    from tempo_assets.core.inputs.ontology import parse_obo
 
     obo = tmp_path / "go.obo"
     obo.write_text("format-version: 1.2\n\n[Term]\nid: GO:0003674\nname: mf\nnamespace: molecular_function\n\n"
@@ -145,7 +145,7 @@ def test_nonexp_groups_propagate_each_group(tmp_path):
 
 @pytest.mark.parametrize("sources", ["knn", "knn+diamond", "knn+goa+prior", "knn+prior"])
 def test_a_candidate_set_cut_from_the_union_equals_the_set_built_alone(tmp_path, sources):
-    from tempo_assets.core.candidates import restrict_sources
+    from tempo_assets.core.recipe.candidates import restrict_sources
 
     inputs, _ = world_inputs(tmp_path, 1)
     rng = np.random.default_rng(5)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from tempo_assets.core import design_audit as da
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.audits.leakage import design as da
+from tempo_assets.core.base.errors import TempoInputError
 
 CLEAN_ROWS = [
     # id, assay, site, split, y, when

@@ -1,4 +1,4 @@
-"""Tests for tempo_assets.core.embeddings."""
+"""Tests for tempo_assets.core.inputs.embeddings."""
 from __future__ import annotations
 
 import gzip
@@ -6,7 +6,7 @@ import gzip
 import numpy as np
 import pytest
 
-from tempo_assets.core.embeddings import (
+from tempo_assets.core.inputs.embeddings import (
     AMINO_ACIDS,
     EmbeddingCache,
     EmbeddingFormatError,
@@ -18,7 +18,7 @@ from tempo_assets.core.embeddings import (
     load_precomputed_embeddings,
     normalize_rows,
 )
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 FASTA = GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"

@@ -3,7 +3,7 @@ import hashlib
 
 import pytest
 
-from tempo_assets.core.fasta import (
+from tempo_assets.core.inputs.fasta import (
     FastaFormatError,
     header_accession,
     read_fasta,

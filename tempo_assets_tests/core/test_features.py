@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.features import (
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.recipe.features import (
     ASPECT_CODES,
     FEATURE_COLUMNS,
     candidate_features,
@@ -222,7 +222,7 @@ def test_missing_ids_are_refused():
 
 def test_loo_ia_passes_golden_rule_violations_when_ia_is_rebuilt_from_the_reduced_corpus(tmp_path):
     """IA counts recomputed from scratch on every reduced corpus: LOO passes, a fixed series fails."""
-    from tempo_assets.core.ia import ia_counts
+    from tempo_assets.core.labels.ia import ia_counts
     from tempo_assets_tests.core.test_audits import ontology_world
 
     ontology, corpus, neighbours, in_corpus = ontology_world(tmp_path, 21)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tempo_assets.core.fence import FenceLimits, FenceSpec, MissingBubblewrap, find_bwrap, run_fenced
-from tempo_assets.core.method_bundle import BundleContent, read_bundle_targets, write_cutoff_bundle
-from tempo_assets.core.method_registry import MethodSpec
-from tempo_assets.core.method_run import MethodCall, run_method
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.methods.fence import FenceLimits, FenceSpec, MissingBubblewrap, find_bwrap, run_fenced
+from tempo_assets.core.methods.bundle import BundleContent, read_bundle_targets, write_cutoff_bundle
+from tempo_assets.core.methods.registry import MethodSpec
+from tempo_assets.core.methods.run import MethodCall, run_method
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import small_terms, write_obo
 from tempo_assets_tests.toolkit import Listener, needs_bwrap, wait_until
 

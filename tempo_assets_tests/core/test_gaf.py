@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.gaf import (
+from tempo_assets.core.inputs.gaf import (
     GAF_COLUMNS,
     GafFormatError,
     gaf_generated_date,

@@ -4,15 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.growth import (
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.labels.growth import (
     Growth,
     align_terms,
     annotation_growth,
     write_ground_truth,
     write_known,
 )
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import small_terms, write_obo
 
 ASPECTS = ("BP", "MF", "CC")

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.fasta import read_fasta
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.inputs.fasta import read_fasta
 from tempo_assets_tests.toolkit import needs_diamond
-from tempo_assets.core.homology import (
+from tempo_assets.core.neighbours.homology import (
     IDENTITY_STRATA,
     bootstrap_interval,
     cluster_codes,

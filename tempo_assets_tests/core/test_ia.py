@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core import ia as ia_module
-from tempo_assets.core.annotations import propagate_annotations
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.ia import information_accretion, read_ia_file, write_ia_file
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.labels import ia as ia_module
+from tempo_assets.core.labels.annotations import propagate_annotations
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.labels.ia import information_accretion, read_ia_file, write_ia_file
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import ROOTS, random_terms, small_terms, write_obo
 
 

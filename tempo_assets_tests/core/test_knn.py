@@ -1,11 +1,11 @@
-"""Tests for tempo_assets.core.knn."""
+"""Tests for tempo_assets.core.neighbours.knn."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.knn import KnnIndex, KnnIndexError, knn_term_scores
+from tempo_assets.core.neighbours.knn import KnnIndex, KnnIndexError, knn_term_scores
 
 
 def brute_force_neighbours(corpus_ids, corpus, query_ids, queries, k, exclude_self=True):

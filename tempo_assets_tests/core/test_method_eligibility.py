@@ -4,10 +4,10 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from tempo_assets.core.method_eligibility import (
+from tempo_assets.core.methods.eligibility import (
     EXCLUDED, UNDECLARED, method_catalog, method_eligibility, method_prediction_frames,
 )
-from tempo_assets.core.method_registry import MethodSpec
+from tempo_assets.core.methods.registry import MethodSpec
 from tempo_assets.partitions import Window
 
 DATES = {"2016-01-15": date(2016, 1, 15), "2017-06-15": date(2017, 6, 15), "2019-01-14": date(2019, 1, 27),
@@ -104,7 +104,7 @@ def test_catalog_lists_every_method_on_every_window():
 
 
 def test_benchmark_frames_named_and_marked():
-    from tempo_assets.core.method_eligibility import NO_T_MINUS_1, benchmark_methods
+    from tempo_assets.core.methods.eligibility import NO_T_MINUS_1, benchmark_methods
 
     full, late = spec("a", "1"), spec("a", "2", trained_until=date(2017, 6, 15))
     stored = {**records(full.key), **records(late.key)}
@@ -115,9 +115,9 @@ def test_benchmark_frames_named_and_marked():
 
 
 def test_method_predictions_read_through_the_role_gate():
-    from tempo_assets.core.artefacts import ArtefactSet
-    from tempo_assets.core.errors import CutoffViolation, TempoInputError
-    from tempo_assets.core.method_eligibility import collect_records
+    from tempo_assets.core.storage.artefacts import ArtefactSet
+    from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
+    from tempo_assets.core.methods.eligibility import collect_records
 
     order = {r: i for i, r in enumerate(sorted(DATES))}
     fetched = []

@@ -1,9 +1,9 @@
 """predictions.tsv validation: every bad row counted with its reason, a mostly invalid file rejected."""
 import pytest
 
-from tempo_assets.core.method_output import RejectedPredictions, validate_predictions
-from tempo_assets.core.ontology import parse_obo
-from tempo_assets.core.removals import RemovalLog
+from tempo_assets.core.methods.output import RejectedPredictions, validate_predictions
+from tempo_assets.core.inputs.ontology import parse_obo
+from tempo_assets.core.audits.removals import RemovalLog
 from tempo_assets_tests.core.obo_fixtures import small_terms, write_obo
 
 TARGETS = {"P1", "P2", "P3"}

@@ -1,4 +1,4 @@
-"""Tests for the OBO parser and propagation (tempo_assets.core.ontology)."""
+"""Tests for the OBO parser and propagation (tempo_assets.core.inputs.ontology)."""
 from __future__ import annotations
 
 import gzip
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.ontology import (
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.inputs.ontology import (
     OboFormatError,
     UnknownTermError,
     obo_file_date,

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.progress import LOGGER, Progress, run_reporting, track
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.progress import LOGGER, Progress, run_reporting, track
 
 
 class Clock:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from tempo_assets.core.annotations import experimental_annotations, split_by_evidence
-from tempo_assets.core.fasta import read_fasta
-from tempo_assets.core.gaf import read_gaf
-from tempo_assets.core.growth import align_terms, annotation_growth, write_ground_truth
-from tempo_assets.core.ia import information_accretion
-from tempo_assets.core.ontology import parse_obo
+from tempo_assets.core.labels.annotations import experimental_annotations, split_by_evidence
+from tempo_assets.core.inputs.fasta import read_fasta
+from tempo_assets.core.inputs.gaf import read_gaf
+from tempo_assets.core.labels.growth import align_terms, annotation_growth, write_ground_truth
+from tempo_assets.core.labels.ia import information_accretion
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 ASPECTS = ("BP", "MF", "CC")

@@ -7,10 +7,11 @@ import dataclasses
 import inspect
 from pathlib import Path
 
-from tempo_assets.core import (
-    baselines, blast, candidates, embeddings, features, homology, knn, reranker, selection, workflow,
-)
-from tempo_assets.core.candidates import CandidateSource
+from tempo_assets.core.inputs import embeddings
+from tempo_assets.core.neighbours import blast, homology, knn
+from tempo_assets.core.pipeline import workflow
+from tempo_assets.core.recipe import baselines, candidates, features, reranker, selection
+from tempo_assets.core.recipe.candidates import CandidateSource
 
 RECIPE_MODULES = (selection, candidates, features, reranker, baselines, workflow, homology, blast, embeddings, knn)
 MAX_LINES, MAX_PARAMETERS = 60, 7

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tempo_assets.core import releases as releases_module
-from tempo_assets.core.errors import CutoffViolation, TempoInputError
-from tempo_assets.core.gaf import GafFormatError, gaf_generated_date, read_gaf, read_gaf_header
-from tempo_assets.core.releases import (
+from tempo_assets.core.inputs import releases as releases_module
+from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
+from tempo_assets.core.inputs.gaf import GafFormatError, gaf_generated_date, read_gaf, read_gaf_header
+from tempo_assets.core.inputs.releases import (
     Archive,
     ArchiveError,
     CutoffReader,
@@ -374,7 +374,7 @@ def test_data_archive_loads_within_size_limit():
 
 @pytest.mark.slow
 def test_data_obo_pruning_keeps_semantics_for_the_annotated_terms():
-    from tempo_assets.core.ontology import parse_obo
+    from tempo_assets.core.inputs.ontology import parse_obo
 
     shared_go = shared(GOA_ARCHIVE / "go" / "go_2019-01-27.obo.gz")
     manifest = Archive(DATA).release("2019-01-14")

@@ -6,17 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.annotations import clean_annotations
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.growth import annotation_growth
-from tempo_assets.core.io import sha256_file
-from tempo_assets.core.ontology import parse_obo
-from tempo_assets.core.removals import (
+from tempo_assets.core.labels.annotations import clean_annotations
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.labels.growth import annotation_growth
+from tempo_assets.core.base.io import sha256_file
+from tempo_assets.core.inputs.ontology import parse_obo
+from tempo_assets.core.audits.removals import (
     MANIFEST_NAME, RemovalLog, audit_removal_manifests, gaf_rows_after_cutoff, log_evaluation, log_gaf_rows,
     log_growth, log_proteins, log_submission, log_term_cleaning, read_removal_manifest, submission_removals,
     verify_removal_manifest,
 )
-from tempo_assets.core.submission import write_cafa_submission
+from tempo_assets.core.methods.submission import write_cafa_submission
 from tempo_assets_tests.core.obo_fixtures import small_terms, write_obo
 
 
@@ -281,7 +281,7 @@ def test_log_proteins_is_sorted_and_distinct():
 
 
 def test_rows_after_the_cutoff_are_read_back_from_the_dropping_file(tmp_path):
-    from tempo_assets.core.releases import CutoffReader
+    from tempo_assets.core.inputs.releases import CutoffReader
     from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 
     archive = build_tiny_archive(tmp_path, n_releases=1, n_proteins=8)

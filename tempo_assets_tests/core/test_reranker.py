@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.features import FEATURE_COLUMNS
-from tempo_assets.core.reranker import Reranker, label_candidates, train_reranker
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.recipe.features import FEATURE_COLUMNS
+from tempo_assets.core.recipe.reranker import Reranker, label_candidates, train_reranker
 
 PARAMS = {"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 10, "n_estimators": 60}
 

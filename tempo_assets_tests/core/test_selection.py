@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.selection import (
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.recipe.selection import (
     GRID_COLUMNS,
     CandidateSource,
     SelectionGrid,
@@ -261,7 +261,7 @@ def with_homology(source: CandidateSource, seed: int) -> CandidateSource:
     """The source with DIAMOND hits that find five members of each query's family (and weak strangers)."""
     from dataclasses import replace as _replace
 
-    from tempo_assets.core.candidates import NONEXP_COLUMNS
+    from tempo_assets.core.recipe.candidates import NONEXP_COLUMNS
 
     rng = np.random.default_rng(100 + seed)
     corpus = source.corpus_annotations
@@ -309,7 +309,7 @@ def test_valid_selects_the_homology_candidates_when_they_carry_the_signal():
 def test_the_train_labels_rebuild_the_rerankers_valid_scored():
     # TEST reads the recipe at the thresholds VALID fixed, with the TRAIN labels (Window.recipe_labels):
     # apply_recipe on the VALID proteins with them must give back the very scores VALID selected on
-    from tempo_assets.core.selection import _CellScorer
+    from tempo_assets.core.recipe.selection import _CellScorer
 
     train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
     valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
@@ -329,7 +329,7 @@ def test_the_train_labels_rebuild_the_rerankers_valid_scored():
 
 def test_chunks_of_proteins_give_the_predictions_of_all_at_once():
     # a CAFA submission scores its proteins a chunk at a time (core.workflow.recipe_chunks)
-    from tempo_assets.core.workflow import recipe_chunks
+    from tempo_assets.core.pipeline.workflow import recipe_chunks
 
     train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
     valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
@@ -361,7 +361,7 @@ def prior_world(seed: int) -> CandidateSource:
 
 
 def test_valid_blends_the_prior_in_where_it_beats_the_chosen_cell():
-    from tempo_assets.core.selection import blend_with_prior, prior_scores
+    from tempo_assets.core.recipe.selection import blend_with_prior, prior_scores
 
     train, valid = prior_world(1), prior_world(2)
     frame, recipe = select_recipe({"ks": (5,), "lgbm_params": ()}, train_sets={"kmer": train},
@@ -391,7 +391,7 @@ def test_valid_blends_the_prior_in_where_it_beats_the_chosen_cell():
 
 
 def test_the_blended_prior_leaves_the_scored_proteins_own_labels_out():
-    from tempo_assets.core.baselines import naive_term_scores
+    from tempo_assets.core.recipe.baselines import naive_term_scores
 
     corpus = pd.DataFrame([("A", "GO:1", "BP"), ("A", "GO:2", "BP"), ("B", "GO:1", "BP"), ("C", "GO:3", "BP"),
                            ("D", "GO:1", "BP")], columns=["protein", "term", "aspect"])
@@ -405,7 +405,7 @@ def test_the_blended_prior_leaves_the_scored_proteins_own_labels_out():
 
 def test_recipe_profile_defaults_to_cafaeval_and_refuses_another():
     """A recipe records the profile it was selected under; one frozen before that was cafaeval's."""
-    from tempo_assets.core.selection import SelectionInputError, recipe_profile
+    from tempo_assets.core.recipe.selection import SelectionInputError, recipe_profile
 
     assert recipe_profile({"format": "tempo-recipe-1"}) == "cafaeval"
     assert recipe_profile({"profile": "lafa"}) == "lafa"

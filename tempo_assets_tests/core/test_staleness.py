@@ -1,7 +1,7 @@
-"""Fingerprints and artefact states (core/staleness.py), on hand-made sidecars."""
+"""Fingerprints and artefact states (core/storage/staleness.py), on hand-made sidecars."""
 import pytest
 
-from tempo_assets.core.staleness import (
+from tempo_assets.core.storage.staleness import (
     ArtefactState, Plan, artefact_state, fingerprint, needs_build, parse_ref, superseded_reason,
 )
 

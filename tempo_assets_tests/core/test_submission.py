@@ -1,4 +1,4 @@
-"""Tests for tempo_assets.core.submission."""
+"""Tests for tempo_assets.core.methods.submission."""
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.submission import (
+from tempo_assets.core.methods.submission import (
     SubmissionFormatError,
     read_cafa_submission,
     score_cents,

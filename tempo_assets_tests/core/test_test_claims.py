@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.test_claims import CLAIMED_ASSETS, ClaimRefused, ClaimStore, ClaimUnavailable, create_if_absent
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.storage.claims import CLAIMED_ASSETS, ClaimRefused, ClaimStore, ClaimUnavailable, create_if_absent
 
 WINDOW = "2014-09-29__2016-01-15__2017-06-15__2019-01-14"
 
@@ -144,7 +144,7 @@ def test_the_read_and_the_scoring_are_claimed_separately(tmp_path):
 
 
 def test_audit_test_once_counts_both_assets_and_every_read():
-    from tempo_assets.core.audits import MaterialisationRecord, check_test_once
+    from tempo_assets.core.audits.leakage import MaterialisationRecord, check_test_once
 
     def record(asset, storage_id, run_id, **metadata):
         return MaterialisationRecord(asset=asset, partition=WINDOW, metadata=metadata, storage_id=storage_id,
@@ -181,7 +181,7 @@ def test_claims_on_the_object_store_one_of_many_processes_wins(dev_services, mon
     a burn there refuses both assets, and no local folder is involved."""
     import uuid
 
-    from tempo_assets.core.artefacts import ArtefactStore
+    from tempo_assets.core.storage.artefacts import ArtefactStore
 
     for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(name, dev_services[name])

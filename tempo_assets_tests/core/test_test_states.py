@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tempo_assets.core.test_claims import TEST_STATES, Burn, TestClaim, window_test_state
+from tempo_assets.core.storage.claims import TEST_STATES, Burn, TestClaim, window_test_state
 
 W = "2015-01-15__2016-01-15__2017-01-15__2018-01-15"
 GROWTH = TestClaim(W, "run-g", "2026-01-01T00:00:00+00:00", "host", 11, "test_growth")

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from tempo_assets.core import warehouse as warehouse_module
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.warehouse import (
+from tempo_assets.core.storage import warehouse as warehouse_module
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.storage.warehouse import (
     Warehouse,
     WarehouseError,
     default_sql_dir,
@@ -512,11 +512,11 @@ def test_sql_files_follow_house_style(path):
 
 
 # ---------------------------------------------------------------------------------------------
-# against the Python reference (core/growth.py)
+# against the Python reference (core/labels/growth.py)
 
 def _python_growth(old_ontology, new_ontology, sequences, new_sequences=None):
-    from tempo_assets.core.annotations import experimental_annotations
-    from tempo_assets.core.growth import align_terms, annotation_growth
+    from tempo_assets.core.labels.annotations import experimental_annotations
+    from tempo_assets.core.labels.growth import align_terms, annotation_growth
 
     old, _ = experimental_annotations(OLD_GAF_FRAMES["old"], old_ontology)
     new, _ = experimental_annotations(OLD_GAF_FRAMES["new"], new_ontology)
@@ -540,7 +540,7 @@ def _assert_same_growth(sql, python) -> None:
 
 
 def test_sql_growth_matches_python_reference_on_synthetic_ontologies(wh, tmp_path):
-    from tempo_assets.core.ontology import parse_obo
+    from tempo_assets.core.inputs.ontology import parse_obo
 
     old_ontology, new_ontology = parse_obo(_old_obo(tmp_path)), parse_obo(_new_obo(tmp_path))
     closure, alt_ids = ontology_frames(new_ontology)
@@ -569,15 +569,15 @@ def test_sql_growth_matches_python_reference_on_synthetic_ontologies(wh, tmp_pat
 @pytest.mark.slow
 def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
     """Human 2014-09-29 -> 2019-01-14, a 1-in-8 sample of proteins (by accession hash)."""
-    from tempo_assets.core.annotations import (
+    from tempo_assets.core.labels.annotations import (
         clean_annotations,
         experimental_annotations,
         split_by_evidence,
     )
-    from tempo_assets.core.fasta import read_fasta, sequence_sha256
-    from tempo_assets.core.gaf import read_gaf
-    from tempo_assets.core.growth import align_terms, annotation_growth
-    from tempo_assets.core.ontology import parse_obo
+    from tempo_assets.core.inputs.fasta import read_fasta, sequence_sha256
+    from tempo_assets.core.inputs.gaf import read_gaf
+    from tempo_assets.core.labels.growth import align_terms, annotation_growth
+    from tempo_assets.core.inputs.ontology import parse_obo
 
     def sample(frame):
         keep = frame["protein"].map(lambda p: hashlib.md5(p.encode()).digest()[0] % 8 == 0)

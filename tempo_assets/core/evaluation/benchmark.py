@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from tempo_assets.core.annotations import require_columns as _require
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.labels.annotations import require_columns as _require
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import paired_bootstraps
 from tempo_assets.core.evaluation.scoring import (
     HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.homology import cluster_codes, cluster_resample_counts
-from tempo_assets.core.progress import Progress
+from tempo_assets.core.neighbours.homology import cluster_codes, cluster_resample_counts
+from tempo_assets.core.base.progress import Progress
 from tempo_assets.core.evaluation.ontology import EvaluationInputError
 from tempo_assets.core.evaluation.predictions import _build_predictions, _frame_raw
 from tempo_assets.core.evaluation.propagation import _Cells

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.io import open_text
+from tempo_assets.core.base.io import open_text
 from tempo_assets.core.evaluation.ontology import (
     BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
 )

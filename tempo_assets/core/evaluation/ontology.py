@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.arrays import concat_ranges as _ranges
-from tempo_assets.core.errors import TempoInputError
-from tempo_assets.core.io import open_binary, open_text
+from tempo_assets.core.base.arrays import concat_ranges as _ranges
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.io import open_binary, open_text
 
 logger = logging.getLogger(__name__)
 

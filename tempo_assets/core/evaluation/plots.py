@@ -20,10 +20,10 @@ from matplotlib.lines import Line2D
 
 from tempo_assets.core.evaluation.results import ReportInputError, _check_results, _order, _short_aspect
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
-from tempo_assets.core.homology import IDENTITY_STRATA
-from tempo_assets.core.io import atomic_write
-from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES
-from tempo_assets.core.windows import try_parse_window_key
+from tempo_assets.core.neighbours.homology import IDENTITY_STRATA
+from tempo_assets.core.base.io import atomic_write
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES
+from tempo_assets.core.base.windows import try_parse_window_key
 
 
 METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold",

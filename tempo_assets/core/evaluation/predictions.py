@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from tempo_assets.core.arrays import concat_ranges as _ranges
-from tempo_assets.core.io import open_binary, open_text
+from tempo_assets.core.base.arrays import concat_ranges as _ranges
+from tempo_assets.core.base.io import open_binary, open_text
 from tempo_assets.core.evaluation.ontology import EvalOntology, EvaluationInputError, _Namespace
 from tempo_assets.core.evaluation.propagation import _Cells, _propagate, _propagated_keys
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tempo_assets.core.arrays import concat_ranges as _ranges
+from tempo_assets.core.base.arrays import concat_ranges as _ranges
 from tempo_assets.core.evaluation.ontology import _Namespace
 
 

@@ -38,9 +38,9 @@ from tempo_assets.core.evaluation.results import (
     _profiles_of, _short_aspect,
 )
 from tempo_assets.core.evaluation.scoring import PROFILE_STATEMENTS
-from tempo_assets.core.io import atomic_write
-from tempo_assets.core.vocabulary import ASPECTS, MODES
-from tempo_assets.core.windows import try_parse_window_key
+from tempo_assets.core.base.io import atomic_write
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES
+from tempo_assets.core.base.windows import try_parse_window_key
 
 
 DERIVED_LEGEND = (

@@ -10,10 +10,10 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL, PROFILES, PROFILE_STATEMENTS
-from tempo_assets.core.homology import IDENTITY_STRATA
-from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES
+from tempo_assets.core.neighbours.homology import IDENTITY_STRATA
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES
 
 
 _SHORT = {v: k for k, v in NAMESPACES.items()}

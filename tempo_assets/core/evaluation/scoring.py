@@ -1,6 +1,6 @@
 """The one cell scorer: every method on the same targets, per (mode, aspect), one set of columns.
 
-VALID selection (``core/selection.py``), ``test_score`` and ``benchmark`` all slice growth into
+VALID selection (``core/recipe/selection.py``), ``test_score`` and ``benchmark`` all slice growth into
 cells with :func:`evaluation_cells` and evaluate a cell with :func:`cell_curve` (the cafaeval-exact
 evaluator); :func:`score_methods` turns each (method, cell) into one row of :data:`SUMMARY_COLUMNS`:
 
@@ -28,14 +28,14 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.annotations import require_columns
-from tempo_assets.core.errors import TempoInputError
+from tempo_assets.core.labels.annotations import require_columns
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
 from tempo_assets.core.evaluation.metrics import SetupCache
 from tempo_assets.core.evaluation.tables import evaluate_frames
-from tempo_assets.core.homology import IDENTITY_STRATA as IDENTITY_ORDER
+from tempo_assets.core.neighbours.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
-from tempo_assets.core.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
 # summary column -> (evaluator frame column, bootstrap metric, best is max?)
 METRICS: dict[str, tuple[str, str, bool]] = {
     "fmax_oracle": ("f", "f", True), "wfmax": ("f_w", "f_w", True), "smin": ("s", "s", False),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.io import atomic_write
+from tempo_assets.core.base.io import atomic_write
 from tempo_assets.core.evaluation.ontology import (
     BEST_METRICS, EvalOntology, EvaluationInputError, FRAME_COLUMNS, NAMESPACE_ALIASES,
 )

@@ -1,0 +1,296 @@
+"""Exact cosine nearest neighbours (faiss) and the plain KNN term predictor."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.inputs.embeddings import normalize_rows
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.io import atomic_write
+from tempo_assets.core.base.progress import Progress
+
+NEIGHBOUR_COLUMNS = ["query", "neighbour", "similarity", "rank"]
+SCORE_COLUMNS = ["protein", "term", "aspect", "score"]
+_FORMAT = "tempo-knn-index-1"
+# two float32 similarities closer than this are treated as a possible tie when deciding
+# whether the candidate list is long enough to break ties by neighbour id
+_TIE_EPS = 1e-5
+
+
+class KnnIndexError(TempoInputError):
+    """A KNN index file or its inputs are unusable."""
+
+
+def _check_matrix(ids: Sequence[str], matrix: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.asarray([str(x) for x in ids], dtype=object)
+    matrix = np.asarray(matrix)
+    if matrix.ndim != 2:
+        raise KnnIndexError(f"{what} matrix has shape {matrix.shape}, expected (n, dim)")
+    if matrix.shape[0] != len(ids):
+        raise KnnIndexError(f"{what}: {len(ids)} ids but {matrix.shape[0]} rows")
+    if not np.isfinite(matrix).all():
+        bad = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
+        raise KnnIndexError(f"{what}: row for {ids[bad]!r} has non-finite values")
+    return ids, normalize_rows(matrix)
+
+
+class KnnIndex:
+    """Exact cosine search: faiss ``IndexFlatIP`` over L2-normalised float32 rows.
+
+    Build with :meth:`build`; persist with :meth:`save` / :meth:`load` (one file holding the
+    serialised faiss index and the ids, written atomically).
+    """
+
+    def __init__(self, index, ids: np.ndarray, matrix: np.ndarray, threads: int = 1):
+        self.index = index
+        self.ids = ids
+        self.matrix = matrix
+        self.threads = int(threads)
+
+    @property
+    def dim(self) -> int:
+        return int(self.matrix.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def build(cls, ids: Sequence[str], matrix: np.ndarray, threads: int = 1) -> "KnnIndex":
+        """Index the corpus.
+
+        Parameters
+        ----------
+        ids : sequence of str, length n, unique
+        matrix : ndarray, shape (n, dim); rows are L2-normalised here (zero rows stay zero)
+        threads : int
+            faiss OpenMP threads for searches (1 keeps tests deterministic and polite).
+        """
+        import faiss
+
+        ids, matrix = _check_matrix(ids, matrix, "corpus")
+        if len(set(ids.tolist())) != len(ids):
+            seen, dup = set(), None
+            for key in ids:
+                if key in seen:
+                    dup = key
+                    break
+                seen.add(key)
+            raise KnnIndexError(f"corpus id {dup!r} appears more than once")
+        index = faiss.IndexFlatIP(int(matrix.shape[1]))
+        if len(ids):
+            index.add(matrix)
+        return cls(index, ids, matrix, threads)
+
+    def save(self, path: str | Path) -> None:
+        """Write index and ids into one ``.npz`` file, atomically."""
+        import faiss
+
+        blob = faiss.serialize_index(self.index)
+        with atomic_write(path, mode="wb") as handle:
+            np.savez(
+                handle,
+                format=np.asarray(_FORMAT),
+                faiss_index=np.asarray(blob, dtype=np.uint8),
+                ids=np.asarray(self.ids.tolist(), dtype=str),
+            )
+
+    @classmethod
+    def load(cls, path: str | Path, threads: int = 1) -> "KnnIndex":
+        """Read an index written by :meth:`save`."""
+        import faiss
+
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if str(data["format"]) != _FORMAT:
+                    raise KnnIndexError(f"format {str(data['format'])!r}, expected {_FORMAT!r}", path=path)
+                blob = data["faiss_index"]
+                ids = np.asarray(data["ids"].tolist(), dtype=object)
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise KnnIndexError(f"cannot read KNN index: {exc}", path=path) from exc
+        index = faiss.deserialize_index(blob)
+        if index.ntotal != len(ids):
+            raise KnnIndexError(f"index holds {index.ntotal} vectors but {len(ids)} ids", path=path)
+        matrix = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, index.d), np.float32)
+        return cls(index, ids, np.ascontiguousarray(matrix, dtype=np.float32), threads)
+
+    def _faiss_search(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        previous = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(self.threads)
+        try:
+            return self.index.search(queries, depth)
+        finally:
+            faiss.omp_set_num_threads(previous)
+
+    def search(
+        self,
+        query_ids: Sequence[str],
+        query_matrix: np.ndarray,
+        k: int,
+        exclude_self: bool = True,
+        batch_size: int = 4096,
+    ) -> pd.DataFrame:
+        """The k most cosine-similar corpus proteins of each query.
+
+        faiss proposes candidates; similarities of the candidates are then recomputed in float64
+        and ranked by (similarity desc, neighbour id asc), so ties (duplicate sequences are
+        common) are broken by neighbour id whatever faiss's internal order. When the proposed
+        list may cut a tie group (its last similarity is within 1e-5 of the k-th kept one),
+        the query is searched again with a longer list.
+
+        Parameters
+        ----------
+        query_ids : sequence of str, length q
+        query_matrix : ndarray, shape (q, dim)
+        k : int, neighbours per query (fewer when the corpus is smaller)
+        exclude_self : bool
+            Drop the corpus row whose id equals the query id (only that one), then rank 1..k.
+
+        Returns
+        -------
+        DataFrame
+            Columns ``query`` (str), ``neighbour`` (str), ``similarity`` (float64), ``rank``
+            (int32, 1..k), sorted by query (input order) then rank.
+        """
+        if int(k) < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        k = int(k)
+        qids, queries = _check_matrix(query_ids, query_matrix, "query")
+        if queries.shape[1] != self.dim and len(self):
+            raise KnnIndexError(f"query dim {queries.shape[1]} differs from corpus dim {self.dim}")
+        n = len(self)
+        if n == 0 or len(qids) == 0:
+            return _empty_neighbours()
+        frames, progress = [], Progress("knn search", len(qids), "queries")
+        for start in range(0, len(qids), batch_size):
+            block = slice(start, start + batch_size)
+            frames.append(self._search_block(qids[block], queries[block], k, exclude_self))
+            progress.update(min(start + batch_size, len(qids)))
+        return pd.concat(frames, ignore_index=True)
+
+    def _search_block(
+        self, qids: np.ndarray, queries: np.ndarray, k: int, exclude_self: bool
+    ) -> pd.DataFrame:
+        n = len(self)
+        want = k + (1 if exclude_self else 0)
+        depth = min(n, want + 4)
+        results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        pending = np.arange(len(qids))
+        while len(pending):
+            sims32, labels = self._faiss_search(queries[pending], depth)
+            again = []
+            for local, q in enumerate(pending):
+                lab = labels[local]
+                keep = lab >= 0
+                lab = lab[keep]
+                s32 = sims32[local][keep]
+                if exclude_self:
+                    not_self = self.ids[lab] != qids[q]
+                    lab_ns, s32_ns = lab[not_self], s32[not_self]
+                else:
+                    lab_ns, s32_ns = lab, s32
+                # enough candidates unless the k-th similarity ties with the list's end
+                if depth < n and len(s32_ns) >= k and s32[-1] >= s32_ns[k - 1] - _TIE_EPS:
+                    again.append(q)
+                    continue
+                if depth < n and len(s32_ns) < k:
+                    again.append(q)
+                    continue
+                sims = self.matrix[lab_ns].astype(np.float64) @ queries[q].astype(np.float64)
+                order = np.lexsort((self.ids[lab_ns].astype(str), -sims))[:k]
+                results[int(q)] = (lab_ns[order], sims[order])
+            pending = np.asarray(again, dtype=np.int64)
+            depth = min(n, depth * 2)
+        q_col, n_col, s_col, r_col = [], [], [], []
+        for q in range(len(qids)):
+            lab, sims = results[q]
+            q_col.append(np.repeat(qids[q], len(lab)))
+            n_col.append(self.ids[lab])
+            s_col.append(sims)
+            r_col.append(np.arange(1, len(lab) + 1, dtype=np.int32))
+        return pd.DataFrame(
+            {
+                "query": np.concatenate(q_col).astype(str).astype(object),
+                "neighbour": np.concatenate(n_col).astype(str).astype(object),
+                "similarity": np.concatenate(s_col).astype(np.float64),
+                "rank": np.concatenate(r_col).astype(np.int32),
+            }
+        )
+
+
+def _empty_neighbours() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "query": pd.Series([], dtype=object),
+            "neighbour": pd.Series([], dtype=object),
+            "similarity": pd.Series([], dtype=np.float64),
+            "rank": pd.Series([], dtype=np.int32),
+        }
+    )
+
+
+def knn_term_scores(
+    neighbours: pd.DataFrame,
+    corpus_annotations: pd.DataFrame,
+    k: int | None = None,
+    method: str = "max",
+) -> pd.DataFrame:
+    """Transfer the neighbours' GO terms to each query: the plain KNN predictor.
+
+    For query ``q`` with neighbours ``N_k(q)`` (ranks ``1..k``; all ranks when ``k`` is None)
+    and similarities ``s_n``:
+
+    - ``method="max"``: ``score(q, t) = max { s_n : n in N_k(q), n annotated with t }``.
+    - ``method="weighted"``: ``score(q, t) = sum_{n annotated with t} s_n / sum_{n in N_k(q)} s_n``
+      with negative similarities counted as 0 (a similarity-weighted vote).
+
+    Scores are clipped into (0, 1]: pairs scoring <= 0 are dropped, scores above 1 (float
+    rounding on duplicate sequences) become 1.
+
+    Parameters
+    ----------
+    neighbours : DataFrame ``query, neighbour, similarity, rank`` (from :meth:`KnnIndex.search`)
+    corpus_annotations : DataFrame ``protein, term, aspect``, propagated (duplicates ignored)
+    k : int, optional, only neighbours with ``rank <= k``
+    method : "max" or "weighted"
+
+    Returns
+    -------
+    DataFrame ``protein, term, aspect, score`` (``protein`` = query), sorted by protein,
+    aspect, term.
+    """
+    for column in ("query", "neighbour", "similarity", "rank"):
+        if column not in neighbours.columns:
+            raise TempoInputError(f"neighbours frame lacks column {column!r}")
+    for column in ("protein", "term", "aspect"):
+        if column not in corpus_annotations.columns:
+            raise TempoInputError(f"corpus annotations lack column {column!r}")
+    if method not in {"max", "weighted"}:
+        raise ValueError(f"method must be 'max' or 'weighted', got {method!r}")
+    nb = neighbours[["query", "neighbour", "similarity", "rank"]]
+    if k is not None:
+        nb = nb[nb["rank"] <= int(k)]
+    nb = nb.assign(similarity=nb["similarity"].astype(np.float64))
+    ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
+    pairs = nb.merge(ann, left_on="neighbour", right_on="protein", how="inner")
+    grouped = pairs.groupby(["query", "term", "aspect"], sort=False, observed=True)["similarity"]
+    if method == "max":
+        scores = grouped.max()
+    else:
+        weights = nb.assign(similarity=nb["similarity"].clip(lower=0.0))
+        pairs = pairs.assign(similarity=pairs["similarity"].clip(lower=0.0))
+        total = weights.groupby("query", observed=True)["similarity"].sum()
+        numerator = pairs.groupby(["query", "term", "aspect"], sort=False, observed=True)["similarity"].sum()
+        denominator = total.reindex(numerator.index.get_level_values("query")).to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scores = pd.Series(numerator.to_numpy() / denominator, index=numerator.index)
+    out = scores.rename("score").reset_index().rename(columns={"query": "protein"})
+    out = out[out["score"] > 0].copy()
+    out["score"] = out["score"].clip(upper=1.0)
+    out = out.sort_values(["protein", "aspect", "term"], kind="mergesort").reset_index(drop=True)
+    return out[SCORE_COLUMNS]

@@ -1,0 +1,776 @@
+"""The pipeline between releases: growth, candidate sources, method predictions, scoring a window.
+
+Asset bodies call these (one or two calls each) on the typed values of ``core/storage/artefact_types.py``;
+nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/evaluation/scoring.py``.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.storage.artefact_types import (
+    Benchmark, Embeddings, EvaluationSet, FrozenRecipe, KnnCorpus, ReleaseAnnotations, Scores, ValidSelection,
+)
+from tempo_assets.core.recipe.baselines import goa_nonexperimental_scores, naive_term_scores
+from tempo_assets.core.evaluation.benchmark import (
+    decay_table, lafa_terms_of_interest, paired_differences, protein_binding_only_targets,
+)
+from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits, homology_hits
+from tempo_assets.core.recipe.candidates import HIT_TOP, CandidateSource, nonexp_groups
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.labels.growth import Growth, align_terms, annotation_growth
+from tempo_assets.core.neighbours.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
+from tempo_assets.core.labels.ia import ia_counts
+from tempo_assets.core.neighbours.knn import KnnIndex, knn_term_scores
+from tempo_assets.core.evaluation.scoring import (
+    MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of, valid_tau_table,
+)
+from tempo_assets.core.recipe.selection import (
+    apply_recipe, cafa_scorer, fit_rerankers, recipe_hash, recipe_profile, select_recipe,
+)
+from tempo_assets.core.base.windows import Window
+
+OLDER = "@t-1"  # suffix of a method trained at the window's t-1 instead of t0 (performance decay)
+
+
+# --------------------------------------------------------------------------------------------
+# growth and corpora
+
+
+def sequence_map(frame: pd.DataFrame, restrict: Iterable[str] | None = None) -> dict[str, str]:
+    """``{protein: sequence sha256}`` of a stored ``sequences`` frame (optionally restricted)."""
+    mapping = dict(zip(frame["protein"], frame["sequence_sha256"]))
+    if restrict is not None:
+        keep = set(restrict)
+        mapping = {p: h for p, h in mapping.items() if p in keep}
+    return mapping
+
+
+def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[str, Any], new_ontology,
+                   old_sequences: Mapping[str, str], new_sequences: Mapping[str, str] | None = None) -> Growth:
+    """NK/LK/PK growth from an older release's experimental annotations to a newer one's.
+
+    The older annotations are first expressed in the newer ontology (``align_terms``), so an edge
+    added between releases is not counted as growth. Targets are restricted to proteins whose
+    sequence is available at the older release (``old_sequences``: protein -> sequence sha256)
+    and, where ``new_sequences`` knows the protein too, unchanged at the newer one (docs/PROTOCOL.md).
+    """
+
+    old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
+    return annotation_growth(old_aligned, new_annotations["experimental"], sequences=dict(old_sequences),
+                             new_sequences=None if new_sequences is None else dict(new_sequences))
+
+
+def release_growth(old: ReleaseAnnotations, new: ReleaseAnnotations, new_ontology, old_sequences: pd.DataFrame,
+                   new_sequences: pd.DataFrame, embedded_ids: Iterable[str]) -> Growth:
+    """Growth between two releases, targets restricted to proteins embedded at the older one."""
+    return growth_between(old, new, new_ontology, sequence_map(old_sequences, embedded_ids),
+                          sequence_map(new_sequences))
+
+
+def term_depths(ontology, terms: Iterable[str]) -> pd.Series:
+    """Depth of each term in ``ontology`` (a feature of candidates)."""
+    terms = sorted(set(terms))
+    return pd.Series([ontology.depth(t) if t in ontology else 0 for t in terms], index=terms, dtype=float)
+
+
+def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) -> KnnCorpus:
+    """Corpus of the proteins with both an embedding and an experimental term at one release."""
+    experimental = annotations["experimental"]
+    position = {p: i for i, p in enumerate(embedded["ids"])}
+    ids = sorted(set(experimental["protein"]) & set(position))
+    return KnnCorpus(ids=ids, matrix=embedded["matrix"][[position[p] for p in ids]],
+                     annotations=experimental[experimental["protein"].isin(ids)].reset_index(drop=True),
+                     embedder_id=embedded["embedder_id"])
+
+
+def corpus_index(corpus: Mapping[str, Any]):
+    """The faiss index of a stored ``knn_corpus`` value (rebuilt: an exact flat index is cheap)."""
+
+    return KnnIndex.build(corpus["ids"], corpus["matrix"])
+
+
+def query_rows(embedded: Mapping[str, Any], proteins: Iterable[str]):
+    """``(ids, matrix)`` of the ``proteins`` present in an ``embeddings`` value, in sorted order."""
+    position = {p: i for i, p in enumerate(embedded["ids"])}
+    ids = sorted(p for p in set(proteins) if p in position)
+    return ids, embedded["matrix"][[position[p] for p in ids]]
+
+
+def neighbours_of(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins: Iterable[str], k: int):
+    """Top-``k`` corpus neighbours (self excluded) of ``proteins`` embedded in ``embedded``."""
+    ids, matrix = query_rows(embedded, proteins)
+    return corpus_index(corpus).search(ids, matrix, k, exclude_self=True)
+
+
+HOMOLOGY_THREADS = 2  # DIAMOND threads of the recipe's homology source (fixed: equal inputs, equal hits)
+
+
+def recipe_hits(proteins: Iterable[str], query_sequences: Mapping[str, str], corpus: Mapping[str, Any],
+                corpus_sequences: pd.DataFrame, groups: Sequence[Iterable[str]] | None = None) -> pd.DataFrame:
+    """DIAMOND hits (``blast.homology_hits``) of ``proteins`` in the sequences of ``corpus``' proteins.
+
+    ``groups`` (protein sets covering ``proteins``) are searched one DIAMOND run each, a protein in
+    the first group holding it (DIAMOND picks its algorithm by the number of queries, see
+    :func:`every_method`); without them all proteins are one run.
+    """
+
+    in_corpus = set(corpus["ids"])
+    subjects = {p: q for p, q in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
+    wanted = [p for p in dict.fromkeys(map(str, proteins)) if p in query_sequences]
+    seen: set[str] = set()
+    parts = []
+    for group in (groups or [wanted]):
+        chosen = [p for p in dict.fromkeys(map(str, group)) if p not in seen and p in query_sequences]
+        chosen = [p for p in chosen if p in set(wanted)]
+        seen.update(chosen)
+        if chosen or not parts:
+            with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
+                parts.append(homology_hits({p: query_sequences[p] for p in chosen}, subjects, workdir,
+                                           threads=HOMOLOGY_THREADS, top=HIT_TOP))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class CandidateRelease:
+    """The release candidates are built at: its KNN corpus and ontology, and optionally its
+    ``sequences`` frame (for DIAMOND hits) and ``release_annotations`` (non-experimental annotations)."""
+
+    corpus: KnnCorpus
+    ontology: Any
+    sequences: pd.DataFrame | None = None
+    annotations: ReleaseAnnotations | None = None
+
+
+@dataclass(frozen=True)
+class Queries:
+    """The proteins' embeddings, and optionally their sequences and the groups DIAMOND searches them in."""
+
+    embedded: Embeddings
+    sequences: Mapping[str, str] | None = None
+    groups: Sequence[Iterable[str]] | None = None
+
+
+def candidate_source(release: CandidateRelease, queries: Queries, proteins, k: int,
+                     growth: Growth | None = None) -> CandidateSource:
+    """Neighbours of ``proteins`` in ``release``'s corpus with term weights (a ``core.candidates.CandidateSource``).
+
+    IA and depth come from the release's corpus and ontology, IA as counts so each candidate's IA
+    leaves its own protein out (the golden rule). With ``growth`` the source also carries the ground
+    truth (with its ``mode``) and known terms. With the release's ``sequences`` it carries the
+    DIAMOND hits of ``proteins`` (their sequences from ``queries.sequences``, else from the
+    release's) in the corpus proteins' sequences; with its ``annotations`` the proteins'
+    non-experimental annotations per evidence group: the recipe's other candidate sources
+    (``core.candidates``).
+    """
+
+    corpus, ontology = release.corpus, release.ontology
+    proteins = list(dict.fromkeys(map(str, proteins)))
+    neighbours = neighbours_of(corpus, queries.embedded, proteins, k)
+    depth = term_depths(ontology, corpus["annotations"]["term"].unique())
+    hits = nonexp = None
+    if release.sequences is not None:
+        sequences = release.sequences
+        by_protein = queries.sequences if queries.sequences is not None else dict(zip(sequences["protein"],
+                                                                                      sequences["sequence"]))
+        hits = recipe_hits(proteins, by_protein, corpus, sequences, queries.groups)
+    if release.annotations is not None:
+        nonexp = nonexp_groups(release.annotations["non_experimental_cleaned"], ontology, proteins)
+    return CandidateSource(
+        neighbours=neighbours, corpus_annotations=corpus["annotations"],
+        ground_truth=None if growth is None else growth.ground_truth,
+        known=None if growth is None else growth.known,
+        ia=ia_counts(corpus["annotations"], ontology), term_depth=depth, hits=hits, nonexp=nonexp)
+
+
+def reranker_labels(corpus: KnnCorpus, embedded_prev: Embeddings, growth: Growth, ontology_prev, k: int,
+                    sequences_prev: pd.DataFrame | None = None,
+                    annotations_prev: ReleaseAnnotations | None = None) -> CandidateSource:
+    """Labelled candidates of a cutoff: growth (prev, cutoff] targets searched in the prev corpus.
+
+    Every candidate source reads the candidate release (prev): KNN and DIAMOND in its corpus, its
+    non-experimental annotations, its IA and depth; never the label release.
+    """
+    return candidate_source(CandidateRelease(corpus, ontology_prev, sequences_prev, annotations_prev),
+                            Queries(embedded_prev), growth.targets["protein"].unique(), k, growth=growth)
+
+
+# --------------------------------------------------------------------------------------------
+# methods
+
+
+def verify_recipe(frozen: FrozenRecipe | Mapping[str, Any], recorded_hash: str | None, where: str) -> dict:
+    """The frozen recipe, after checking its content still hashes to what was frozen."""
+
+    actual = recipe_hash(frozen["recipe"])
+    if actual != frozen["recipe_hash"] or actual != recorded_hash:
+        raise TempoInputError(f"frozen recipe of {where} hashes to {actual}, not the frozen {recorded_hash}: "
+                              "refusing to score TEST")
+    return frozen["recipe"]
+
+
+def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
+                       targets: pd.DataFrame, k_plain: int, ontology=None) -> dict[str, pd.DataFrame]:
+    """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
+
+    All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
+    labelled candidates the recipe's rerankers are refit on; ``targets`` (``protein, aspect``)
+    are the proteins the naive baseline scores; ``ontology`` (the candidate release's) makes the
+    recipe's scores consistent with it (``apply_recipe``).
+    """
+
+    return {
+        "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology),
+        "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
+        "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
+    }
+
+
+SUBMISSION_CHUNK_PROTEINS = 2000  # proteins scored at a time by a CAFA submission
+
+
+def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
+                  proteins: Iterable[str], ontology=None,
+                  chunk: int = SUBMISSION_CHUNK_PROTEINS) -> Iterator[pd.DataFrame]:
+    """The recipe's predictions for ``proteins`` in sorted order, ``chunk`` proteins at a time.
+
+    The rerankers are fitted once on ``train_source``; each chunk's candidates are built from its
+    own slice of ``source``'s neighbours, DIAMOND hits and non-experimental annotations, scored,
+    made consistent and blended with the prior alone. Every one of those steps is per protein, so
+    the chunks concatenate to ``apply_recipe`` over every protein at once (the submission's sha256
+    on ``data/`` is the same either way) while memory follows the chunk, not the proteome.
+    """
+
+    if int(chunk) < 1:
+        raise TempoInputError(f"chunk must be >= 1 protein, got {chunk!r}", path="recipe_chunks")
+    ordered = sorted({str(p) for p in proteins})
+    n_chunks = -(-len(ordered) // int(chunk))
+    chunk_of = {p: i // int(chunk) for i, p in enumerate(ordered)}
+    rerankers = fit_rerankers(recipe, train_source, source)
+
+    def splitter(frame: pd.DataFrame | None, column: str):
+        """``i -> frame's rows of chunk i`` in their order, the frame read once (not once per chunk)."""
+        if frame is None:
+            return lambda i: None
+        codes = frame[column].astype(str).map(chunk_of).fillna(n_chunks).to_numpy(dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(n_chunks + 1))
+        return lambda i: frame.iloc[order[bounds[i]:bounds[i + 1]]].reset_index(drop=True)
+
+    neighbours, hits = splitter(source.neighbours, "query"), splitter(source.hits, "query")
+    nonexp = splitter(source.nonexp, "protein")
+    for i in range(n_chunks):
+        scored = replace(source, neighbours=neighbours(i), hits=hits(i), nonexp=nonexp(i))
+        yield apply_recipe(recipe, scored, train_source, proteins=ordered[i * int(chunk):(i + 1) * int(chunk)],
+                           ontology=ontology, rerankers=rerankers)
+
+
+def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annotations: pd.DataFrame,
+                      threads: int, sensitivity: str | None) -> pd.DataFrame:
+    """The BLAST baseline: DIAMOND hits of ``query`` in ``corpus``, terms scored by max pident/100."""
+
+    with tempfile.TemporaryDirectory(prefix="tempo_blast_") as workdir:
+        hits = diamond_hits(query, corpus, workdir, threads=threads, sensitivity=sensitivity or None)
+    return blast_term_scores(hits, annotations)
+
+
+@dataclass(frozen=True)
+class TrainedAt:
+    """What every method trained at one cutoff reads: corpus, labels, annotations, ontology, sequences."""
+
+    corpus: KnnCorpus
+    labels: CandidateSource
+    annotations: ReleaseAnnotations
+    ontology: Any
+    sequences: pd.DataFrame
+
+    def release(self) -> CandidateRelease:
+        """The cutoff's release as the recipe's candidates read it."""
+        return CandidateRelease(self.corpus, self.ontology, self.sequences, self.annotations)
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """The benchmark's BLAST settings (``blast_sensitivity`` is a DIAMOND mode flag, ``""`` = default)."""
+
+    blast_threads: int = 2
+    blast_sensitivity: str = ""
+
+
+def every_method(recipe: Mapping[str, Any], trained: TrainedAt, queries: Queries, targets: pd.DataFrame, ks,
+                 config: BaselineConfig) -> dict[str, pd.DataFrame]:
+    """Every method trained at one cutoff scoring ``targets``: recipe, KNN, naive, BLAST, non-experimental GOA.
+
+    ``queries`` hold the targets' embeddings and sequences; its ``groups`` (protein sets covering
+    ``targets``) run DIAMOND once per group, each protein in the first group holding it: DIAMOND
+    picks its algorithm by the number of queries, so a protein's hits depend on the set it is
+    searched with, and TEST targets keep the hits they get alone when VALID targets join them (see
+    :func:`union_query`).
+    """
+
+    proteins = targets["protein"].unique()
+    source = candidate_source(trained.release(), queries, proteins, max(ks))
+    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology)
+    methods["blast"] = _blast_by_group(trained, queries, proteins, config)
+    methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
+    return methods
+
+
+def _blast_by_group(trained: TrainedAt, queries: Queries, proteins, config: BaselineConfig) -> pd.DataFrame:
+    """The BLAST baseline of ``proteins``, DIAMOND run once per query group (:func:`every_method`)."""
+    in_corpus = set(trained.corpus["ids"])
+    corpus_sequences = {p: s for p, s in zip(trained.sequences["protein"], trained.sequences["sequence"])
+                        if p in in_corpus}
+    seen: set[str] = set()
+    hits = []
+    for group in (queries.groups or [proteins]):
+        chosen = [p for p in dict.fromkeys(group) if p not in seen and p in queries.sequences]
+        seen.update(chosen)
+        if chosen or not hits:
+            hits.append(blast_predictions({p: queries.sequences[p] for p in chosen}, corpus_sequences,
+                                          trained.corpus["annotations"], config.blast_threads,
+                                          config.blast_sensitivity))
+    return hits[0] if len(hits) == 1 else pd.concat(hits, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------
+# VALID, TEST and the benchmark
+
+
+def lafa_growth(growth: Growth, ontology_old, ontology_new) -> tuple[Growth, frozenset[str], list[str]]:
+    """Growth ``(old, new]`` under LAFA's conventions: (growth, terms of interest, dropped proteins).
+
+    MF targets whose only new term is protein binding are dropped (targets and ground truth); the
+    terms of interest are those live in both ontologies. VALID selection (``select_on_valid``),
+    ``score_test`` and ``benchmark_targets`` all filter through here.
+    """
+
+    toi = lafa_terms_of_interest(ontology_old, ontology_new)
+    dropped = sorted(protein_binding_only_targets(growth.ground_truth, growth.known, ontology_new))
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[~((frame["aspect"] == "MF") & frame["protein"].isin(dropped))].reset_index(drop=True)
+
+    return replace(growth, targets=keep(growth.targets), ground_truth=keep(growth.ground_truth)), toi, dropped
+
+
+@dataclass(frozen=True)
+class ValidScoring:
+    """How VALID is scored: the evaluator, and with ``lafa`` LAFA's conventions (``ontology_t0`` gives
+    the terms of interest)."""
+
+    eval_ontology: Any
+    lafa: bool = False
+    ontology_t0: Any = None
+
+
+@dataclass(frozen=True)
+class TestScoring:
+    """How TEST is scored: the evaluator, the bootstrap, and for a recipe selected under ``lafa`` the
+    ``t1`` ontology (its terms of interest)."""
+
+    eval_ontology: Any
+    n_boot: int
+    seed: int
+    ontology_t1: Any = None
+
+
+def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateRelease, labels: CandidateSource,
+                    embedded: Embeddings, growth: Growth,
+                    scoring: ValidScoring) -> tuple[ValidSelection, dict[str, pd.DataFrame]]:
+    """The VALID grid and recipe, and the recipe beside plain KNN and naive on the same VALID targets.
+
+    ``release`` is the ``t-1`` release (its ``sequences`` and ``annotations`` give the VALID
+    candidates' DIAMOND hits and non-experimental annotations; without them only KNN candidate sets
+    can be selected). With ``scoring.lafa`` the grid is scored under LAFA's conventions, as
+    ``benchmark`` scores VALID and TEST with ``lafa`` (terms of interest of the ``t-1`` and
+    ``scoring.ontology_t0`` ontologies, ``prop fill``, ``eval_ontology`` built without orphans, MF
+    protein-binding-only targets dropped), so the recipe's threshold and choices are made under the
+    conventions it is reported under; the recipe records it (``profile``,
+    :func:`core.selection.recipe_profile`) and ``score_test`` scores it under the same.
+    """
+
+    ks, lafa, ontology_t_minus_1 = grid["ks"], scoring.lafa, release.ontology
+    toi = None
+    scored_growth = growth
+    if lafa:
+        if scoring.ontology_t0 is None:
+            raise TempoInputError("a LAFA selection needs the t0 ontology (terms of interest)", path="select_on_valid")
+        scored_growth, toi, _ = lafa_growth(growth, ontology_t_minus_1, scoring.ontology_t0)
+    valid = candidate_source(release, Queries(embedded), scored_growth.targets["protein"].unique(), max(ks),
+                             growth=scored_growth)
+    scorer = cafa_scorer(scoring.eval_ontology, toi=None if toi is None else sorted(toi),
+                         prop="fill" if lafa else "max")
+    embedder = release.corpus["embedder_id"]
+    grid_frame, recipe = select_recipe(grid, train_sets={embedder: labels}, valid_sets={embedder: valid},
+                                       scorer=scorer, window=window.key, ontology=ontology_t_minus_1)
+    recipe["profile"] = "lafa" if lafa else "cafaeval"
+    methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks),
+                                 ontology=ontology_t_minus_1)
+    summary, _ = score_methods(scoring.eval_ontology, scored_growth.targets, scored_growth.ground_truth,
+                               scored_growth.known, methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
+    return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary), methods
+
+
+def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRelease, labels: CandidateSource,
+               embedded: Embeddings, ks, scoring: TestScoring) -> tuple[Scores, dict[str, pd.DataFrame]]:
+    """The frozen recipe at t0 beside plain KNN and naive, scored once on TEST growth.
+
+    Scored under the profile the recipe was selected under (:func:`core.selection.recipe_profile`),
+    the conventions its VALID thresholds were fixed under: ``lafa`` filters the growth by
+    :func:`lafa_growth` (needs ``scoring.ontology_t1``) and expects ``scoring.eval_ontology`` built
+    without orphans.
+
+    ``labels`` are the TRAIN labels the recipe's rerankers were selected with (``Window.recipe_labels``):
+    the rerankers VALID fixed the thresholds for, fed by the ``t0`` corpus and candidate sources.
+
+    ``release`` is the ``t0`` release: its corpus and ontology, and its ``sequences`` and
+    ``annotations`` (the recipe's DIAMOND and non-experimental GOA candidate sources, as
+    ``every_method`` reads them for the benchmark).
+
+    F at the threshold the recipe froze on VALID is the headline: per (mode, aspect) the threshold
+    maximising F on VALID (``tau_by_mode``, the rule ``benchmark`` applies to every method, so
+    both report the same recipe number); the recipe gets bootstrap CIs of it and of the oracle Fmax.
+    """
+
+    lafa, toi, scored = recipe_profile(recipe) == "lafa", None, growth
+    if lafa:
+        if scoring.ontology_t1 is None:
+            raise TempoInputError("a recipe selected under lafa is scored under lafa: pass the t1 ontology "
+                                  "(terms of interest)", path="score_test.ontology_t1")
+        scored, toi, _ = lafa_growth(growth, release.ontology, scoring.ontology_t1)
+    source = candidate_source(release, Queries(embedded), scored.targets["protein"].unique(), max(ks))
+    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=release.ontology)
+    options = ScoringOptions(lafa=lafa, n_boot=scoring.n_boot, seed=scoring.seed, ci_metrics=("fmax_oracle",))
+    summary, curves = score_methods(scoring.eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
+                                    options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe),
+                                    toi=None if toi is None else sorted(toi))
+    return Scores(summary=summary, curves=curves, counts=growth.counts(),
+                  excluded_by_sequence=len(growth.removed)), methods
+
+
+@dataclass(frozen=True)
+class TestTargets:
+    """The cells a benchmark scores under one profile: growth, LAFA's filters when ``lafa``, the evaluator."""
+
+    targets: pd.DataFrame
+    ground_truth: pd.DataFrame
+    known: pd.DataFrame
+    counts: pd.DataFrame
+    eval_ontology: Any
+    toi: Any = None
+    dropped: list = field(default_factory=list)
+    lafa: bool = False
+
+    def options(self, options: ScoringOptions) -> ScoringOptions:
+        """``options`` under this profile (``lafa``: prop fill, no orphans)."""
+        return replace(options, lafa=self.lafa)
+
+
+def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_ontology, lafa: bool) -> TestTargets:
+    """Growth as test_score scored it (profile ``cafaeval``) or, with ``lafa``, under LAFA's conventions.
+
+    ``lafa``: terms of interest present in both ontologies, MF targets whose only new term is
+    protein binding dropped; ``eval_ontology`` must then be built without orphans. Targets whose
+    sequence changed between the two releases are already out of the growth (``growth_between``),
+    so both profiles score only sequences unchanged t0..t1; PK known terms are removed in both.
+    """
+    g = growth.growth
+    targets, toi, dropped = g.targets, None, []
+    if lafa:
+        targets, toi, dropped = lafa_growth(g, ontology_t0, ontology_t1)
+        targets = targets.targets
+    return TestTargets(targets.reset_index(drop=True), g.ground_truth, g.known, growth.counts, eval_ontology,
+                       toi, dropped, bool(lafa))
+
+
+def mark_rows(summary: pd.DataFrame, notes: Mapping[str, str], no_valid_tau: Iterable[str]) -> pd.DataFrame:
+    """``note`` per method row (``notes[name]``, else empty); the VALID-threshold columns of the
+    ``no_valid_tau`` methods (no predictions at t-1 to fix a threshold on VALID) emptied.
+    Without registered methods the summary is returned as it is (no ``note`` column)."""
+    if summary.empty or not notes:
+        return summary
+    summary = summary.copy()
+    summary["note"] = summary["method"].map(dict(notes)).fillna("")
+    missing = summary["method"].isin(set(no_valid_tau))
+    headline = [c for c in summary.columns if c.startswith("valid_tau") or "_at_valid_tau" in c]
+    summary.loc[missing, headline] = float("nan")
+    return summary
+
+
+def merge_embeddings(first: Embeddings, second: Embeddings, first_proteins: Iterable[str],
+                     second_proteins: Iterable[str]) -> Embeddings:
+    """The rows of ``first_proteins`` from ``first`` and the other ``second_proteins`` from ``second``.
+
+    Lets one run of every method at ``t-1`` score TEST targets (embedded at ``t0``) and VALID
+    targets (embedded at ``t-1``) at once; a protein in both keeps ``first``'s row (both growths
+    exclude proteins whose sequence changed, so the rows embed the same sequence).
+    """
+    if first["embedder_id"] != second["embedder_id"]:
+        raise TempoInputError(f"embeddings of two embedders ({first['embedder_id']}, {second['embedder_id']}) "
+                              "cannot be merged")
+    ids_a, rows_a = query_rows(first, first_proteins)
+    ids_b, rows_b = query_rows(second, set(second_proteins) - set(ids_a))
+    return Embeddings(ids=list(ids_a) + list(ids_b), matrix=np.concatenate([rows_a, rows_b]),
+                      embedder_id=first["embedder_id"])
+
+
+def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, embedded_t0: Embeddings,
+                embedded_valid: Embeddings, sequences_t0: pd.DataFrame, sequences_valid: pd.DataFrame
+                ) -> tuple[Embeddings, dict[str, str], pd.DataFrame, list[list[str]]]:
+    """Query embeddings, sequences, targets and query groups for one run of every method at ``t-1``.
+
+    VALID targets as of ``t-1`` and, when ``test_targets`` is given (decay), the TEST targets as
+    of ``t0``: the methods run once on the union, then each set is taken back out of it. The
+    groups (TEST proteins first) are DIAMOND's separate searches (see :func:`every_method`).
+    """
+    frames = [valid_targets] if test_targets is None else [test_targets, valid_targets]
+    targets = pd.concat(frames).drop_duplicates(["protein", "aspect"]).reset_index(drop=True)
+    test_proteins = [] if test_targets is None else test_targets["protein"]
+    def texts(frame: pd.DataFrame) -> dict[str, str]:
+        return dict(zip(frame["protein"], frame["sequence"]))
+
+    sequences = {**texts(sequences_valid), **(texts(sequences_t0) if test_targets is not None else {})}
+    groups = [list(dict.fromkeys(f["protein"])) for f in frames]
+    return (merge_embeddings(embedded_t0, embedded_valid, test_proteins, valid_targets["protein"]), sequences,
+            targets, groups)
+
+
+def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -> dict[str, pd.DataFrame]:
+    """Every method's predictions for ``proteins`` only."""
+    keep = set(proteins)
+    return {m: p[p["protein"].isin(keep)].reset_index(drop=True) for m, p in predictions.items()}
+
+
+def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: Iterable[str],
+               recipe: Mapping[str, Any], options: ScoringOptions, source: str) -> pd.DataFrame:
+    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.evaluation.scoring.valid_tau_table``).
+
+    ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
+    each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
+    kept. Under the profile the recipe was selected under (``core.selection.recipe_profile``) the
+    recipe keeps the thresholds its frozen recipe fixed on VALID by the same rule (``tau_by_mode``,
+    so ``test_score`` and the benchmark read the recipe at one threshold). Under the other profile
+    the frozen thresholds were chosen under other conventions, so the same rule is applied to
+    ``recipe@t-1`` on the VALID targets scored under that profile (VALID data only, as every other
+    method). A method missing from ``older`` gets none (and a note).
+    """
+
+    names = list(methods)
+    frozen = bool(recipe.get("aspects")) and recipe_profile(recipe) == valid.options(options).profile
+    scored = {m: older[m] for m in names if m in older and not (m == "recipe" and frozen)}
+    summary = pd.DataFrame()
+    if scored:
+        summary, _ = score_methods(valid.eval_ontology, valid.targets, valid.ground_truth, valid.known,
+                                   restrict(scored, valid.targets["protein"]),
+                                   replace(valid.options(options), n_boot=0), toi=valid.toi)
+    table = valid_tau_table(summary, names, recipe if frozen else None, source)
+    table.insert(0, "profile", valid.options(options).profile)
+    return table
+
+
+@dataclass(frozen=True)
+class WindowHomology:
+    """A window's TEST targets' sequence clusters and identity to the t0 corpus (``core.homology``)."""
+
+    clusters: pd.DataFrame  # protein, cluster, cluster_size
+    identity: pd.DataFrame  # protein, aspect, mode, max_identity, nearest_train, identity_stratum
+    info: dict
+
+
+def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], corpus: KnnCorpus,
+                    corpus_sequences: pd.DataFrame, threads: int = 2) -> WindowHomology:
+    """Clusters of the TEST targets' t0 sequences and each target's max identity to the t0 corpus.
+
+    The corpus is the one the t0 methods are trained on (``knn_corpus`` at t0: proteins
+    experimentally annotated at t0); a target's identity counts only corpus proteins annotated
+    in the target's aspect (``core.homology.max_train_identity``). Clusters: connected
+    components of all-vs-all DIAMOND hits at ``MIN_IDENTITY`` % identity over ``MIN_COVERAGE`` %
+    of the query (docs/homology.md).
+    """
+
+    in_corpus = set(corpus["ids"])
+    sequences = {p: s for p, s in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
+    keys = targets[["protein", "aspect", "mode"]].drop_duplicates().reset_index(drop=True)
+    with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
+        clusters, identity = target_homology(keys, target_sequences, sequences,
+                                             corpus["annotations"][["protein", "aspect"]], workdir, threads=threads)
+    info = {"min_identity": MIN_IDENTITY, "min_coverage": MIN_COVERAGE, "n_proteins": int(len(clusters)),
+            "n_clusters": int(clusters["cluster"].nunique()) if len(clusters) else 0,
+            "largest_cluster": int(clusters["cluster_size"].max()) if len(clusters) else 0,
+            "identity_corpus": f"knn_corpus at t0 ({len(sequences)} proteins), hits at e-value 1e-3"}
+    return WindowHomology(clusters, identity, info)
+
+
+@dataclass(frozen=True)
+class WindowPredictions:
+    """A window's predictions: ``methods`` trained at ``t0``, ``older`` at ``t-1`` (VALID targets and, for
+    decay, TEST targets), and the frozen ``recipe``."""
+
+    methods: Mapping[str, pd.DataFrame]
+    older: Mapping[str, pd.DataFrame]
+    recipe: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WindowNotes:
+    """What a benchmark adds beside the scores: row ``notes``, registered methods' ``method_status``, and
+    the TEST targets' ``homology``."""
+
+    notes: Mapping[str, str] | None = None
+    method_status: pd.DataFrame | None = None
+    homology: WindowHomology | None = None
+
+
+def score_one_profile(cells: tuple[TestTargets, TestTargets], predictions: WindowPredictions,
+                      options: ScoringOptions, decay: bool, valid_source: str, homology: WindowHomology | None):
+    """(summary, paired, decay, curves, valid_taus, strata) of every method under the profile of
+    ``cells`` (its TEST and VALID targets)."""
+
+    test, valid = cells
+    methods, older = predictions.methods, predictions.older
+    options = test.options(options)
+    source = f"{valid_source}, scored under {options.profile}"
+    tau_table = valid_taus(valid, older, methods, predictions.recipe, options, source)
+    taus = taus_of(tau_table, OLDER)
+    scored = dict(methods)
+    if decay:
+        scored.update({f"{m}{OLDER}": p for m, p in restrict(older, test.targets["protein"]).items()})
+    args = (test.eval_ontology, test.targets, test.ground_truth, test.known)
+    clusters = None if homology is None else homology.clusters
+    newest = [m for m in scored if not m.endswith(OLDER)]
+    # the older-cutoff variants get their interval from the paired bootstrap (newer - older)
+    result = score_profile(*args, scored, options=options, toi=test.toi, ci_methods=newest, taus=taus,
+                           clusters=clusters, strata=None if homology is None else homology.identity,
+                           strata_methods=newest)
+    pairs = [(options.reference, b) for b in scored if b != options.reference and not b.endswith(OLDER)]
+    pairs += [(m[: -len(OLDER)], m) for m in scored if m.endswith(OLDER)]
+    paired = paired_differences(args[0], args[1:], scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
+    decayed = decay_table(result.summary, paired, OLDER) if decay else pd.DataFrame()
+    return result.summary, paired, decayed, result.curves, tau_table, result.strata
+
+
+def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], predictions: WindowPredictions,
+                     options: ScoringOptions, derived: list[str], decay: bool, valid_source: str,
+                     extra: WindowNotes = WindowNotes()) -> Benchmark:
+    """Every profile's summary at every method's VALID threshold, paired differences, decay, curves, strata.
+
+    ``profiles`` are ``(test, valid)`` cells per profile (:func:`benchmark_targets`, ``lafa`` first);
+    the predictions are computed once and only scored per profile. ``predictions.methods`` are trained
+    at ``t0``, ``predictions.older`` at ``t-1`` (predicting the VALID targets and, for ``decay``, the
+    TEST targets); ``valid_source`` names the VALID data. Every method gets a VALID threshold per
+    profile from ``older`` scored on VALID under that profile (see :func:`valid_taus`) and its
+    older variant ``<method>@t-1`` reads the same one on TEST. ``extra.homology``
+    (:func:`window_homology`) adds cluster-level intervals and F per identity stratum.
+    ``extra.notes`` mark rows (e.g. a registered method's ``training date undeclared``);
+    ``extra.method_status`` is the registered methods' eligibility on this window
+    (``core.method_eligibility.method_eligibility``).
+    """
+    homology = extra.homology
+    tables: list[tuple] = [score_one_profile(cells, predictions, options, decay, valid_source, homology)
+                           for cells in profiles]
+
+    def stacked(i: int) -> pd.DataFrame:
+        frames = [t[i] for t in tables if len(t[i])]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    summary = mark_rows(stacked(0), extra.notes or {}, ())
+    dropped = sorted({p for test, _ in profiles for p in test.dropped})
+    empty = pd.DataFrame()
+    return Benchmark(summary=summary, paired=stacked(1), decay=stacked(2),
+                     methods=empty if extra.method_status is None else extra.method_status, curves=stacked(3),
+                     counts=profiles[0][0].counts, derived_releases=list(derived),
+                     profiles=[test.options(options).profile for test, _ in profiles],
+                     dropped_protein_binding=dropped, valid_taus=stacked(4), strata=stacked(5),
+                     identity=empty if homology is None else homology.identity,
+                     clusters=empty if homology is None else homology.clusters,
+                     homology={} if homology is None else dict(homology.info), n_boot=int(options.n_boot))
+
+
+def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], cutoff: str,
+                      windows: Iterable[Window] = ()) -> str:
+    """The latest window (by t0, then t1) with a frozen recipe whose t0 <= cutoff.
+
+    ``windows`` (every window of the archive) lets the refusal say which case it is: no window
+    has t0 <= cutoff (no submission can ever be made there), or one has but is not frozen yet.
+    """
+    order = {r: i for i, r in enumerate(release_ids)}
+    usable = [w for w in frozen_windows if order.get(w.t0, 1 << 30) <= order[cutoff]]
+    if usable:
+        return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key
+    windows = list(windows)
+    possible = [w for w in windows if order.get(w.t0, 1 << 30) <= order[cutoff]]
+    if windows and not possible:
+        first = min((w.t0 for w in windows if w.t0 in order), key=order.get, default=None)
+        later = f"; the first cutoff with one is {first}" if first else ""
+        raise TempoInputError(f"no submission at cutoff {cutoff}: no window of the archive has t0 <= {cutoff}, so no "
+                              f"recipe frozen on VALID can apply there (docs/PROTOCOL.md){later}")
+    latest = max(possible, key=lambda w: (order[w.t0], order[w.t1])).key if possible else None
+    how = f"`tempo materialize --window {latest}`" if latest else "`tempo materialize --all`"
+    raise TempoInputError(f"no frozen recipe yet on a window with t0 <= {cutoff}: freeze one first ({how})")
+
+
+__all__ = [
+    "MODES", "OLDER", "BaselineConfig", "CandidateRelease", "Queries", "TestScoring", "TestTargets", "TrainedAt",
+    "ValidScoring", "WindowHomology", "WindowNotes", "WindowPredictions", "window_homology",
+    "score_one_profile", "benchmark_targets", "benchmark_window",
+    "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
+    "latest_recipe_key", "merge_embeddings", "method_predictions", "recipe_chunks", "restrict", "union_query", "valid_taus",
+    "neighbours_of", "release_growth", "reranker_labels", "SUBMISSION_CHUNK_PROTEINS",
+    "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",
+    "warehouse_growth", "growth_differences",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation sets from the SQL warehouse
+
+
+_MODE_ORDER = pd.CategoricalDtype(list(MODES), ordered=True)
+_ASPECT_ORDER = pd.CategoricalDtype(["BP", "MF", "CC"], ordered=True)
+
+
+def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    order = frame.assign(**{k: frame[k].astype(_MODE_ORDER if k == "mode" else _ASPECT_ORDER)
+                            for k in keys if k in ("mode", "aspect")})
+    index = order.sort_values(keys, kind="mergesort").index
+    return frame.loc[index].astype(str).reset_index(drop=True)
+
+
+def warehouse_growth(frames, removed: pd.DataFrame) -> Growth:
+    """A ``Growth`` from an evaluation set the warehouse returned (``core.warehouse.GrowthFrames``).
+
+    Rows are put in ``annotation_growth``'s order (targets by mode, aspect, protein; ground truth
+    by mode, aspect, protein, term; known by aspect, protein, term) so a set equal to the Python
+    growth is the same frame, row for row. ``removed`` (targets excluded by the sequence rule)
+    comes from the Python growth: the warehouse keeps no exclusion reasons.
+    """
+    return Growth(targets=_sorted(frames.targets[["protein", "aspect", "mode"]], ["mode", "aspect", "protein"]),
+                  ground_truth=_sorted(frames.ground_truth[["protein", "term", "aspect", "mode"]],
+                                       ["mode", "aspect", "protein", "term"]),
+                  known=_sorted(frames.known[["protein", "term", "aspect"]], ["aspect", "protein", "term"]),
+                  removed=removed)
+
+
+def growth_differences(sql: Growth, python: Growth) -> dict[str, int]:
+    """Rows in one growth and not the other, per frame (all zero: the warehouse agrees with Python)."""
+    out = {}
+    for name in ("targets", "ground_truth", "known"):
+        a = set(map(tuple, getattr(sql, name).astype(str).to_numpy()))
+        b = set(map(tuple, getattr(python, name).astype(str).to_numpy()))
+        out[f"{name}_only_sql"], out[f"{name}_only_python"] = len(a - b), len(b - a)
+    return out
+
+
+def evaluation_set(frames, python: Growth, where: str) -> Growth:
+    """The warehouse's evaluation set as a ``Growth``, refused when it disagrees with the Python growth."""
+    growth = warehouse_growth(frames, python.removed)
+    differences = growth_differences(growth, python)
+    if any(differences.values()):
+        raise TempoInputError(f"the warehouse evaluation set disagrees with the Python growth: {differences}",
+                              path=where)
+    return growth

@@ -1,0 +1,126 @@
+"""The two CAFA reference baselines: naive term frequency and non-experimental GOA terms."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.labels.annotations import require_columns
+from tempo_assets.core.base.errors import TempoInputError
+
+from tempo_assets.core.base.vocabulary import ASPECTS  # noqa: E402
+SCORE_COLUMNS = ["protein", "term", "aspect", "score"]
+
+
+def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
+    require_columns(frame, columns, what)
+    bad = set(frame["aspect"].unique().tolist()) - set(ASPECTS) if "aspect" in columns else set()
+    if bad:
+        raise TempoInputError(f"{what} has unknown aspects {sorted(map(str, bad))}; expected BP, MF, CC")
+
+
+def term_frequencies(corpus_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Per aspect, the fraction of annotated proteins that carry each term.
+
+    ``frequency(t) = |{p : p has t}| / |{p : p has any term of aspect(t)}|``.
+
+    Returns
+    -------
+    DataFrame ``term, aspect, frequency``, sorted by aspect, frequency desc, term.
+    """
+    _require(corpus_annotations, ("protein", "term", "aspect"), "corpus annotations")
+    ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
+    per_aspect = ann.groupby("aspect", observed=True)["protein"].nunique()
+    counts = ann.groupby(["term", "aspect"], observed=True).size().rename("n").reset_index()
+    counts["frequency"] = counts["n"] / counts["aspect"].map(per_aspect).astype(np.float64)
+    counts = counts.sort_values(
+        ["aspect", "frequency", "term"], ascending=[True, False, True], kind="mergesort"
+    )
+    return counts[["term", "aspect", "frequency"]].reset_index(drop=True)
+
+
+def naive_term_scores(
+    corpus_annotations: pd.DataFrame,
+    targets: pd.DataFrame,
+    min_frequency: float = 0.005,
+    max_terms: int | None = None,
+    leave_one_out: bool = False,
+) -> pd.DataFrame:
+    """The naive baseline: every target gets its aspect's corpus term frequencies.
+
+    The score of term ``t`` for every target of ``aspect(t)`` is the fraction of corpus proteins
+    annotated in that aspect that carry ``t`` (the CAFA "naive" method). To keep the frame
+    small, only terms with ``frequency >= min_frequency`` are kept (default 0.005: anything
+    lower rounds to 0.00 in a CAFA file and would be dropped anyway), and at most
+    ``max_terms`` per aspect (highest frequency first, ties by term id).
+
+    With ``leave_one_out`` a target that is itself in the corpus gets the frequencies of the corpus
+    without its own labels, ``(n(t) - [p has t]) / (N(aspect) - [p is annotated in it])`` (the
+    golden rule of docs/PROTOCOL.md, as ``core.candidates``' ``corpus_prior`` feature counts them), on
+    the same terms; a target outside the corpus (every NK target) gets exactly the naive scores,
+    and a term whose count without the target is 0 is dropped.
+
+    Parameters
+    ----------
+    corpus_annotations : DataFrame ``protein, term, aspect``, propagated
+    targets : DataFrame ``protein, aspect`` (duplicates ignored)
+
+    Returns
+    -------
+    DataFrame ``protein, term, aspect, score``, sorted by protein, aspect, score desc, term.
+    """
+    _require(targets, ("protein", "aspect"), "targets")
+    freq = term_frequencies(corpus_annotations)
+    freq = freq[freq["frequency"] >= float(min_frequency)]
+    if max_terms is not None:
+        freq = freq.groupby("aspect", observed=True, sort=False).head(int(max_terms))
+    tgt = targets[["protein", "aspect"]].drop_duplicates()
+    out = tgt.merge(freq, on="aspect", how="inner").rename(columns={"frequency": "score"})
+    if leave_one_out:
+        out = _without_own_labels(out, corpus_annotations)
+    out = out.sort_values(
+        ["protein", "aspect", "score", "term"], ascending=[True, True, False, True], kind="mergesort"
+    )
+    return out[SCORE_COLUMNS].reset_index(drop=True)
+
+
+def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Naive ``scores`` recounted, per target in the corpus, without that target's own labels."""
+    ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
+    own_aspect = ann[["protein", "aspect"]].drop_duplicates()
+    if scores.empty or not scores["protein"].isin(own_aspect["protein"]).any():
+        return scores
+    per_aspect = own_aspect.groupby("aspect", observed=True).size()
+    counts = ann.groupby(["term", "aspect"], observed=True).size().rename("_n").reset_index()
+    out = scores.merge(counts, on=["term", "aspect"], how="left")
+    own = out[["protein", "term", "aspect"]].merge(ann.assign(_own=1), on=["protein", "term", "aspect"],
+                                                   how="left")["_own"].fillna(0).to_numpy(dtype=np.float64)
+    in_aspect = out[["protein", "aspect"]].merge(own_aspect.assign(_in=1), on=["protein", "aspect"],
+                                                 how="left")["_in"].fillna(0).to_numpy(dtype=np.float64)
+    denom = out["aspect"].map(per_aspect).to_numpy(dtype=np.float64) - in_aspect
+    numer = out["_n"].to_numpy(dtype=np.float64) - own
+    loo = np.divide(numer, denom, out=np.zeros_like(numer), where=denom > 0)
+    touched = (own > 0) | (in_aspect > 0)
+    out["score"] = np.where(touched, loo, out["score"].to_numpy(dtype=np.float64))
+    return out[out["score"] > 0].drop(columns="_n")
+
+
+def goa_nonexperimental_scores(
+    non_experimental_annotations: pd.DataFrame, targets: pd.DataFrame
+) -> pd.DataFrame:
+    """The GOA baseline: score 1.0 for each non-experimental term a target already carries.
+
+    ``non_experimental_annotations`` must be the propagated non-experimental terms at the
+    cutoff (NOT rows removed); only (protein, aspect) pairs listed in ``targets`` are kept.
+
+    Returns
+    -------
+    DataFrame ``protein, term, aspect, score`` (score 1.0), sorted by protein, aspect, term.
+    """
+    _require(non_experimental_annotations, ("protein", "term", "aspect"), "non-experimental annotations")
+    _require(targets, ("protein", "aspect"), "targets")
+    ann = non_experimental_annotations[["protein", "term", "aspect"]].drop_duplicates()
+    tgt = targets[["protein", "aspect"]].drop_duplicates()
+    out = ann.merge(tgt, on=["protein", "aspect"], how="inner")
+    out["score"] = 1.0
+    out = out.sort_values(["protein", "aspect", "term"], kind="mergesort")
+    return out[SCORE_COLUMNS].reset_index(drop=True)

@@ -1,0 +1,394 @@
+"""The recipe's candidates: the union of four sources, and golden-rule features for each candidate.
+
+A candidate is a ``(protein, term, aspect)`` triple proposed by at least one source:
+
+- ``knn``: a term of one of the protein's top-k k-mer KNN neighbours (``features.candidate_features``);
+- ``diamond``: a term of one of its top DIAMOND hits in the corpus (the corpus the KNN searched);
+- ``goa``: a term of its own non-experimental GOA annotations at the cutoff (propagated, per
+  evidence-code group of ``vocabulary.EVIDENCE_GROUPS``);
+- ``prior``: one of the ``prior_top`` most frequent terms of the aspect in the corpus.
+
+Features (``ALL_FEATURE_COLUMNS``): the KNN ones (``features.FEATURE_COLUMNS``, zero similarity and
+no rank where the KNN did not propose the term), the DIAMOND ones (``DIAMOND_COLUMNS``), the
+non-experimental GOA ones (``GOA_COLUMNS``), and which sources proposed it (``SOURCE_COLUMNS``).
+
+The golden rule (docs/PROTOCOL.md) holds for each feature and for the candidate set itself:
+
+- a protein is never its own hit (``query == subject`` rows are dropped before ranking, and the
+  hit list is truncated at ``hit_top`` after that), as it is never its own KNN neighbour;
+- the corpus prior, and so the ``prior`` candidates, leave the scored protein out: the top terms of
+  protein p are the top terms of a corpus without p's labels (its counts minus its own terms);
+- the IA of a candidate is leave-one-out (``ia.IaCounts``);
+- the non-experimental annotations are inputs at the cutoff, not labels (docs/PROTOCOL.md: they feed
+  the GOA baseline, never the ground truth), read at the candidate release, never later.
+
+``tempo audit-features`` and the blocking check ``reranker_labels__golden_rule`` rebuild every
+column here without the audited protein's labels (``core.audits``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tempo_assets.core.labels.annotations import propagate_annotations, require_columns
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.recipe.features import (
+    ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, _term_values, candidate_features,
+    prepare_neighbours,
+)
+from tempo_assets.core.labels.ia import IaCounts
+from tempo_assets.core.base.vocabulary import EVIDENCE_GROUPS, evidence_group
+
+SOURCES: tuple[str, ...] = ("knn", "diamond", "goa", "prior")
+HIT_COLUMNS: tuple[str, ...] = ("query", "subject", "pident", "bitscore", "qcov", "scov")
+HIT_TOP = 25  # DIAMOND hits kept per query after dropping the self hit
+PRIOR_TOP = 25  # prior candidates per (protein, aspect)
+
+DIAMOND_COLUMNS: tuple[str, ...] = (
+    "dmd_pident_max",  # highest percent identity among hits carrying the term
+    "dmd_bitscore_max",  # highest bitscore among hits carrying the term
+    "dmd_qcov_max",  # highest query coverage (%) among hits carrying the term
+    "dmd_scov_max",  # highest subject coverage (%) among hits carrying the term
+    "dmd_best_rank",  # best (1-based) bitscore rank of a hit carrying the term (NaN: none)
+    "dmd_vote",  # summed bitscore of hits carrying the term / summed bitscore of all hits
+    "dmd_hit_share",  # hits carrying the term / hits of the protein
+    "dmd_top_pident",  # percent identity of the protein's best hit (0: no hit)
+    "dmd_n_hits",  # hits of the protein (after dropping itself, at most hit_top)
+)
+GOA_COLUMNS: tuple[str, ...] = tuple(f"goa_{g}" for g in EVIDENCE_GROUPS) + (
+    "goa_groups",  # evidence groups annotating the protein with the term or a descendant
+    "goa_aspect",  # the protein has a non-experimental annotation in the aspect
+)
+SOURCE_COLUMNS: tuple[str, ...] = tuple(f"src_{s}" for s in SOURCES)
+ALL_FEATURE_COLUMNS: tuple[str, ...] = FEATURE_COLUMNS + DIAMOND_COLUMNS + GOA_COLUMNS + SOURCE_COLUMNS
+FEATURE_SETS: dict[str, tuple[str, ...]] = {"knn": FEATURE_COLUMNS, "all": ALL_FEATURE_COLUMNS}
+NONEXP_COLUMNS: tuple[str, ...] = ("protein", "term", "aspect", "group")
+
+# KNN features of a candidate no neighbour proposed: no similarity, no vote, no rank
+_KNN_ABSENT = {"sim_max": 0.0, "sim_mean": 0.0, "sim_sum": 0.0, "vote_share": 0.0,
+               "weighted_vote_share": 0.0, "best_rank": np.nan}
+_PER_CANDIDATE = ("corpus_prior", "ia", "depth", "n_candidates", "aspect_code", "top_similarity",
+                  "aspect_neighbour_share")
+
+
+@dataclass(frozen=True)
+class CandidateSource:
+    """Everything needed to build (and label) candidates at one cutoff for one embedder: data only.
+
+    ``neighbours`` (``query, neighbour, similarity[, rank]``, searched at ``K_max``) and the
+    propagated ``corpus_annotations`` they were searched in; ``ground_truth``
+    (``protein, term, aspect[, mode]``) and ``known`` (``protein, term, aspect``) of the growth
+    that labels the candidates; ``ia`` and ``term_depth`` term weights for the features;
+    ``hits`` (DIAMOND hits of the queries in the same corpus, ``blast.homology_hits``) and
+    ``nonexp`` (the queries' non-experimental annotations at the cutoff per evidence group,
+    ``nonexp_groups``). Free functions take it: ``recipe_features`` here, the labelling in
+    ``core.selection``.
+    """
+
+    neighbours: pd.DataFrame
+    corpus_annotations: pd.DataFrame
+    ground_truth: pd.DataFrame | None = None
+    known: pd.DataFrame | None = None
+    ia: pd.Series | Mapping[str, float] | None = None
+    term_depth: pd.Series | Mapping[str, float] | None = None
+    hits: pd.DataFrame | None = None
+    nonexp: pd.DataFrame | None = None
+
+
+def parse_sources(spec: str | Sequence[str]) -> tuple[str, ...]:
+    """``"knn+diamond"`` (or a sequence of names) -> the sources in ``SOURCES`` order; knn is required."""
+    names = spec.split("+") if isinstance(spec, str) else list(spec)
+    unknown = sorted(set(names) - set(SOURCES))
+    if unknown or "knn" not in names:
+        raise TempoInputError(f"candidate set {spec!r}: sources must include knn and be among {SOURCES}"
+                              + (f" (unknown {unknown})" if unknown else ""), path="grid.candidate_sets")
+    return tuple(s for s in SOURCES if s in names)
+
+
+def feature_set(name: str) -> tuple[str, ...]:
+    """The columns of a named feature set (``FEATURE_SETS``)."""
+    if name not in FEATURE_SETS:
+        raise TempoInputError(f"feature set {name!r} is not one of {sorted(FEATURE_SETS)}", path="grid.feature_sets")
+    return FEATURE_SETS[name]
+
+
+def prepare_hits(hits: pd.DataFrame, top: int | None = HIT_TOP) -> pd.DataFrame:
+    """Self hits dropped, one row per (query, subject) (best bitscore), ranked, top ``top`` kept.
+
+    Ranks order hits by (bitscore desc, subject id), so they depend on ids and scores only.
+    Returns ``query, subject, pident, bitscore, qcov, scov, rank``.
+    """
+    require_columns(hits, HIT_COLUMNS, "hits", error=FeatureInputError)
+    frame = hits[list(HIT_COLUMNS)].copy()
+    frame["query"], frame["subject"] = frame["query"].astype(str), frame["subject"].astype(str)
+    for column in HIT_COLUMNS[2:]:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.isna().any():
+            row = int(np.flatnonzero(values.isna().to_numpy())[0])
+            raise FeatureInputError(f"non-numeric {column} {hits[column].iloc[row]!r}", path="hits", line=row)
+        frame[column] = values.astype(np.float64)
+    frame = _drop_self_hits(frame)
+    frame = frame.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True], kind="mergesort")
+    frame = frame.drop_duplicates(["query", "subject"], keep="first")
+    frame["rank"] = frame.groupby("query", sort=False).cumcount() + 1
+    if top is not None:
+        frame = frame[frame["rank"] <= int(top)]
+    return frame.reset_index(drop=True)
+
+
+def _drop_self_hits(frame: pd.DataFrame) -> pd.DataFrame:
+    """A protein is never its own hit (its own labels would be transferred to it)."""
+    return frame[frame["query"] != frame["subject"]]
+
+
+def nonexp_groups(cleaned: pd.DataFrame, ontology, proteins: Iterable[str] | None = None) -> pd.DataFrame:
+    """Propagated non-experimental annotations, one row per (protein, term, aspect, evidence group).
+
+    ``cleaned`` is a release's ``non_experimental_cleaned`` frame (``protein, term, evidence``);
+    each evidence group (``vocabulary.EVIDENCE_GROUPS``) is propagated on its own, so a row says
+    that the protein holds the term or a descendant of it with evidence of that group.
+    """
+    require_columns(cleaned, ("protein", "term", "evidence"), "non_experimental_cleaned", error=FeatureInputError)
+    rows = cleaned
+    if proteins is not None:
+        rows = rows[rows["protein"].astype(str).isin(set(map(str, proteins)))]
+    groups = rows["evidence"].astype(str).map({c: evidence_group(c) for c in rows["evidence"].astype(str).unique()})
+    parts = []
+    for group in EVIDENCE_GROUPS:
+        chosen = rows[(groups == group).to_numpy()]
+        if len(chosen):
+            parts.append(propagate_annotations(chosen, ontology).assign(group=group))
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in NONEXP_COLUMNS})
+    return pd.concat(parts, ignore_index=True)[list(NONEXP_COLUMNS)]
+
+
+def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float) for c in columns})
+
+
+def _corpus(corpus_annotations: pd.DataFrame) -> pd.DataFrame:
+    return corpus_annotations[list(KEY_COLUMNS)].astype(str).drop_duplicates().reset_index(drop=True)
+
+
+def _hit_candidates(hits: pd.DataFrame, corpus: pd.DataFrame, top: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(candidates with the DIAMOND per-term features, per-query hit summaries)."""
+    ranked = prepare_hits(hits, top)
+    per_query = ranked.groupby("query", sort=True).agg(
+        dmd_total=("bitscore", "sum"), dmd_n_hits=("bitscore", "size"), dmd_top_pident=("pident", "first"))
+    joined = ranked.merge(corpus, left_on="subject", right_on="protein", how="inner")
+    grouped = joined.groupby(["query", "aspect", "term"], sort=True).agg(
+        dmd_pident_max=("pident", "max"), dmd_bitscore_max=("bitscore", "max"), dmd_qcov_max=("qcov", "max"),
+        dmd_scov_max=("scov", "max"), dmd_best_rank=("rank", "min"), _bits=("bitscore", "sum"),
+        _n=("bitscore", "size")).reset_index().rename(columns={"query": "protein"})
+    totals = per_query.reindex(grouped["protein"])
+    grouped["dmd_vote"] = np.where(totals["dmd_total"].to_numpy() > 0,
+                                   grouped["_bits"].to_numpy() / np.maximum(totals["dmd_total"].to_numpy(), 1e-300), 0.0)
+    grouped["dmd_hit_share"] = grouped["_n"].to_numpy() / totals["dmd_n_hits"].to_numpy()
+    grouped["dmd_best_rank"] = grouped["dmd_best_rank"].astype(np.float64)
+    return grouped.drop(columns=["_bits", "_n"]), per_query.drop(columns="dmd_total")
+
+
+def _prior_candidates(corpus: pd.DataFrame, queries: np.ndarray, top: int) -> pd.DataFrame:
+    """The ``top`` most frequent terms per aspect for each query, counted without the query's own labels.
+
+    The count of term t for protein p is ``n(t) - [p has t]``; ties break on the term id. The
+    top ``top`` of p are among the overall top ``top + |own terms of p|`` (a term can drop by one
+    only if p holds it), so only those are recounted; a term whose count without p is 0 is none.
+    """
+    if top < 1 or len(queries) == 0 or corpus.empty:
+        return _empty(KEY_COLUMNS)
+    counts = corpus.groupby(["aspect", "term"]).size().rename("n").reset_index()
+    counts = counts.sort_values(["aspect", "n", "term"], ascending=[True, False, True], kind="mergesort")
+    counts["pos"] = counts.groupby("aspect").cumcount()
+    query_set = pd.DataFrame({"protein": queries})
+    own = corpus[corpus["protein"].isin(set(queries))]
+    own_n = own.groupby(["protein", "aspect"]).size().rename("m")
+    parts = []
+    for aspect in sorted(ASPECT_CODES, key=ASPECT_CODES.get):
+        ranked = counts[counts["aspect"] == aspect]
+        if ranked.empty:
+            continue
+        m = own_n.xs(aspect, level="aspect") if aspect in own_n.index.get_level_values("aspect") else pd.Series(dtype=int)
+        limit = query_set.assign(limit=top + query_set["protein"].map(m).fillna(0).astype(int).to_numpy())
+        head = ranked[ranked["pos"] < int(limit["limit"].max())]
+        pairs = limit.merge(head, how="cross")
+        pairs = pairs[pairs["pos"] < pairs["limit"]]
+        mine = own[own["aspect"] == aspect][["protein", "term"]].assign(_own=1)
+        pairs = pairs.merge(mine, on=["protein", "term"], how="left")
+        pairs["loo"] = pairs["n"] - pairs["_own"].fillna(0).astype(int)
+        pairs = pairs[pairs["loo"] > 0]  # a term only the protein holds is no term of the corpus without it
+        pairs = pairs.sort_values(["protein", "loo", "term"], ascending=[True, False, True], kind="mergesort")
+        parts.append(pairs.groupby("protein", sort=False).head(int(top))[list(KEY_COLUMNS)])
+    return pd.concat(parts, ignore_index=True) if parts else _empty(KEY_COLUMNS)
+
+
+def _knn_summaries(neighbours: pd.DataFrame, corpus: pd.DataFrame, k: int | None) -> tuple[pd.Series, pd.DataFrame]:
+    """Per query: the nearest neighbour's similarity; per (query, aspect): neighbours annotated in it / neighbours."""
+    nb = prepare_neighbours(neighbours, k)
+    top = nb[nb["rank"] == 1].set_index("query")["similarity"]
+    size = nb.groupby("query").size()
+    in_aspect = nb.merge(corpus[["protein", "aspect"]].drop_duplicates(), left_on="neighbour",
+                         right_on="protein").groupby(["query", "aspect"]).size().rename("_in").reset_index()
+    in_aspect["aspect_neighbour_share"] = in_aspect["_in"] / in_aspect["query"].map(size).to_numpy()
+    return top, in_aspect.rename(columns={"query": "protein"}).drop(columns="_in")
+
+
+def recipe_features(
+    source: CandidateSource,
+    k: int | None = None,
+    sources: str | Sequence[str] = SOURCES,
+    prior_top: int = PRIOR_TOP,
+    hit_top: int | None = HIT_TOP,
+) -> pd.DataFrame:
+    """Candidates of the union of ``sources`` with every feature of ``ALL_FEATURE_COLUMNS``.
+
+    Parameters
+    ----------
+    source : CandidateSource
+        Its ``neighbours``, ``corpus_annotations``, ``ia`` and ``term_depth`` as for
+        ``features.candidate_features`` (KNN neighbours, the propagated experimental corpus they
+        were searched in, leave-one-out IA counts, term depths); its ``hits``
+        (``query, subject, pident, bitscore, qcov, scov``: DIAMOND hits of the queries in the same
+        corpus, ``blast.homology_hits``; none: no hit) and ``nonexp`` (``protein, term, aspect,
+        group``: the queries' propagated non-experimental annotations at the cutoff,
+        ``nonexp_groups``). Its ground truth is not read.
+    k : top-k KNN neighbours (``None``: all).
+    sources : the candidate sources to unite (``parse_sources``; knn always).
+    prior_top : prior candidates per (protein, aspect); hit_top : hits kept per protein.
+
+    Returns
+    -------
+    DataFrame ``protein, term, aspect, *ALL_FEATURE_COLUMNS``, one row per candidate, sorted by
+    protein, aspect code, term. Queries are the proteins of ``neighbours`` and ``hits``.
+    """
+    sources = parse_sources(sources)
+    columns = list(KEY_COLUMNS) + list(ALL_FEATURE_COLUMNS)
+    corpus = _corpus(source.corpus_annotations)
+    knn = candidate_features(source.neighbours, source.corpus_annotations, ia=source.ia, term_depth=source.term_depth,
+                             k=k).astype({"protein": str, "term": str, "aspect": str})
+    queries = set(source.neighbours["query"].astype(str))
+    if source.hits is not None:
+        queries |= set(source.hits["query"].astype(str))
+    hit_feats, hit_query = _hit_part(source.hits, corpus, hit_top)
+    goa = _goa_part(source.nonexp, queries)
+    keys = [knn[list(KEY_COLUMNS)].assign(src_knn=1.0)]
+    if "diamond" in sources:
+        keys.append(hit_feats[list(KEY_COLUMNS)].assign(src_diamond=1.0))
+    if "goa" in sources:
+        keys.append(goa[list(KEY_COLUMNS)].drop_duplicates().assign(src_goa=1.0))
+    if "prior" in sources:
+        keys.append(_prior_candidates(corpus, np.array(sorted(queries), dtype=object), int(prior_top))
+                    .assign(src_prior=1.0))
+    union = pd.concat(keys, ignore_index=True)
+    if union.empty:
+        return _empty(columns)
+    flags = union.groupby(list(KEY_COLUMNS), sort=False).max().reset_index()
+    for name in SOURCE_COLUMNS:
+        flags[name] = flags[name].fillna(0.0) if name in flags else 0.0
+    out = flags.merge(knn.drop(columns=[c for c in _PER_CANDIDATE if c in knn.columns]), on=list(KEY_COLUMNS),
+                      how="left")
+    out = out.fillna(_KNN_ABSENT)
+    out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
+    out = _with_goa_features(_with_hit_features(out, hit_feats, hit_query), goa)
+    out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k)
+    out = out.assign(_a=out["aspect"].map(ASPECT_CODES)).sort_values(["protein", "_a", "term"], kind="mergesort")
+    return out[columns].reset_index(drop=True)
+
+
+def _hit_part(hits: pd.DataFrame | None, corpus: pd.DataFrame,
+              hit_top: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(DIAMOND candidates with their per-term features, per-query hit summaries); empty without hits.
+    The per-query summaries are features of every candidate, whatever the sources."""
+    if hits is not None:
+        return _hit_candidates(hits, corpus, hit_top)
+    return (_empty(list(KEY_COLUMNS) + [c for c in DIAMOND_COLUMNS if c not in ("dmd_n_hits", "dmd_top_pident")]),
+            pd.DataFrame({"dmd_n_hits": pd.Series([], dtype=float), "dmd_top_pident": pd.Series([], dtype=float)}))
+
+
+def _goa_part(nonexp: pd.DataFrame | None, queries: set[str]) -> pd.DataFrame:
+    """The queries' non-experimental annotations (``NONEXP_COLUMNS``), deduplicated; empty without them."""
+    if nonexp is None:
+        return _empty(NONEXP_COLUMNS)
+    require_columns(nonexp, NONEXP_COLUMNS, "nonexp", error=FeatureInputError)
+    goa = nonexp[list(NONEXP_COLUMNS)].astype(str).drop_duplicates()
+    return goa[goa["protein"].isin(queries)]
+
+
+def _with_hit_features(out: pd.DataFrame, hit_feats: pd.DataFrame, hit_query: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the DIAMOND columns (0 where no hit carries the term)."""
+    out = out.merge(hit_feats, on=list(KEY_COLUMNS), how="left")
+    out[list(DIAMOND_COLUMNS[:4]) + ["dmd_vote", "dmd_hit_share"]] = out[
+        list(DIAMOND_COLUMNS[:4]) + ["dmd_vote", "dmd_hit_share"]].fillna(0.0)
+    per_query = hit_query.reindex(out["protein"])
+    out["dmd_top_pident"] = per_query["dmd_top_pident"].fillna(0.0).to_numpy(dtype=np.float64)
+    out["dmd_n_hits"] = per_query["dmd_n_hits"].fillna(0.0).to_numpy(dtype=np.float64)
+    return out
+
+
+def _with_goa_features(out: pd.DataFrame, goa: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the non-experimental GOA columns (``GOA_COLUMNS``)."""
+    wide = goa.assign(_one=1.0).pivot_table(index=list(KEY_COLUMNS), columns="group", values="_one",
+                                            aggfunc="max") if len(goa) else pd.DataFrame()
+    wide = wide.reindex(columns=list(EVIDENCE_GROUPS)).add_prefix("goa_").reset_index() if len(goa) else \
+        _empty(list(KEY_COLUMNS) + [f"goa_{g}" for g in EVIDENCE_GROUPS])
+    out = out.merge(wide, on=list(KEY_COLUMNS), how="left")
+    group_cols = [f"goa_{g}" for g in EVIDENCE_GROUPS]
+    out[group_cols] = out[group_cols].astype(np.float64).fillna(0.0)
+    out["goa_groups"] = out[group_cols].sum(axis=1)
+    in_aspect = goa[["protein", "aspect"]].drop_duplicates().assign(goa_aspect=1.0)
+    out = out.merge(in_aspect, on=["protein", "aspect"], how="left")
+    out["goa_aspect"] = out["goa_aspect"].fillna(0.0)
+    return out
+
+
+def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataFrame, weights: tuple,
+                   k: int | None) -> pd.DataFrame:
+    """The features every candidate has whatever proposed it: leave-one-out prior and IA, depth, counts."""
+    ia, term_depth = weights
+    term_n = corpus.groupby(["aspect", "term"]).size().rename("_tn").reset_index()
+    aspect_n = corpus[["protein", "aspect"]].drop_duplicates().groupby("aspect").size().rename("_an")
+    out = out.merge(term_n, on=["aspect", "term"], how="left")
+    own_term = out[list(KEY_COLUMNS)].merge(corpus.assign(_own=1), on=list(KEY_COLUMNS), how="left")["_own"]
+    own_aspect = out[["protein", "aspect"]].merge(corpus[["protein", "aspect"]].drop_duplicates().assign(_oa=1),
+                                                  on=["protein", "aspect"], how="left")["_oa"]
+    numer = out["_tn"].fillna(0).to_numpy(dtype=np.float64) - own_term.fillna(0).to_numpy(dtype=np.float64)
+    denom = out["aspect"].map(aspect_n).fillna(0).to_numpy(dtype=np.float64) - own_aspect.fillna(0).to_numpy()
+    out["corpus_prior"] = np.where(denom > 0, numer / np.where(denom > 0, denom, 1.0), 0.0)
+    terms = out["term"].to_numpy(dtype=object)
+    if isinstance(ia, IaCounts):
+        out["ia"] = ia.leave_one_out(out["protein"].to_numpy(dtype=object), terms)
+    else:
+        unique = np.array(sorted(set(terms)), dtype=object)
+        values = pd.Series(_term_values(ia, unique), index=unique)
+        out["ia"] = values.reindex(terms).to_numpy(dtype=np.float64)
+    unique = np.array(sorted(set(terms)), dtype=object)
+    out["depth"] = pd.Series(_term_values(term_depth, unique), index=unique).reindex(terms).to_numpy(dtype=np.float64)
+    out["n_candidates"] = out.groupby(["protein", "aspect"])["term"].transform("size").astype(np.float64)
+    out["aspect_code"] = out["aspect"].map(ASPECT_CODES).astype(np.float64)
+    top, share = _knn_summaries(neighbours, corpus, k)
+    out["top_similarity"] = out["protein"].map(top).fillna(0.0).to_numpy(dtype=np.float64)
+    out = out.merge(share, on=["protein", "aspect"], how="left")
+    out["aspect_neighbour_share"] = out["aspect_neighbour_share"].fillna(0.0)
+    return out.drop(columns=["_tn"])
+
+
+def restrict_sources(features: pd.DataFrame, sources: str | Sequence[str]) -> pd.DataFrame:
+    """The candidates of ``sources`` out of a ``recipe_features`` frame built over more sources.
+
+    Equal to ``recipe_features(..., sources=sources)`` on the same inputs: the rows some source of
+    ``sources`` proposed, the other sources' flags cleared and ``n_candidates`` recounted (every
+    other feature of a candidate does not depend on which sources are united).
+    """
+    sources = parse_sources(sources)
+    flags = [f"src_{s}" for s in sources]
+    out = features[(features[flags] > 0).any(axis=1).to_numpy()].copy()
+    for name in SOURCE_COLUMNS:
+        if name not in flags:
+            out[name] = 0.0
+    out["n_candidates"] = out.groupby(["protein", "aspect"])["term"].transform("size").astype(np.float64)
+    return out.reset_index(drop=True)
+

@@ -1,0 +1,813 @@
+"""The SQL warehouse: staged annotations, propagated marts, growths and evaluation sets.
+
+Python loads the staging relations (cleaned annotations, the ontology's term closure and alt
+ids, sequence hashes); everything else is a SQL model under ``dbt_like_sql/`` run through
+SQLAlchemy.
+Every model writes one *partition* (a release, a pair of releases, or a window and its role):
+re-running it deletes that partition's rows and inserts the new ones in one transaction, so a
+failure leaves the previous rows in place. Checks are SQL files that return violating rows.
+
+The evaluation-set table keeps ``window_role`` as a nullable column that a CHECK constraint
+restricts to ``'valid'`` or ``'test'`` (docs/PROTOCOL.md): selection reads VALID sets, reporting reads
+TEST sets, and nothing else can be stored.
+
+SQLite is the embedded default; the models use portable SQL (CTEs, ``case``, ``distinct``,
+bound parameters) and run unchanged on PostgreSQL (``postgresql+psycopg://...``; the tests run
+both). Reads are ordered by the database's collation: ``scripts/dev_services.sh`` creates its
+cluster with the C locale, so PostgreSQL orders strings as SQLite does.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, NamedTuple
+
+import pandas as pd
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    create_engine,
+    delete,
+    event,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
+
+from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.base.errors import TempoInputError
+
+__all__ = [
+    "ASPECTS",
+    "WINDOW_ROLES",
+    "Check",
+    "GrowthFrames",
+    "Model",
+    "ModelRun",
+    "Warehouse",
+    "WarehouseError",
+    "default_sql_dir",
+    "default_warehouse_url",
+    "ontology_frames",
+]
+
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES  # noqa: E402
+WINDOW_ROLES = ("valid", "test")
+_LOAD_CHUNK = 50_000
+_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class WarehouseError(TempoInputError):
+    """A warehouse call got bad input or ran out of order; the message names the key at fault."""
+
+
+def default_sql_dir() -> Path:
+    """``dbt_like_sql/`` at the repository root (beside the ``tempo_assets`` package)."""
+    return Path(__file__).resolve().parents[2] / "dbt_like_sql"
+
+
+def default_warehouse_url(dagster_home: str | None = None) -> str:
+    """``$TEMPO_WAREHOUSE_URL``, else a SQLite file in ``dagster_home`` (default ``$DAGSTER_HOME``).
+
+    Without either, the repository root's git-ignored ``.tempo_cache/`` folder holds it.
+    """
+    url = os.environ.get("TEMPO_WAREHOUSE_URL")
+    if url:
+        return url
+    home = dagster_home or os.environ.get("DAGSTER_HOME")
+    folder = Path(home) if home else default_sql_dir().parent / ".tempo_cache"
+    return f"sqlite:///{(folder / 'tempo_warehouse.sqlite').resolve()}"
+
+
+# ----------------------------------------------------------------------------------------------
+# schema
+
+def _aspect_check(table: str) -> CheckConstraint:
+    return CheckConstraint("aspect in ('BP', 'MF', 'CC')", name=f"ck_{table}_aspect")
+
+
+def _mode_check(table: str) -> CheckConstraint:
+    return CheckConstraint("mode in ('NK', 'LK', 'PK')", name=f"ck_{table}_mode")
+
+
+# SQLite stores a table with a primary key as one B-tree keyed by it (other dialects ignore
+# the option): half the write work of a rowid table plus a key index
+_CLUSTERED = {"sqlite_with_rowid": False}
+
+
+def _build_metadata() -> MetaData:
+    metadata = MetaData()
+    _add_staging_tables(metadata)
+    _add_annotation_tables(metadata)
+    _add_growth_tables(metadata)
+    return metadata
+
+
+def _add_staging_tables(metadata: MetaData) -> None:
+    """The ``stg_*`` tables: each release's annotations, term closure, alt ids and sequences."""
+    Table(
+        "stg_annotations", metadata,
+        Column("release_id", String(32), nullable=False),
+        Column("protein", String(64), nullable=False),
+        Column("term", String(32), nullable=False),
+        Column("aspect", String(2), nullable=False),
+        Column("evidence", String(8), nullable=False),
+        Column("qualifier", String(128), nullable=True),
+        Column("is_experimental", Boolean, nullable=False),
+        Column("annotation_date", Integer, nullable=False),
+        _aspect_check("stg_annotations"),
+        # covering index: the propagation models read only (protein, term) per release and class
+        Index("ix_stg_annotations_partition", "release_id", "is_experimental", "term", "protein"),
+    )
+    Table(
+        "stg_term_closure", metadata,
+        Column("release_id", String(32), nullable=False),
+        Column("term", String(32), nullable=False),
+        Column("ancestor", String(32), nullable=False),
+        Column("aspect", String(2), nullable=False),
+        PrimaryKeyConstraint("release_id", "term", "ancestor", name="pk_stg_term_closure"),
+        _aspect_check("stg_term_closure"),
+        **_CLUSTERED,
+    )
+    Table(
+        "stg_term_alt_ids", metadata,
+        Column("release_id", String(32), nullable=False),
+        Column("alt_id", String(32), nullable=False),
+        Column("term", String(32), nullable=False),
+        PrimaryKeyConstraint("release_id", "alt_id", name="pk_stg_term_alt_ids"),
+        **_CLUSTERED,
+    )
+    Table(
+        "stg_sequences", metadata,
+        Column("release_id", String(32), nullable=False),
+        Column("protein", String(64), nullable=False),
+        Column("sequence_sha256", String(64), nullable=False),
+        PrimaryKeyConstraint("release_id", "protein", name="pk_stg_sequences"),
+        **_CLUSTERED,
+    )
+
+
+def _add_annotation_tables(metadata: MetaData) -> None:
+    """The cleaned experimental/non-experimental annotations and the pairs aligned across releases."""
+    for name in ("experimental_annotations", "nonexperimental_annotations"):
+        Table(
+            name, metadata,
+            Column("release_id", String(32), nullable=False),
+            Column("protein", String(64), nullable=False),
+            Column("term", String(32), nullable=False),
+            Column("aspect", String(2), nullable=False),
+            PrimaryKeyConstraint("release_id", "protein", "term", name=f"pk_{name}"),
+            _aspect_check(name),
+            **_CLUSTERED,
+        )
+    Table(
+        "aligned_annotations", metadata,
+        Column("old_release", String(32), nullable=False),
+        Column("new_release", String(32), nullable=False),
+        Column("protein", String(64), nullable=False),
+        Column("term", String(32), nullable=False),
+        Column("aspect", String(2), nullable=False),
+        PrimaryKeyConstraint("old_release", "new_release", "protein", "term",
+                             name="pk_aligned_annotations"),
+        _aspect_check("aligned_annotations"),
+        **_CLUSTERED,
+    )
+
+
+def _add_growth_tables(metadata: MetaData) -> None:
+    """Annotation growth between releases and the evaluation sets drawn from it."""
+    Table(
+        "annotation_growth", metadata,
+        Column("old_release", String(32), nullable=False),
+        Column("new_release", String(32), nullable=False),
+        Column("protein", String(64), nullable=False),
+        Column("aspect", String(2), nullable=False),
+        Column("term", String(32), nullable=False),
+        Column("mode", String(2), nullable=False),
+        Column("is_ground_truth", Boolean, nullable=False),
+        Column("is_known", Boolean, nullable=False),
+        PrimaryKeyConstraint("old_release", "new_release", "protein", "aspect", "term",
+                             name="pk_annotation_growth"),
+        _aspect_check("annotation_growth"),
+        _mode_check("annotation_growth"),
+        **_CLUSTERED,
+    )
+    Table(
+        "evaluation_sets", metadata,
+        Column("window_key", String(64), nullable=False),
+        # NULL for ad-hoc sets; the CHECK is the structural VALID/TEST separation of docs/PROTOCOL.md
+        Column("window_role", String(8), nullable=True),
+        Column("old_release", String(32), nullable=False),
+        Column("new_release", String(32), nullable=False),
+        Column("protein", String(64), nullable=False),
+        Column("aspect", String(2), nullable=False),
+        Column("term", String(32), nullable=False),
+        Column("mode", String(2), nullable=False),
+        Column("is_ground_truth", Boolean, nullable=False),
+        Column("is_known", Boolean, nullable=False),
+        CheckConstraint("window_role in ('valid', 'test')", name="ck_evaluation_sets_window_role"),
+        _aspect_check("evaluation_sets"),
+        _mode_check("evaluation_sets"),
+        Index("ix_evaluation_sets_partition", "window_key", "window_role"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# the model and check registry
+
+@dataclass(frozen=True)
+class Model:
+    """One relation of the warehouse.
+
+    ``kind`` is ``"staging"`` (filled by a ``load_*`` method from a Python frame) or ``"mart"``
+    (built by :meth:`Warehouse.run_model` from its SQL). ``partition`` names the parameters whose
+    values key the rows a run replaces; ``params`` every bound parameter of the SQL.
+    """
+
+    name: str
+    kind: str
+    path: Path
+    grain: str
+    params: tuple[str, ...]
+    partition: tuple[str, ...]
+    depends_on: tuple[str, ...]
+    loader: str | None = None
+
+    @property
+    def sql(self) -> str:
+        return _read_sql(self.path)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A SQL check ``<relation>__<rule>``: it returns the violating rows (none = pass)."""
+
+    name: str
+    relation: str
+    rule: str
+    path: Path
+    description: str
+    params: tuple[str, ...]
+
+    @property
+    def sql(self) -> str:
+        return _read_sql(self.path)
+
+
+class ModelRun(NamedTuple):
+    """What one partition write did: for asset metadata."""
+
+    name: str
+    partition: dict
+    rows: int
+    seconds: float
+
+
+class GrowthFrames(NamedTuple):
+    """A growth or evaluation set as the frames of ``core.growth.Growth``.
+
+    ``targets``: ``protein, aspect, mode``; ``ground_truth``: ``protein, term, aspect, mode``
+    (every propagated term at the new release in the target's aspect); ``known``:
+    ``protein, term, aspect`` (the old release's terms of PK targets).
+    """
+
+    targets: pd.DataFrame
+    ground_truth: pd.DataFrame
+    known: pd.DataFrame
+
+
+# (name, kind, partition, depends_on, loader); order is dependency order
+_REGISTRY: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], str | None], ...] = (
+    ("stg_annotations", "staging", ("release_id",), (), "load_annotations"),
+    ("stg_term_closure", "staging", ("release_id",), (), "load_term_closure"),
+    ("stg_term_alt_ids", "staging", ("release_id",), (), "load_term_closure"),
+    ("stg_sequences", "staging", ("release_id",), (), "load_sequences"),
+    ("experimental_annotations", "mart", ("release_id",),
+     ("stg_annotations", "stg_term_closure"), None),
+    ("nonexperimental_annotations", "mart", ("release_id",),
+     ("stg_annotations", "stg_term_closure"), None),
+    ("aligned_annotations", "mart", ("old_release", "new_release"),
+     ("experimental_annotations", "stg_term_closure", "stg_term_alt_ids"), None),
+    ("annotation_growth", "mart", ("old_release", "new_release"),
+     ("experimental_annotations", "aligned_annotations", "stg_sequences"), None),
+    ("evaluation_sets", "mart", ("window_key", "window_role"), ("annotation_growth",), None),
+)
+
+# before a mart runs, each (relation, {column: parameter}) must hold rows: an empty input would
+# otherwise produce an empty, silently wrong partition
+_REQUIRED_INPUTS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
+    "experimental_annotations": (("stg_annotations", {"release_id": "release_id"}),
+                                 ("stg_term_closure", {"release_id": "release_id"})),
+    "nonexperimental_annotations": (("stg_annotations", {"release_id": "release_id"}),
+                                    ("stg_term_closure", {"release_id": "release_id"})),
+    "aligned_annotations": (("experimental_annotations", {"release_id": "old_release"}),
+                            ("stg_term_closure", {"release_id": "new_release"})),
+    "annotation_growth": (("aligned_annotations", {"old_release": "old_release",
+                                                   "new_release": "new_release"}),
+                          ("experimental_annotations", {"release_id": "new_release"}),
+                          ("stg_sequences", {"release_id": "old_release"})),
+    "evaluation_sets": (("annotation_growth", {"old_release": "old_release",
+                                               "new_release": "new_release"}),),
+}
+
+_RELEASE_PARAMS = ("release_id", "old_release", "new_release")
+
+
+def _read_sql(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WarehouseError("SQL file is missing", path) from None
+
+
+def _grain(path: Path) -> str:
+    lines = _read_sql(path).strip().splitlines()
+    first = lines[0] if lines else ""
+    if not first.startswith("-- "):
+        raise WarehouseError("SQL file must start with a one-line '-- ' grain comment", path, 1)
+    return first[3:].strip()
+
+
+def _params(sql: str) -> tuple[str, ...]:
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    code = re.sub(r"'[^']*'", "''", code)
+    return tuple(dict.fromkeys(_PARAM.findall(code)))
+
+
+def _statement(sql: str) -> str:
+    """The file's single statement without its trailing semicolon."""
+    body = sql.strip()
+    while body.endswith(";"):
+        body = body[:-1].rstrip()
+    return body
+
+
+def ontology_frames(ontology: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The staging frames of an ``core.ontology.Ontology``.
+
+    Returns
+    -------
+    closure : DataFrame ``term, ancestor, aspect``, shape (n_pairs, 3)
+        ``ontology.ancestors(term)`` (self included) for every live primary term with an aspect.
+    alt_ids : DataFrame ``alt_id, term``, shape (n_alt, 2)
+        Every alt id that ``ontology.resolve`` maps to such a term (ids that are stanzas of
+        their own are left out: ``resolve`` never reads them as alt ids).
+    """
+    terms, ancestors, aspects = [], [], []
+    live = set()
+    for term_id, record in ontology.terms.items():
+        aspect = ontology.aspect(term_id)
+        if record.is_obsolete or aspect not in ASPECTS:
+            continue
+        live.add(term_id)
+        for ancestor in sorted(ontology.ancestors(term_id)):
+            terms.append(term_id)
+            ancestors.append(ancestor)
+            aspects.append(aspect)
+    closure = pd.DataFrame({"term": terms, "ancestor": ancestors, "aspect": aspects}, dtype=str)
+    pairs = [(alt, ontology.resolve(alt)) for alt in ontology.alt_ids if alt not in ontology.terms]
+    pairs = [(alt, primary) for alt, primary in pairs if primary in live]
+    alt_ids = pd.DataFrame(pairs or None, columns=["alt_id", "term"], dtype=str)
+    return closure, alt_ids
+
+
+# ----------------------------------------------------------------------------------------------
+# the warehouse
+
+class Warehouse:
+    """A SQL warehouse at ``url`` whose models live in ``sql_dir``.
+
+    Parameters
+    ----------
+    url : str, optional
+        SQLAlchemy URL; :func:`default_warehouse_url` when omitted. A SQLite file's folder is
+        created.
+    sql_dir : path, optional
+        The ``dbt_like_sql`` tree (``staging/``, ``marts/``, ``checks/``).
+    """
+
+    def __init__(self, url: str | None = None, sql_dir: str | Path | None = None):
+        self.url = url or default_warehouse_url()
+        self.sql_dir = Path(sql_dir) if sql_dir is not None else default_sql_dir()
+        self.metadata = _build_metadata()
+        self._models = self._discover_models()
+        self._checks = self._discover_checks()
+        self.engine = self._create_engine(self.url)
+        try:
+            self.metadata.create_all(self.engine)
+        except OperationalError as error:
+            self.engine.dispose()
+            # the endpoint, never the password (the driver's own message holds neither)
+            raise WarehouseError(f"cannot reach the warehouse at {self.safe_url}: "
+                                 f"{str(error.orig).strip()}") from None
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with its password masked, for messages and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    # -- setup ------------------------------------------------------------------------------
+    @staticmethod
+    def _create_engine(url: str) -> Engine:
+        if not url.startswith("sqlite"):
+            return create_engine(url)
+        database = url.split("///", 1)[1] if "///" in url else ""
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        # several Dagster processes may write: wait for the lock rather than fail at once
+        engine = create_engine(url, connect_args={"timeout": 120})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection, _record):  # noqa: ANN001
+            cursor = dbapi_connection.cursor()
+            cursor.execute("pragma journal_mode = wal")
+            cursor.execute("pragma synchronous = normal")
+            cursor.execute("pragma temp_store = memory")
+            cursor.execute("pragma cache_size = -131072")
+            cursor.close()
+
+        return engine
+
+    def _discover_models(self) -> dict[str, Model]:
+        models: dict[str, Model] = {}
+        for name, kind, partition, depends_on, loader in _REGISTRY:
+            folder = "staging" if kind == "staging" else "marts"
+            path = self.sql_dir / folder / f"{name}.sql"
+            params = _params(_read_sql(path))
+            missing = [p for p in partition if p not in params]
+            if missing:
+                raise WarehouseError(f"partition parameters {missing} are not bound in the SQL",
+                                     path)
+            models[name] = Model(name, kind, path, _grain(path), params, partition, depends_on,
+                                 loader)
+        return models
+
+    def _discover_checks(self) -> dict[str, Check]:
+        checks: dict[str, Check] = {}
+        for path in sorted((self.sql_dir / "checks").glob("*.sql")):
+            name = path.stem
+            relation, sep, rule = name.partition("__")
+            if not sep or relation not in self.metadata.tables:
+                raise WarehouseError("a check is named <relation>__<rule> after a warehouse "
+                                     "relation", path)
+            checks[name] = Check(name, relation, rule, path, _grain(path),
+                                 _params(_read_sql(path)))
+        return checks
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    def __enter__(self) -> "Warehouse":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Warehouse({self.safe_url!r})"
+
+    # -- registry ---------------------------------------------------------------------------
+    def models(self) -> list[Model]:
+        """Every relation in dependency order: the three staging loads, then the marts."""
+        return list(self._models.values())
+
+    def checks(self, relation: str | None = None) -> list[Check]:
+        """The SQL checks, optionally those of one relation."""
+        return [c for c in self._checks.values() if relation is None or c.relation == relation]
+
+    def _model(self, name: str) -> Model:
+        if name not in self._models:
+            raise WarehouseError(f"unknown model {name!r} (known: {', '.join(self._models)})")
+        return self._models[name]
+
+    # -- validation -------------------------------------------------------------------------
+    @staticmethod
+    def _check_release_id(key: str, value: Any) -> str:
+        try:
+            parsed = parse_date(value) if isinstance(value, str) else None
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.isoformat() != value:
+            raise WarehouseError(f"{key}={value!r} is not a release id (an ISO date YYYY-MM-DD)")
+        return value
+
+    def _bind(self, model_or_check: Model | Check, params: dict[str, Any]) -> dict[str, Any]:
+        expected = set(model_or_check.params)
+        given = set(params)
+        if given != expected:
+            problems = []
+            if expected - given:
+                problems.append(f"missing {sorted(expected - given)}")
+            if given - expected:
+                problems.append(f"unexpected {sorted(given - expected)}")
+            raise WarehouseError(f"{model_or_check.name}: parameters {'; '.join(problems)} "
+                                 f"(it binds {list(model_or_check.params)})")
+        for key in _RELEASE_PARAMS:
+            if key in params:
+                self._check_release_id(key, params[key])
+        if "old_release" in params and "new_release" in params:
+            if not params["old_release"] < params["new_release"]:
+                raise WarehouseError(f"{model_or_check.name}: old_release={params['old_release']!r}"
+                                     f" must precede new_release={params['new_release']!r}")
+        if "window_role" in params and params["window_role"] not in (None, *WINDOW_ROLES):
+            raise WarehouseError(f"window_role={params['window_role']!r} is not one of "
+                                 f"{WINDOW_ROLES} or None")
+        if "window_key" in params and not (isinstance(params["window_key"], str)
+                                           and params["window_key"]):
+            raise WarehouseError(f"window_key={params['window_key']!r} must be a non-empty string")
+        return dict(params)
+
+    def _where(self, table: Table, filters: dict[str, Any]) -> list:
+        clauses = []
+        for key, value in filters.items():
+            if key not in table.c:
+                raise WarehouseError(f"{table.name} has no column {key!r} "
+                                     f"(columns: {', '.join(table.c.keys())})")
+            clauses.append(table.c[key].is_(None) if value is None else table.c[key] == value)
+        return clauses
+
+    def _count(self, conn, name: str, filters: dict[str, Any]) -> int:  # noqa: ANN001
+        table = self.metadata.tables[name]
+        query = select(func.count()).select_from(table).where(*self._where(table, filters))
+        return int(conn.execute(query).scalar_one())
+
+    # -- staging loads ----------------------------------------------------------------------
+    def _replace_partitions(self, release_id: str,
+                            loads: dict[str, Iterator[list[dict]]]) -> dict[str, int]:
+        """Replace the ``release_id`` rows of each staging relation in ONE transaction."""
+        written = {name: 0 for name in loads}
+        # sqlite3 binds the files' :name parameters itself: handing it the rows directly skips
+        # SQLAlchemy's per-row processing (about 40% of a closure load)
+        native = self.engine.dialect.name == "sqlite"
+        with self.engine.begin() as conn:
+            for name, rows in loads.items():
+                table = self.metadata.tables[name]
+                statement = _statement(self._model(name).sql)
+                conn.execute(delete(table).where(table.c.release_id == release_id))
+                for chunk in rows:
+                    if not chunk:
+                        continue
+                    if native:
+                        conn.exec_driver_sql(statement, chunk)
+                    else:
+                        conn.execute(text(statement), chunk)
+                    written[name] += len(chunk)
+        return written
+
+    @staticmethod
+    def _frame_columns(where: str, frame: pd.DataFrame, required: Iterable[str]) -> None:
+        if not isinstance(frame, pd.DataFrame):
+            raise WarehouseError(f"expected a pandas DataFrame, got {type(frame).__name__}", where)
+        missing = [c for c in required if c not in frame.columns]
+        if missing:
+            raise WarehouseError(f"frame lacks column(s) {missing} (has {list(frame.columns)})",
+                                 where)
+        for column in required:
+            nulls = frame[column].isna().to_numpy()
+            if nulls.any():
+                row = int(nulls.argmax())
+                raise WarehouseError(f"column {column!r} is null at row {row} "
+                                     f"(index {frame.index[row]!r})", where)
+
+    @staticmethod
+    def _check_values(where: str, frame: pd.DataFrame, column: str, allowed: Iterable[str]) -> None:
+        bad = ~frame[column].isin(list(allowed)).to_numpy()
+        if bad.any():
+            row = int(bad.argmax())
+            raise WarehouseError(f"column {column!r} holds {frame[column].iloc[row]!r} at row {row} "
+                                 f"(expected one of {tuple(allowed)})", where)
+
+    @staticmethod
+    def _chunks(columns: dict[str, list]) -> Iterator[list[dict]]:
+        names = list(columns)
+        values = [columns[n] for n in names]
+        n_rows = len(values[0]) if values else 0
+        for start in range(0, n_rows, _LOAD_CHUNK):
+            stop = min(start + _LOAD_CHUNK, n_rows)
+            yield [dict(zip(names, row)) for row in zip(*(v[start:stop] for v in values))]
+
+    def load_annotations(self, release_id: str, frame: pd.DataFrame) -> int:
+        """Replace ``stg_annotations`` rows of ``release_id`` with ``frame``; returns rows written.
+
+        ``frame`` holds cleaned GAF rows (alt ids mapped, obsolete terms and NOT rows dropped):
+        ``protein, term, aspect, evidence, is_experimental, date`` (int ``yyyymmdd``), and an
+        optional ``qualifier`` kept so that a check can prove the NOT rows are gone.
+        """
+        where = f"stg_annotations[release_id={release_id}]"
+        self._check_release_id("release_id", release_id)
+        required = ("protein", "term", "aspect", "evidence", "is_experimental", "date")
+        self._frame_columns(where, frame, required)
+        self._check_values(where, frame, "aspect", ASPECTS)
+        self._check_values(where, frame, "is_experimental", (True, False, 0, 1))
+        # rows in index order make the index insert an append rather than random B-tree writes
+        frame = frame.assign(is_experimental=frame["is_experimental"].astype(bool))
+        frame = frame.sort_values(["is_experimental", "term", "protein"], kind="stable")
+        n = len(frame)
+        qualifier = (frame["qualifier"].astype(object).where(frame["qualifier"].notna(), None)
+                     .tolist() if "qualifier" in frame.columns else [None] * n)
+        columns = {
+            "release_id": [release_id] * n,
+            "protein": frame["protein"].astype(str).tolist(),
+            "term": frame["term"].astype(str).tolist(),
+            "aspect": frame["aspect"].astype(str).tolist(),
+            "evidence": frame["evidence"].astype(str).tolist(),
+            "qualifier": qualifier,
+            "is_experimental": frame["is_experimental"].tolist(),
+            "annotation_date": frame["date"].astype("int64").tolist(),
+        }
+        return self._replace_partitions(release_id, {"stg_annotations": self._chunks(columns)}
+                                        )["stg_annotations"]
+
+    def load_term_closure(self, release_id: str, frame: pd.DataFrame,
+                          alt_ids: pd.DataFrame | None = None) -> int:
+        """Replace the release's ontology staging: ``stg_term_closure`` and ``stg_term_alt_ids``.
+
+        ``frame`` (``term, ancestor, aspect``) is the is_a/part_of closure inside each namespace
+        over the live primary terms, with a ``term = ancestor`` row for every term (the
+        ``stg_term_closure__reflexive`` check verifies it). ``alt_ids`` (``alt_id, term``) maps
+        alternative ids to live primary terms; the growth model uses it to express an older
+        release's terms in this release's vocabulary (None loads no alt ids). Both relations
+        are replaced in one transaction. Returns the closure rows written.
+        """
+        where = f"stg_term_closure[release_id={release_id}]"
+        self._check_release_id("release_id", release_id)
+        self._frame_columns(where, frame, ("term", "ancestor", "aspect"))
+        self._check_values(where, frame, "aspect", ASPECTS)
+        frame = (frame[["term", "ancestor", "aspect"]].astype(str).drop_duplicates()
+                 .sort_values(["term", "ancestor"], kind="stable"))
+        aspects = frame.groupby("term")["aspect"].nunique()
+        if (aspects > 1).any():
+            term = aspects.index[(aspects > 1).to_numpy()][0]
+            raise WarehouseError(f"term {term!r} is given more than one aspect", where)
+        closure = {"release_id": [release_id] * len(frame)}
+        closure.update({c: frame[c].tolist() for c in ("term", "ancestor", "aspect")})
+        if alt_ids is None:
+            alt_ids = pd.DataFrame({"alt_id": [], "term": []}, dtype=str)
+        alt_where = f"stg_term_alt_ids[release_id={release_id}]"
+        self._frame_columns(alt_where, alt_ids, ("alt_id", "term"))
+        alt_ids = (alt_ids[["alt_id", "term"]].astype(str).drop_duplicates()
+                   .sort_values("alt_id", kind="stable"))
+        duplicated = alt_ids["alt_id"].duplicated().to_numpy()
+        if duplicated.any():
+            alt = alt_ids["alt_id"].iloc[int(duplicated.argmax())]
+            raise WarehouseError(f"alt_id {alt!r} maps to two terms", alt_where)
+        live = set(frame["term"])
+        bad = ~alt_ids["term"].isin(live).to_numpy() | alt_ids["alt_id"].isin(live).to_numpy()
+        if bad.any():
+            row = alt_ids.iloc[int(bad.argmax())]
+            raise WarehouseError(f"alt_id {row['alt_id']!r} -> {row['term']!r}: an alt id must "
+                                 "not be a live term and must map to one", alt_where)
+        alternatives = {"release_id": [release_id] * len(alt_ids),
+                        "alt_id": alt_ids["alt_id"].tolist(), "term": alt_ids["term"].tolist()}
+        written = self._replace_partitions(release_id, {
+            "stg_term_closure": self._chunks(closure),
+            "stg_term_alt_ids": self._chunks(alternatives),
+        })
+        return written["stg_term_closure"]
+
+    def load_ontology(self, release_id: str, ontology: Any) -> int:
+        """:meth:`load_term_closure` with the frames of :func:`ontology_frames`."""
+        closure, alt_ids = ontology_frames(ontology)
+        return self.load_term_closure(release_id, closure, alt_ids)
+
+    def load_sequences(self, release_id: str, frame: pd.DataFrame) -> int:
+        """Replace ``stg_sequences`` rows of ``release_id``: ``protein, sequence_sha256``.
+
+        The sequences in effect at the release (for a release without a FASTA of its own, the
+        latest earlier one). A protein listed twice with different hashes is an error.
+        """
+        where = f"stg_sequences[release_id={release_id}]"
+        self._check_release_id("release_id", release_id)
+        self._frame_columns(where, frame, ("protein", "sequence_sha256"))
+        frame = (frame[["protein", "sequence_sha256"]].astype(str).drop_duplicates()
+                 .sort_values("protein", kind="stable"))
+        bad = ~frame["sequence_sha256"].str.fullmatch(_SHA256.pattern).to_numpy(dtype=bool)
+        if bad.any():
+            row = frame.iloc[int(bad.argmax())]
+            raise WarehouseError(f"protein {row['protein']!r}: {row['sequence_sha256']!r} is not "
+                                 "a lowercase hex sha256", where)
+        duplicated = frame["protein"].duplicated().to_numpy()
+        if duplicated.any():
+            protein = frame["protein"].iloc[int(duplicated.argmax())]
+            raise WarehouseError(f"protein {protein!r} has two different sequence hashes", where)
+        columns = {"release_id": [release_id] * len(frame),
+                   "protein": frame["protein"].tolist(),
+                   "sequence_sha256": frame["sequence_sha256"].tolist()}
+        return self._replace_partitions(release_id, {"stg_sequences": self._chunks(columns)}
+                                        )["stg_sequences"]
+
+    # -- marts ------------------------------------------------------------------------------
+    def run_model(self, name: str, **params: Any) -> ModelRun:
+        """Build one partition of mart ``name`` from its SQL, replacing that partition's rows.
+
+        The delete and the insert share one transaction: if the insert fails, the previous rows
+        stay. Raises :class:`WarehouseError` on unknown or missing parameters, on malformed
+        release ids or roles, and when a required input partition holds no rows.
+        """
+        model = self._model(name)
+        if model.kind != "mart":
+            raise WarehouseError(f"{name} is a staging relation: fill it with Warehouse."
+                                 f"{model.loader}(release_id, frame)")
+        params = self._bind(model, params)
+        table = self.metadata.tables[name]
+        columns = ", ".join(table.c.keys())
+        order = ", ".join(c.name for c in table.primary_key.columns)
+        insert = text(f"insert into {name} ({columns}) "
+                      f"select {columns} from ({_statement(model.sql)}) as model_rows"
+                      + (f" order by {order}" if order else ""))
+        partition = {key: params[key] for key in model.partition}
+        started = time.perf_counter()
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                # fresh statistics on the inputs: without them PostgreSQL plans freshly loaded
+                # tables as tiny and the growth model's joins run for hours instead of seconds
+                for relation in model.depends_on:
+                    conn.execute(text(f"analyze {relation}"))
+            for relation, mapping in _REQUIRED_INPUTS.get(name, ()):
+                filters = {column: params[param] for column, param in mapping.items()}
+                if self._count(conn, relation, filters) == 0:
+                    raise WarehouseError(f"{name}: input {relation} holds no rows for {filters}; "
+                                         "load or run it first")
+            conn.execute(delete(table).where(*self._where(table, partition)))
+            result = conn.execute(insert, params)
+            rows = result.rowcount
+        return ModelRun(name, partition, int(rows), time.perf_counter() - started)
+
+    # -- reads ------------------------------------------------------------------------------
+    def read_table(self, name: str, **filters: Any) -> pd.DataFrame:
+        """Rows of relation ``name`` whose columns equal ``filters`` (``None`` matches NULL).
+
+        Sorted by the primary key (or every column), so reads are deterministic.
+        """
+        if name not in self.metadata.tables:
+            raise WarehouseError(f"unknown relation {name!r} "
+                                 f"(known: {', '.join(self.metadata.tables)})")
+        table = self.metadata.tables[name]
+        order = list(table.primary_key.columns) or list(table.c)
+        query = select(table).where(*self._where(table, filters)).order_by(*order)
+        with self.engine.connect() as conn:
+            result = conn.execute(query)
+            return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+
+    @staticmethod
+    def _growth_frames(rows: pd.DataFrame) -> GrowthFrames:
+        rows = rows.sort_values(["protein", "aspect", "term"], kind="stable")
+        targets = rows[["protein", "aspect", "mode"]].drop_duplicates()
+        truth = rows.loc[rows["is_ground_truth"].astype(bool), ["protein", "term", "aspect", "mode"]]
+        known = rows.loc[rows["is_known"].astype(bool), ["protein", "term", "aspect"]]
+        return GrowthFrames(targets.reset_index(drop=True), truth.reset_index(drop=True),
+                            known.reset_index(drop=True))
+
+    def read_growth(self, old_release: str, new_release: str) -> GrowthFrames:
+        """The growth ``(old_release, new_release]`` as targets, ground truth and known terms."""
+        rows = self.read_table("annotation_growth", old_release=old_release,
+                               new_release=new_release)
+        if rows.empty:
+            raise WarehouseError(f"annotation_growth holds no rows for ({old_release}, "
+                                 f"{new_release}]; run_model('annotation_growth', ...) first")
+        return self._growth_frames(rows)
+
+    def read_evaluation_set(self, window: str, window_role: str | None) -> GrowthFrames:
+        """The evaluation set of ``window`` in ``window_role`` (``'valid'``, ``'test'`` or None).
+
+        The role has no default, so every read says whether it is tuning (VALID) or reporting
+        (TEST).
+        """
+        if window_role not in (None, *WINDOW_ROLES):
+            raise WarehouseError(f"window_role={window_role!r} is not one of {WINDOW_ROLES} "
+                                 "or None")
+        rows = self.read_table("evaluation_sets", window_key=window, window_role=window_role)
+        if rows.empty:
+            raise WarehouseError(f"no evaluation set for window={window!r}, "
+                                 f"window_role={window_role!r}; run_model('evaluation_sets', ...) "
+                                 "first")
+        return self._growth_frames(rows)
+
+    # -- checks -----------------------------------------------------------------------------
+    def run_check(self, name: str, **params: Any) -> pd.DataFrame:
+        """The violating rows of check ``name`` (an empty frame means it passes)."""
+        if name not in self._checks:
+            raise WarehouseError(f"unknown check {name!r} (known: {', '.join(self._checks)})")
+        check = self._checks[name]
+        params = self._bind(check, params)
+        if self.engine.dialect.name == "postgresql":  # fresh statistics, as before a mart (a check may run first)
+            with self.engine.begin() as conn:
+                for relation in (t for t in self.metadata.tables if re.search(rf"\b{t}\b", check.sql)):
+                    conn.execute(text(f"analyze {relation}"))
+        with self.engine.connect() as conn:
+            result = conn.execute(text(_statement(check.sql)), params)
+            return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
