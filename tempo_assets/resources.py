@@ -14,9 +14,9 @@ import dagster as dg
 
 from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.io import REPO_ROOT
 from tempo_assets.core.inputs.releases import archive_release_dates, open_archive  # noqa: F401 (re-exported)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def default_archive_root() -> str:

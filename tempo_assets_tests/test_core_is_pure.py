@@ -106,4 +106,4 @@ def test_resources_and_io_managers_do_not_import_each_other():
 
 
 def test_core_has_modules():
-    assert len(list(CORE.glob("*.py"))) > 3
+    assert len(list(CORE.rglob("*.py"))) > 3

@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 
 
 def run_audit_design(args: argparse.Namespace) -> int:
-    from tempo_assets.core.audits.leakage import design as design_audit
+    from tempo_assets.core.audits import design as design_audit
     from tempo_assets.core.base.errors import TempoInputError
 
     try:

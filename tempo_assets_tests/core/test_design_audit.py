@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tempo_assets.core.audits.leakage import design as da
+from tempo_assets.core.audits import design as da
 from tempo_assets.core.base.errors import TempoInputError
 
 CLEAN_ROWS = [

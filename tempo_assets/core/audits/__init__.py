@@ -1,1 +1,1 @@
-"""audits"""
+"""Leakage audits, design audit, removals, the quality gate."""

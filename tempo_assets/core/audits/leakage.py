@@ -28,6 +28,7 @@ from tempo_assets.core.recipe.candidates import SOURCES, CandidateSource, recipe
 from tempo_assets.core.recipe.features import KEY_COLUMNS, compare_protein_features
 from tempo_assets.core.labels.ia import IaCounts
 from tempo_assets.core.base.windows import ASSET_ROLE, POSITIONS, ROLE_BOUND, try_parse_window_key
+from tempo_assets.core.labels.ia import ia_counts
 
 # ---------------------------------------------------------------------------------------------
 # The golden feature rule
@@ -498,8 +499,6 @@ def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
     otherwise ``ia`` stays unaudited and the report says so.
     """
     import dataclasses
-
-    from tempo_assets.core.labels.ia import ia_counts
 
     if dataclasses.is_dataclass(value):  # the stored CandidateSource itself
         value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}

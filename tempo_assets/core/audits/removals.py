@@ -43,6 +43,11 @@ import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import atomic_write, sha256_file
+from tempo_assets.core.base.dates import date_to_int
+from tempo_assets.core.inputs.gaf import read_gaf
+from tempo_assets.core.labels.annotations import classify_terms
+from tempo_assets.core.labels.annotations import not_qualified_mask
+from tempo_assets.core.methods.submission import score_cents
 
 MANIFEST_NAME = "removals.tsv.gz"
 COLUMNS = ("record_id", "kind", "reason", "count")
@@ -228,8 +233,6 @@ def gaf_rows_after_cutoff(reader: Any, release_id: str) -> pd.DataFrame:
     Reads again only the files ``reader.dropped_by_file`` reports drops for (files the reader
     has already checked against the cutoff and their sha256); returns ``read_gaf`` columns.
     """
-    from tempo_assets.core.base.dates import date_to_int
-    from tempo_assets.core.inputs.gaf import read_gaf
 
     limit = date_to_int(reader.cutoff)
     frames = []
@@ -249,7 +252,6 @@ def gaf_rows_after_cutoff(reader: Any, release_id: str) -> pd.DataFrame:
 
 def log_gaf_rows(log: RemovalLog, after_cutoff: pd.DataFrame, gaf_frame: pd.DataFrame) -> None:
     """GAF rows dropped after the cutoff, and rows with a NOT qualifier (removed from both sets)."""
-    from tempo_assets.core.labels.annotations import not_qualified_mask
 
     log.add_frame(gaf_row_ids(after_cutoff), ["protein", "term", "evidence", "date"], "gaf_row", REASON_AFTER_CUTOFF)
     negated = (not_qualified_mask(gaf_frame["qualifier"]) if "qualifier" in gaf_frame.columns
@@ -266,7 +268,6 @@ def log_term_cleaning(log: RemovalLog, rows: pd.DataFrame, report: Mapping[str, 
     count of each dropped pair is its number of rows, so the per-reason sums equal the
     report's ``*_dropped`` counts.
     """
-    from tempo_assets.core.labels.annotations import classify_terms
 
     for reason in TERM_REASONS.values():
         log._declare(reason)
@@ -304,7 +305,6 @@ def submission_removals(predictions: pd.DataFrame, max_terms_per_aspect: int = 1
     ``max_terms_per_aspect`` per (protein, aspect), highest score first then term id, rows are
     ``beyond_max_terms``.
     """
-    from tempo_assets.core.methods.submission import score_cents
 
     work = pd.DataFrame({
         "protein": predictions["protein"].astype(str).to_numpy(), "term": predictions["term"].astype(str).to_numpy(),

@@ -1,1 +1,1 @@
-"""base"""
+"""Errors, dates, file io, vocabulary, windows, progress lines, arrays, process liveness, fault points."""

@@ -14,11 +14,15 @@ import hashlib
 import io
 import os
 import tempfile
+import uuid
 import zlib
 from pathlib import Path
 from typing import IO, Iterator
 
 from tempo_assets.core.base.errors import DamagedFileError, StorageWriteError
+
+# the repository (a checkout) that holds the tempo_assets package: tempo_assets/core/base/io.py
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 #: what reading a damaged gzip stream raises: truncated (EOFError), corrupt (zlib.error, BadGzipFile)
 GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
@@ -137,3 +141,48 @@ def digest_json(value) -> str:
     import json
 
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a folder be opened
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def create_bytes_if_absent(path: Path, data: bytes) -> bool:
+    """Write ``data`` at ``path`` only if nothing is there; ``False`` if something is.
+
+    Atomic with its content: the bytes go to a fsynced temporary file that is hard-linked to
+    ``path`` (``link`` refuses an existing name). On a filesystem without hard links the name is
+    created with ``O_CREAT | O_EXCL`` and then written (a crash may leave it empty, which still
+    counts as taken: the safe side). Raises ``OSError`` when the folder cannot be written.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "xb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_folder(path.parent)
+    return True

@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from typing import Callable
+from tempo_assets.core.base.errors import TempoInputError
 
 LOGGER = "tempo.progress"
 PREFIX = "progress "
@@ -36,7 +37,6 @@ def default_every() -> float:
     except ValueError:
         value = -1.0
     if value <= 0:
-        from tempo_assets.core.base.errors import TempoInputError
 
         raise TempoInputError(f"TEMPO_PROGRESS_SECONDS={raw!r} is not a positive number of seconds")
     return value

@@ -1,1 +1,1 @@
-"""inputs"""
+"""One release's files: releases, GAF, FASTA, ontology, embeddings."""

@@ -1,1 +1,1 @@
-"""labels"""
+"""Annotations, growth between releases, information accretion."""

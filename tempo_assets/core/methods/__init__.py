@@ -1,1 +1,1 @@
-"""methods"""
+"""External methods: fence, registry, bundle, run, output, eligibility, CAFA submission."""

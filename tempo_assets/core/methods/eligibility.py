@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.base.windows import cutoff_method_key
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -148,7 +149,6 @@ def collect_records(by_cutoff: Mapping[str, Any], keys: Iterable[str]) -> dict[t
     window's ``t0`` through its refit set, its ``t-1`` through the TRAIN-bounded one. A partition
     never materialised is absent (``pending``).
     """
-    from tempo_assets.core.base.windows import cutoff_method_key
 
     records = {}
     for cutoff, artefacts in by_cutoff.items():

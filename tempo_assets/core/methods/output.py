@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.labels.annotations import classify_terms
 
 HEADER_KEYWORDS = ("AUTHOR", "MODEL", "KEYWORDS", "ACCURACY")
 KIND = "method_prediction"
@@ -101,7 +102,6 @@ def validate_predictions(path: str | Path, targets: Iterable[str], ontology: Any
     ``core.annotations.classify_terms`` (alt_id -> primary id, obsolete / unknown dropped) and
     given their aspect.
     """
-    from tempo_assets.core.labels.annotations import classify_terms
 
     path = Path(path)
     if not path.is_file():

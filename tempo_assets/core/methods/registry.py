@@ -33,7 +33,7 @@ import pydantic
 import yaml
 
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.base.io import atomic_write
+from tempo_assets.core.base.io import REPO_ROOT, atomic_write
 
 REGISTRY_NAME = "methods.yaml"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -124,10 +124,6 @@ def _where(loc: tuple) -> str:
     for part in loc:
         out += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
-
-
-# the repository checkout holding this package: relative method folders not under the archive resolve here
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def resolve_folder(archive_root: str | Path, folder: str) -> str:

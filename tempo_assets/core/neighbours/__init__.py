@@ -1,1 +1,1 @@
-"""neighbours"""
+"""K-NN over embeddings, BLAST, homology bins."""

@@ -1,1 +1,1 @@
-"""pipeline"""
+"""The window workflow the assets call, one or two calls per asset."""

@@ -1,1 +1,1 @@
-"""recipe"""
+"""Candidate sources, features, the reranker, baselines, selecting and freezing a recipe."""

@@ -1,1 +1,1 @@
-"""storage"""
+"""Artefacts and their types, TEST claims, staleness, the warehouse."""

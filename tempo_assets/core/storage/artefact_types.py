@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.storage.artefacts import register_codec, register_type
+from tempo_assets.core.storage.type_registry import register_codec, register_type
 from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.labels.ia import IaCounts
 from tempo_assets.core.inputs.ontology import Ontology, Term

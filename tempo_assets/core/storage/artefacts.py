@@ -31,8 +31,10 @@ import pandas as pd
 
 from tempo_assets.core.base.dates import parse_date
 from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
-from tempo_assets.core.base.io import atomic_write
+from tempo_assets.core.base.io import atomic_write, create_bytes_if_absent
 from tempo_assets.core.base.windows import release_of_partition
+from tempo_assets.core.storage import artefact_types  # noqa: F401  (registers the typed artefacts)
+from tempo_assets.core.storage.type_registry import CODECS, TYPES
 
 BINDING_KEYS = ("cutoff", "max_source_date", "sources")
 SIDECAR = "artefact.json"
@@ -112,8 +114,6 @@ class LocalLocation:
 
     def create(self, key: str, data: bytes) -> bool:
         """``data`` at ``key`` only if nothing is there (a hard link of a fsynced temporary file)."""
-        from tempo_assets.core.storage.claims import create_bytes_if_absent
-
         self.path(key).parent.mkdir(parents=True, exist_ok=True)
         return create_bytes_if_absent(self.path(key), data)
 
@@ -219,23 +219,6 @@ def open_location(root: str | os.PathLike) -> LocalLocation | ObjectLocation:
 # open formats
 
 
-TYPES: dict[str, type] = {}
-CODECS: dict[str, tuple[type, Callable[[Any], dict], Callable[[dict], Any]]] = {}
-
-
-def register_type(cls: type) -> type:
-    """Register a frozen dataclass as a storable artefact type (its fields are encoded one by one)."""
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls.__name__} is not a dataclass")
-    TYPES[cls.__name__] = cls
-    return cls
-
-
-def register_codec(cls: type, to_fields: Callable[[Any], dict], from_fields: Callable[[dict], Any]) -> None:
-    """Register a non-dataclass type by a pair of functions to and from a dict of encodable fields."""
-    CODECS[cls.__name__] = (cls, to_fields, from_fields)
-
-
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=True)
@@ -320,8 +303,6 @@ def encode_value(obj: Any) -> tuple[str, str, dict[str, bytes]]:
         return "parquet", "value.parquet", {"value.parquet": _parquet_bytes(obj)}
     if isinstance(obj, str):
         return "txt", "value.txt", {"value.txt": obj.encode("utf-8")}
-    import tempo_assets.core.storage.artefact_types  # noqa: F401  (registers the typed artefacts)
-
     parts: dict[str, bytes] = {}
     spec = _encode("value", obj, parts)
     if "json" in spec:
@@ -341,8 +322,6 @@ def decode_value(fmt: str, read: Callable[[str], bytes], where: str) -> Any:
         return json.loads(read("value.json"))
     if fmt != "typed":
         raise TempoInputError(f"artefact format {fmt!r} is not an open format this store reads", path=where)
-    import tempo_assets.core.storage.artefact_types  # noqa: F401  (registers the typed artefacts)
-
     manifest = json.loads(read("value.json"))
 
     def verified(name: str) -> bytes:

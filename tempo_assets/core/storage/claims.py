@@ -38,7 +38,6 @@ state with the one command that moves it on (``tempo status``, ``tempo audit-cut
 from __future__ import annotations
 
 import contextlib
-import errno
 import getpass
 import json
 import os
@@ -51,6 +50,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.io import create_bytes_if_absent
+from tempo_assets.core.storage.artefacts import open_location
 
 CLAIMS_FOLDER = "_test_claims"
 LOG_NAME = "test_claims.log"
@@ -220,54 +221,9 @@ class ClaimStatus:
                 "burn": self.burn.to_dict() if self.burn else None}
 
 
-def _fsync_folder(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not every filesystem lets a folder be opened
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def create_if_absent(path: Path, document: dict[str, Any]) -> bool:
     """Write ``document`` as JSON at ``path`` only if nothing is there; ``False`` if something is."""
     return create_bytes_if_absent(path, _document(document))
-
-
-def create_bytes_if_absent(path: Path, data: bytes) -> bool:
-    """Write ``data`` at ``path`` only if nothing is there; ``False`` if something is.
-
-    Atomic with its content: the bytes go to a fsynced temporary file that is hard-linked to
-    ``path`` (``link`` refuses an existing name). On a filesystem without hard links the name is
-    created with ``O_CREAT | O_EXCL`` and then written (a crash may leave it empty, which still
-    counts as taken: the safe side). Raises ``OSError`` when the folder cannot be written.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "xb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-            raise
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    _fsync_folder(path.parent)
-    return True
 
 
 class _FolderFiles:
@@ -376,8 +332,6 @@ class ClaimStore:
             self.root = Path(root)
             self._files = _FolderFiles(self.root)
         elif isinstance(root, str):
-            from tempo_assets.core.storage.artefacts import open_location
-
             self.root = root.rstrip("/")
             self._files = _ObjectFiles(open_location(self.root))
         else:

@@ -48,6 +48,7 @@ from sqlalchemy.exc import OperationalError
 
 from tempo_assets.core.base.dates import parse_date
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.io import REPO_ROOT
 
 __all__ = [
     "ASPECTS",
@@ -76,7 +77,7 @@ class WarehouseError(TempoInputError):
 
 def default_sql_dir() -> Path:
     """``dbt_like_sql/`` at the repository root (beside the ``tempo_assets`` package)."""
-    return Path(__file__).resolve().parents[2] / "dbt_like_sql"
+    return REPO_ROOT / "dbt_like_sql"
 
 
 def default_warehouse_url(dagster_home: str | None = None) -> str:
