@@ -240,3 +240,24 @@ def test_real_hits_transfer_like_reference(orthologs):
     got = blast_term_scores(hits, annotations)
     assert _as_dict(got) == pytest.approx(reference_term_scores(hits, annotations))
     assert ((got["score"] > 0) & (got["score"] <= 1)).all()
+
+
+@needs_diamond
+def test_one_database_per_corpus_reused_by_every_search(tmp_path, monkeypatch):
+    """``diamond makedb`` runs once per corpus content: a second search (other queries, other
+    settings) against the same corpus reads the same database; another corpus gets its own."""
+    made = []
+    real_run = blast._run
+    monkeypatch.setattr(blast, "DATABASES", blast.DiamondDatabases(tmp_path / "dbs"))
+    monkeypatch.setattr(blast, "_run", lambda command, workdir: (made.append(command[1]), real_run(command, workdir)))
+    corpus = {"C1": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQ",
+              "C2": "MSDNGPQNQRNAPRITFGGPSDSTGSNQNGERSGARSKQRRPQGLPNNTASWFTALTQHGK"}
+    query = {"Q1": corpus["C1"][:50]}
+    first = blast.diamond_hits(query, corpus, tmp_path / "a")
+    second = blast.homology_hits(query, corpus, tmp_path / "b")
+    assert made.count("makedb") == 1 and made.count("blastp") == 2
+    assert first["subject"].tolist() == ["C1"] and second["subject"].tolist() == ["C1"]
+    blast.diamond_hits(query, {"C1": corpus["C1"]}, tmp_path / "c")
+    assert made.count("makedb") == 2
+    assert len(list((tmp_path / "dbs").glob("*.dmnd"))) == 2
+    assert not list((tmp_path / "dbs").glob(".*"))  # no half-built database left behind

@@ -12,8 +12,13 @@ and every output is sorted, so equal inputs give equal frames.
 """
 from __future__ import annotations
 
+import atexit
+import os
 import re
 import shutil
+import tempfile
+import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -22,12 +27,13 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.base.io import atomic_write
+from tempo_assets.core.base.io import atomic_write, sha256_file
 from tempo_assets.core.base.progress import run_reporting
 
 __all__ = [
     "HIT_COLUMNS",
     "SENSITIVITIES",
+    "DiamondDatabases",
     "DiamondError",
     "MissingToolError",
     "blast_term_scores",
@@ -164,10 +170,52 @@ class DiamondSearch:
             raise TempoInputError(f"max_target_seqs must be >= 0, got {self.max_target_seqs!r}")
 
 
+class DiamondDatabases:
+    """DIAMOND databases by the sha256 of their corpus FASTA: ``diamond makedb`` runs once per corpus
+    and every search against that corpus reads the same database (the recipe's hits at t-1 and t0,
+    the BLAST baseline, the homology clusters...).
+
+    A database is built under a temporary name and renamed into place, so a search never reads a
+    half-built one; two processes may build the same one at once (the later rename wins, the bytes
+    are the same). ``folder`` ``None``: a private temporary folder, removed when the process exits.
+    """
+
+    def __init__(self, folder: str | Path | None = None):
+        self._folder = Path(folder) if folder is not None else None
+        self._lock = threading.Lock()
+
+    @property
+    def folder(self) -> Path:
+        with self._lock:
+            if self._folder is None:
+                made = tempfile.TemporaryDirectory(prefix="tempo_diamond_db_")
+                atexit.register(made.cleanup)
+                self._folder = Path(made.name)
+            self._folder.mkdir(parents=True, exist_ok=True)
+            return self._folder
+
+    def database(self, corpus_fasta: Path, diamond: Path, threads: str, workdir: Path) -> Path:
+        """The database of ``corpus_fasta`` (built now when no search made it before)."""
+        database = self.folder / f"{sha256_file(corpus_fasta)}.dmnd"
+        if not database.exists():
+            building = database.with_name(f".{database.stem}.{uuid.uuid4().hex}.dmnd")
+            try:
+                _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(building),
+                      "--threads", threads], workdir)
+                os.replace(building, database)
+            finally:
+                building.unlink(missing_ok=True)
+        return database
+
+
+DATABASES = DiamondDatabases()
+
+
 def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str, str], workdir: str | Path,
                columns: Sequence[str], output_name: str, search: DiamondSearch = DiamondSearch()) -> Path | None:
-    """Run ``diamond makedb`` + ``blastp`` of ``query_sequences`` against ``corpus_sequences`` in ``workdir``.
+    """Run ``diamond blastp`` of ``query_sequences`` against ``corpus_sequences`` in ``workdir``.
 
+    The corpus's database comes from :data:`DATABASES` (``diamond makedb`` once per corpus content).
     Output format 6 with ``qseqid sseqid`` and then ``columns``; returns the output file, or
     ``None`` when either side is empty. Raises like :func:`diamond_hits`.
     """
@@ -181,17 +229,15 @@ def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     query_fasta, corpus_fasta = workdir / "query.fasta", workdir / "corpus.fasta"
-    database, output = workdir / "corpus.dmnd", workdir / output_name
+    output = workdir / output_name
     tmpdir = workdir / "tmp"
     tmpdir.mkdir(exist_ok=True)
     _write_fasta(query_fasta, query_sequences)
     _write_fasta(corpus_fasta, corpus_sequences)
-    for stale in (database, output):
-        if stale.exists():
-            stale.unlink()
+    output.unlink(missing_ok=True)
 
     threads = str(int(search.threads))
-    _run([str(diamond), "makedb", "--in", str(corpus_fasta), "--db", str(database), "--threads", threads], workdir)
+    database = DATABASES.database(corpus_fasta, diamond, threads, workdir)
     command = [str(diamond), "blastp", "--query", str(query_fasta), "--db", str(database),
                "--out", str(output), "--outfmt", "6", "qseqid", "sseqid", *columns,
                "--evalue", repr(float(search.evalue)), "--max-target-seqs", str(int(search.max_target_seqs)),
@@ -216,9 +262,9 @@ def diamond_hits(
 ) -> pd.DataFrame:
     """Align queries against a corpus with ``diamond blastp``; self-hits dropped.
 
-    Writes ``query.fasta`` and ``corpus.fasta`` into ``workdir``, builds ``corpus.dmnd`` with
-    ``diamond makedb`` and runs ``diamond blastp --outfmt 6 qseqid sseqid pident bitscore
-    evalue``. A hit whose subject is the query itself (same accession) is dropped, so a
+    Writes ``query.fasta`` and ``corpus.fasta`` into ``workdir``, takes the corpus's database from
+    :data:`DATABASES` (``diamond makedb`` once per corpus) and runs ``diamond blastp --outfmt 6 qseqid
+    sseqid pident bitscore evalue``. A hit whose subject is the query itself (same accession) is dropped, so a
     protein present in both sets never transfers its own terms. When DIAMOND reports several
     HSPs for one pair, the one with the highest bitscore is kept.
 
