@@ -16,6 +16,7 @@ from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import REPO_ROOT
 from tempo_assets.core.inputs.releases import archive_release_dates, open_archive  # noqa: F401 (re-exported)
+from tempo_assets.runs import tag_run_process
 
 
 
@@ -86,6 +87,11 @@ class ArtefactStoreResource(dg.ConfigurableResource):
     """Read access to stored artefacts by key (the frozen recipe a submission applies)."""
 
     root: str
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # every step that reads or writes an artefact passes here: the run names the process that
+        # orchestrates it, so a kill -9 of that process is seen by the next tempo command
+        tag_run_process(context.instance, context.dagster_run)
 
     def store(self) -> ArtefactStore:
         return open_artefact_store(self.root)

@@ -1,7 +1,10 @@
-"""Runs ``tempo`` launches: who launched them, and the ones whose process died.
+"""Which process runs each run, and the runs whose process died.
 
 A run executed in process by ``tempo materialize`` carries the launching process's identity in
-its tags (:func:`launch_tags`). When that process is killed (``kill -9``, the OOM killer, a
+its tags (:func:`launch_tags`). Every other run (the ``dagster`` CLI, the UI's run worker, a
+backfill) gets its orchestrating process's identity from inside the run, added to its tags when the
+run's first step starts (:func:`tag_run_process`, called by the artefact store resource). When that
+process is killed (``kill -9``, the OOM killer, a
 reboot) Dagster never hears of it and the run stays ``STARTED`` for good; :func:`fail_dead_runs`,
 called by every ``tempo`` command that reads run state and by the sensor, reports each such run
 failed through the instance, naming what died, and frees the concurrency-pool slots it held.
@@ -12,13 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import multiprocessing
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.core.base.liveness import ProcessIdentity, is_alive, this_process
+from tempo_assets.core.base.liveness import ProcessIdentity, is_alive, process_identity, this_process
+from tempo_assets.executors import executor_kind
 
 PID_TAG, HOST_TAG, STARTED_TAG = "tempo/pid", "tempo/host", "tempo/process_started"
 # statuses of a run that has not ended
@@ -28,12 +33,39 @@ UNFINISHED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.
 
 def launch_tags() -> dict[str, str]:
     """Tags naming the calling process, for a run it executes in process."""
-    me = this_process()
-    return {PID_TAG: str(me.pid), HOST_TAG: me.host, STARTED_TAG: f"{me.started:.3f}"}
+    return process_tags(this_process())
+
+
+def process_tags(process: ProcessIdentity) -> dict[str, str]:
+    """``tempo/pid``, ``tempo/host`` and ``tempo/process_started`` naming ``process``."""
+    started = {STARTED_TAG: f"{process.started:.3f}"} if process.started is not None else {}
+    return {PID_TAG: str(process.pid), HOST_TAG: process.host, **started}
+
+
+def run_process() -> ProcessIdentity:
+    """The process orchestrating the run the calling code executes in.
+
+    A step that Dagster's multiprocess executor (the default of the ``dagster`` CLI and the UI's
+    run worker) started is a ``multiprocessing`` child of the run's orchestrator, with ``spawn`` and
+    ``forkserver`` alike; a step executed in process is the orchestrator itself.
+    """
+    parent = multiprocessing.parent_process()
+    return process_identity(parent.pid) if parent is not None else this_process()
+
+
+def tag_run_process(instance, run: dg.DagsterRun | None) -> None:
+    """Name ``run``'s orchestrating process in its tags when nothing names one yet, so that
+    :func:`fail_dead_runs` sees the run die whatever launched it.
+
+    Runs whose steps go to celery workers are left alone: a worker is not the run's orchestrator.
+    """
+    if instance is None or run is None or PID_TAG in run.tags or executor_kind() == "celery":
+        return
+    instance.add_run_tags(run.run_id, process_tags(run_process()))
 
 
 def launcher_of(run: dg.DagsterRun) -> ProcessIdentity | None:
-    """The process that executes ``run`` in process, from its tags (None for runs ``tempo`` did not launch)."""
+    """The process that orchestrates ``run``, from its tags (None for a run that has not started a step)."""
     tags = run.tags
     if PID_TAG not in tags or HOST_TAG not in tags:
         return None

@@ -152,3 +152,35 @@ def test_three_concurrent_materialize_all_build_each_artefact_once(tiny_build, t
             assert len(events) == 1, f"{asset} materialised {len(events)} times by three concurrent launches"
     waited = sum("by another launch" in r.stdout for r in results)
     assert waited >= 1
+
+
+def test_a_dagster_cli_run_killed_after_the_test_read_is_failed_and_its_stored_growth_scored(tiny_build, tmp_path):
+    """``dagster asset materialize`` (Dagster's multiprocess executor, no ``tempo`` tags at launch) killed
+    with SIGKILL, orchestrator and step, just after test_growth's write: the run names its process from
+    inside, so ``tempo status`` reports it failed naming that pid; the window is ``read``, which
+    ``tempo test-claim release`` refuses (nothing of TEST was lost) and the next materialize scores."""
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
+    window = _window(graph)
+    graph.instance.dispose()
+    launched = subprocess.Popen([script("dagster"), "asset", "materialize", "--select", "test_growth", "--partition",
+                                 window, "-m", "tempo_assets.definitions"],
+                                env=_env(graph, TEMPO_FAULT_AT="test_growth:written"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    output, _ = launched.communicate(timeout=900)
+    assert launched.returncode == -9, f"not killed: rc {launched.returncode}\n{output}"
+    status = tempo("status", env=_env(graph))
+    assert f"the process that ran it died (pid {launched.pid} on " in status.stderr, status.stderr
+    assert _status(graph)[f"test_growth[{window}]"][0] == "unchecked"
+    release = tempo("test-claim", "release", window, "--reason", "killed after the read", env=_env(graph))
+    assert release.returncode == 2 and len(release.stderr.strip().splitlines()) == 1, release.stderr
+    assert f"`tempo materialize --window {window}` scores it once" in release.stderr
+    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    assert [c["state"] for c in claims] == ["read"]
+    assert f"TEST read [{window}]" in tempo("audit-cutoffs", env=_env(graph)).stdout
+    report = tempo("report", "--window", window, env=_env(graph))
+    assert f"tempo materialize --window {window}" in report.stdout + report.stderr
+    _materialize_all(graph)
+    _all_ok(graph)
+    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    assert [c["state"] for c in claims] == ["scored"]
+    assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout

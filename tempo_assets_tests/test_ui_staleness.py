@@ -22,7 +22,9 @@ import tempo_assets.definitions as definitions
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.graph_state import GraphState
 from tempo_assets.partitions import plan_partitions
-from tempo_assets_tests.conftest import graph_from
+from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
+from tempo_assets_tests.conftest import graph_from, tiny_copy
+from tempo_assets_tests.toolkit import tempo
 
 pytestmark = pytest.mark.slow
 
@@ -74,5 +76,26 @@ def test_the_ui_is_unsynced_exactly_where_status_says_stale(demo_build, tmp_path
         seen, differ = disagreements(graph)
         assert not differ, differ
         assert sorted(k for k, s in seen.items() if s == "stale") == [k for k in stale if k != f"ia_weights[{cutoff}]"]
+    finally:
+        graph.instance.dispose()
+
+
+def test_a_release_appended_after_the_last_window_leaves_the_ui_synced_where_status_says_ok(tiny_build, tmp_path):
+    """``tempo release add`` of a release after the archive's last one: nothing of the scored window reads
+    it, so status says ``ok`` for its test_score and the UI must not call it Unsynced (issue 20)."""
+    graph = tiny_copy(tiny_build, tmp_path / "graph")
+    [window] = graph.plan.windows
+    graph.instance.dispose()
+    newest = RELEASES[len(graph.plan.releases)]
+    src = build_tiny_archive(tmp_path / "more", n_releases=len(graph.plan.releases) + 1).parent / "src"
+    added = tempo("release", "add", str(graph.archive), "--id", newest, "--gaf", str(src / f"goa_{newest}.gaf"),
+                  "--obo", str(src / f"go_{newest}.obo"), "--fasta", str(src / "seqs.fasta"),
+                  "--fasta-date", RELEASES[0], env=graph.env)
+    assert added.returncode == 0, added.stderr
+    assert tempo("status", env=graph.env).returncode == 0  # registers the new release's partitions
+    try:
+        seen, differ = disagreements(graph)
+        assert seen[f"test_score[{window}]"] == "ok" and seen[f"benchmark[{window}]"] == "ok"
+        assert not differ, differ
     finally:
         graph.instance.dispose()

@@ -3,8 +3,10 @@
 A window has up to two claims: test_growth's (the one read of its TEST data) and test_score's
 (its one scoring). ``list`` prints one line per claimed window, ``test_score[<window>] <state> <reason>`` with state
 ``claimed`` (a claim and no stored score: in flight, or its run died after reading TEST),
+``read`` (TEST growth stored, not scored yet: ``tempo materialize --window W`` scores it),
 ``scored`` or ``burned``, and the claiming runs' status in the instance. ``release WINDOW
---reason TEXT`` burns a ``claimed`` window whose runs are no longer in progress: the window is
+--reason TEXT`` burns a ``claimed`` window whose runs are no longer in progress (a ``read`` one is
+refused, exit 2: nothing of TEST was lost and the next materialize scores it): the window is
 marked "TEST read, not reported" for good (a burn record beside the claims, a line in the
 append-only log, an observation of test_growth and test_score in the instance) and both assets
 refuse it from then on.
@@ -44,7 +46,8 @@ def claim_statuses(artefacts_root: str | None = None, windows=None) -> list:
 
     root = artefacts_root or default_artefacts_root()
     store = ArtefactStore(root)
-    return ClaimStore.beside(root).claims(lambda w: store.exists("test_score", w), windows=windows)
+    return ClaimStore.beside(root).claims(lambda w: store.exists("test_score", w), windows=windows,
+                                          growth_stored=lambda w: store.exists("test_growth", w))
 
 
 def run_status(instance, run_id: str) -> str:
@@ -98,7 +101,8 @@ def run_release(args: argparse.Namespace) -> int:
             if status in IN_PROGRESS:
                 raise TempoInputError(f"{asset}[{args.window}] is claimed by run {claim.run_id}, which is "
                                       f"{status}: wait for it to end before releasing its claim")
-        burn = claims.release(args.window, args.reason, lambda w: store.exists("test_score", w))
+        burn = claims.release(args.window, args.reason, lambda w: store.exists("test_score", w),
+                              growth_stored=lambda w: store.exists("test_growth", w))
         for asset in CLAIMED_ASSETS:
             instance.report_runless_asset_event(dg.AssetObservation(
                 asset_key=asset, partition=args.window,

@@ -143,6 +143,23 @@ def test_the_read_and_the_scoring_are_claimed_separately(tmp_path):
     assert burn.claim_run_id == "run-read" and store.status(WINDOW, never_scored).state == "burned"
 
 
+def test_a_read_window_is_not_released_but_left_to_be_scored(tmp_path):
+    """TEST growth stored by a run that died before the scoring started: the window is ``read``
+    (docs/PROTOCOL.md's TEST states), release refuses it and names the command that scores it."""
+    store = ClaimStore(tmp_path)
+    store.claim(WINDOW, "run-read")
+    growth_stored = lambda w: True  # noqa: E731
+    assert store.status(WINDOW, never_scored, growth_stored).state == "read"
+    assert f"tempo materialize --window {WINDOW}" in store.status(WINDOW, never_scored, growth_stored).reason
+    with pytest.raises(TempoInputError, match=f"`tempo materialize --window {WINDOW}` scores it once"):
+        store.release(WINDOW, "why", never_scored, growth_stored)
+    assert store.burn_of(WINDOW) is None
+    # once test_score claimed it and its run died, the scoring may have read TEST: that claim is released
+    store.claim(WINDOW, "run-score", asset="test_score")
+    assert store.status(WINDOW, never_scored, growth_stored).state == "claimed"
+    assert store.release(WINDOW, "scoring run died", never_scored, growth_stored).claim_run_id == "run-read"
+
+
 def test_audit_test_once_counts_both_assets_and_every_read():
     from tempo_assets.core.audits.leakage import MaterialisationRecord, check_test_once
 

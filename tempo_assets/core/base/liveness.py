@@ -31,8 +31,16 @@ class ProcessIdentity:
 
 def this_process() -> ProcessIdentity:
     """The calling process's identity."""
-    pid = os.getpid()
-    return ProcessIdentity(socket.gethostname(), pid, psutil.Process(pid).create_time())
+    return process_identity(os.getpid())
+
+
+def process_identity(pid: int) -> ProcessIdentity:
+    """The identity of process ``pid`` on this host (no start time when it is already gone)."""
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started = None
+    return ProcessIdentity(socket.gethostname(), pid, started)
 
 
 def is_alive(process: ProcessIdentity, started_before: float | None = None) -> bool | None:

@@ -31,8 +31,9 @@ A claim that cannot be taken (the folder is unwritable, the store is down) raise
 another run, or a burned window, raises :class:`ClaimRefused` before anything of TEST is read.
 
 States a window is shown in (``tempo test-claim list``): ``claimed`` (a claim, no stored score: in
-flight, or its run died after reading TEST), ``scored`` (a stored TEST score), ``burned`` (released:
-TEST read, not reported). :data:`TEST_STATES` refines them into the window's TEST lifecycle, each
+flight, or its run died after reading TEST), ``read`` (TEST growth stored, the scoring never
+started: ``tempo materialize`` scores it; nothing to release), ``scored`` (a stored TEST score),
+``burned`` (released: TEST read, not reported). :data:`TEST_STATES` refines them into the window's TEST lifecycle, each
 state with the one command that moves it on (``tempo status``, ``tempo audit-cutoffs``).
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ from tempo_assets.core.storage.artefacts import open_location
 
 CLAIMS_FOLDER = "_test_claims"
 LOG_NAME = "test_claims.log"
-STATES = ("claimed", "scored", "burned")
+STATES = ("claimed", "read", "scored", "burned")
 CLAIMED_ASSETS = ("test_growth", "test_score")  # the TEST read, then the scoring
 _SAFE_KEY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.\-]*$")
 
@@ -430,10 +431,13 @@ class ClaimStore:
                 for s in suffixes if name.endswith(s)}
         return sorted(keys)
 
-    def status(self, window: str, is_scored: Callable[[str], bool]) -> ClaimStatus | None:
+    def status(self, window: str, is_scored: Callable[[str], bool],
+               growth_stored: Callable[[str], bool] = lambda window: False) -> ClaimStatus | None:
         """``window``'s claim state, or ``None`` when it was never claimed.
 
-        ``is_scored(window)`` says whether the artefact store holds the window's TEST score.
+        ``is_scored(window)`` says whether the artefact store holds the window's TEST score,
+        ``growth_stored(window)`` whether it holds its TEST growth: a window whose growth is stored and
+        whose scoring never started is ``read`` (:data:`TEST_STATES`), not a claim to release.
         """
         claims, burn = self.claims_of(window), self.burn_of(window)
         if burn is not None:
@@ -446,14 +450,19 @@ class ClaimStore:
                           for asset, c in claims.items())
         if is_scored(window):
             return ClaimStatus(window, "scored", claims, None, f"{where}; TEST score stored")
+        stored = ["test_growth"] if growth_stored(window) else []
+        test = window_test_state(window, claims, None, stored, ended=lambda claim: True)
+        if test.state == "read":
+            return ClaimStatus(window, "read", claims, None, f"{where}; {test.describe()}")
         return ClaimStatus(window, "claimed", claims, None,
                            f"{where}; no TEST score stored (in flight, or the run died after "
                            f"reading TEST: `tempo test-claim release {window} --reason TEXT` burns it)")
 
-    def claims(self, is_scored: Callable[[str], bool], windows: Iterable[str] | None = None) -> list[ClaimStatus]:
+    def claims(self, is_scored: Callable[[str], bool], windows: Iterable[str] | None = None,
+               growth_stored: Callable[[str], bool] = lambda window: False) -> list[ClaimStatus]:
         """The state of every claimed or burned window (or of ``windows``), sorted by window."""
         keys = self.windows() if windows is None else sorted(set(windows))
-        found = (self.status(w, is_scored) for w in keys)
+        found = (self.status(w, is_scored, growth_stored) for w in keys)
         return [s for s in found if s is not None]
 
     # --- writing ---------------------------------------------------------------------------
@@ -519,18 +528,25 @@ class ClaimStore:
         with contextlib.suppress(OSError):
             self.append_log(event, window, **fields)
 
-    def release(self, window: str, reason: str, is_scored: Callable[[str], bool]) -> Burn:
+    def release(self, window: str, reason: str, is_scored: Callable[[str], bool],
+                growth_stored: Callable[[str], bool] = lambda window: False) -> Burn:
         """Burn ``window``'s claims: an explicit, logged act; neither asset is claimed afterwards.
 
         Only a ``claimed`` window (a claim, no stored score) can be released; ``reason`` is
-        required. Raises :class:`TempoInputError` otherwise, :class:`ClaimUnavailable` when the
-        store cannot be written.
+        required. A ``read`` window (its TEST growth stored by a run that died before the scoring
+        started) is refused: nothing of TEST was lost, and ``test_score`` scores the stored growth
+        once (docs/PROTOCOL.md's TEST states). Raises :class:`TempoInputError` otherwise,
+        :class:`ClaimUnavailable` when the store cannot be written.
         """
         if not reason or not reason.strip():
             raise TempoInputError(f"releasing TEST of window {window} needs a --reason")
-        state = self.status(window, is_scored)
+        state = self.status(window, is_scored, growth_stored)
         if state is None:
             raise TempoInputError(f"TEST of window {window} was never claimed: nothing to release", path=self.root)
+        if state.state == "read":
+            raise TempoInputError(f"TEST of window {window} is read, not claimed: test_growth stored its TEST growth "
+                                  f"and nothing was lost, so there is no claim to release; `tempo materialize "
+                                  f"--window {window}` scores it once, without reading TEST again")
         if state.state != "claimed":
             raise TempoInputError(f"TEST of window {window} is {state.state}, not claimed: {state.reason}",
                                   path=self.claim_path(window))
