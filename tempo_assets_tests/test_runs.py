@@ -1,6 +1,7 @@
 """tempo_assets/runs.py: a run whose launching process died is reported failed; the step lock; liveness."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -10,7 +11,10 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from tempo_assets.core.base.liveness import ProcessIdentity, is_alive, this_process
-from tempo_assets.runs import PID_TAG, claim_ended, fail_dead_runs, launch_tags, step_lock
+from tempo_assets.resources import ArtefactStoreResource
+from tempo_assets.runs import (
+    PID_TAG, claim_ended, fail_dead_runs, launch_tags, launcher_of, run_process, step_lock,
+)
 from tempo_assets.core.storage.claims import TestClaim
 
 
@@ -87,3 +91,37 @@ def test_the_step_lock_makes_a_second_launch_wait_and_says_so(tmp_path):
     other.join()
     assert order == [("first", False), ("second", True)]
     assert os.listdir(tmp_path) == ["window_job.w_1.lock"]
+
+
+def _report_run_process(queue) -> None:
+    queue.put(run_process().pid)
+
+
+def test_a_step_process_of_the_multiprocess_executor_names_its_orchestrator():
+    """Dagster's multiprocess executor spawns each step: the run's process is the step's parent."""
+    assert run_process().pid == os.getpid()
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_report_run_process, args=(queue,))
+    child.start()
+    try:
+        assert queue.get(timeout=120) == os.getpid()
+    finally:
+        child.join()
+
+
+def test_a_run_launched_without_tempo_names_its_process_from_inside(tmp_path):
+    """A run no ``tempo`` command launched (the dagster CLI, the UI) gets its process's tags when a
+    step sets up the artefact store, so a kill -9 of that process is seen as a death."""
+    @dg.asset
+    def one(artefact_store: ArtefactStoreResource) -> int:
+        return 1
+
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([one], instance=instance, resources={"artefact_store": ArtefactStoreResource(
+            root=str(tmp_path))})
+        launcher, me = launcher_of(instance.get_run_by_id(result.run_id)), this_process()
+        assert (launcher.host, launcher.pid) == (me.host, me.pid) and abs(launcher.started - me.started) < 0.01
+        tagged = dg.materialize([one], instance=instance, tags={PID_TAG: "1", "tempo/host": "elsewhere"},
+                                resources={"artefact_store": ArtefactStoreResource(root=str(tmp_path))})
+        assert instance.get_run_by_id(tagged.run_id).tags[PID_TAG] == "1"  # a launcher's own tags are kept

@@ -92,8 +92,11 @@ def test_a_release_appended_after_the_last_window_leaves_the_ui_synced_where_sta
                   "--obo", str(src / f"go_{newest}.obo"), "--fasta", str(src / "seqs.fasta"),
                   "--fasta-date", RELEASES[0], env=graph.env)
     assert added.returncode == 0, added.stderr
-    assert tempo("status", env=graph.env).returncode == 0  # registers the new release's partitions
     try:
+        seen, differ = disagreements(graph)  # the new release's partitions missing, in both
+        assert seen[f"test_score[{window}]"] == "ok" and not differ, differ
+        built = tempo("materialize", "--all", env=graph.env)  # the new release, cutoff and window
+        assert built.returncode == 0, built.stdout + built.stderr
         seen, differ = disagreements(graph)
         assert seen[f"test_score[{window}]"] == "ok" and seen[f"benchmark[{window}]"] == "ok"
         assert not differ, differ
