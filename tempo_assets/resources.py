@@ -74,7 +74,7 @@ class ArchiveResource(dg.ConfigurableResource):
 
     def reader(self, release_id: str):
         """A ``CutoffReader`` bound to the cutoff (as-of date) of ``release_id``."""
-        from tempo_assets.core.inputs.releases import CutoffReader
+        from tempo_assets.core.inputs.cutoff_reader import CutoffReader
 
         return CutoffReader(self.archive(), self.cutoff_of(release_id))
 

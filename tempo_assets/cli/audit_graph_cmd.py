@@ -97,7 +97,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
     from tempo_assets.core.base.errors import TempoInputError
     from tempo_assets.core.labels.ia import ia_counts
     from tempo_assets.core.neighbours.knn import KnnIndex
-    from tempo_assets.core.inputs.releases import CutoffReader
+    from tempo_assets.core.inputs.cutoff_reader import CutoffReader
     from tempo_assets.partitions import previous_release
     from tempo_assets.resources import open_archive
 
