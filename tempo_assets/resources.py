@@ -104,13 +104,13 @@ class EmbedderResource(dg.ConfigurableResource):
     cache_root: str = ""
 
     def embedder(self, precomputed_path: str | None = None):
-        from tempo_assets.core.inputs import embeddings as emb
+        from tempo_assets.core.inputs import embedders, precomputed_embeddings
         if self.kind == "precomputed" and precomputed_path:
-            return emb.PrecomputedEmbedder(precomputed_path)
+            return precomputed_embeddings.PrecomputedEmbedder(precomputed_path)
         if self.kind == "near":
-            return emb.NearEmbedder()
+            return embedders.NearEmbedder()
         if self.kind in ("kmer", "precomputed"):
-            return emb.KmerEmbedder(k=self.kmer_k, dim=self.kmer_dim)
+            return embedders.KmerEmbedder(k=self.kmer_k, dim=self.kmer_dim)
         raise TempoInputError(f"unknown embedder kind {self.kind!r} (kmer, near, precomputed)")
 
     def cache(self):

@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 
 from tempo_assets.core.base.dates import date_to_int, parse_date
-from tempo_assets.core.inputs.embeddings import load_precomputed_embeddings
+from tempo_assets.core.inputs.precomputed_embeddings import load_precomputed_embeddings
 from tempo_assets.core.inputs.fasta import read_fasta
 from tempo_assets.core.inputs.gaf import (
     gaf_generated_date, iter_gaf_lines, read_gaf, read_gaf_header, write_gaf_rows,
