@@ -169,7 +169,7 @@ class GridResource(dg.ConfigurableResource):
         return cls(**values)
 
     def selection_grid(self) -> dict[str, Any]:
-        """The fields of ``core.selection.SelectionGrid``."""
+        """The fields of ``core.recipe.valid_grid.SelectionGrid``."""
         import json
 
         return {"ks": tuple(self.ks), "lgbm_params": tuple(json.loads(self.lgbm_params_json)),

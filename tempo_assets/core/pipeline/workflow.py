@@ -29,9 +29,9 @@ from tempo_assets.core.neighbours.knn import KnnIndex, knn_term_scores
 from tempo_assets.core.evaluation.scoring import (
     MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of, valid_tau_table,
 )
-from tempo_assets.core.recipe.selection import (
-    apply_recipe, cafa_scorer, fit_rerankers, recipe_hash, recipe_profile, select_recipe,
-)
+from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe
+from tempo_assets.core.recipe.valid_grid import cafa_scorer
+from tempo_assets.core.recipe.frozen_recipe import apply_recipe, fit_rerankers
 from tempo_assets.core.base.windows import Window
 
 OLDER = "@t-1"  # suffix of a method trained at the window's t-1 instead of t0 (performance decay)

@@ -357,7 +357,7 @@ def _statement(sql: str) -> str:
 
 
 def ontology_frames(ontology: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The staging frames of an ``core.ontology.Ontology``.
+    """The staging frames of an ``core.inputs.go_graph.Ontology``.
 
     Returns
     -------
