@@ -67,7 +67,8 @@ def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def warehouse_growth(frames, removed: pd.DataFrame) -> Growth:
-    """A ``Growth`` from an evaluation set the warehouse returned (``core.storage.warehouse_models.GrowthFrames``).
+    """A ``Growth`` from an evaluation set the warehouse returned
+    (``core.storage.warehouse_models.GrowthFrames``).
 
     Rows are put in ``annotation_growth``'s order (targets by mode, aspect, protein; ground truth
     by mode, aspect, protein, term; known by aspect, protein, term) so a set equal to the Python
