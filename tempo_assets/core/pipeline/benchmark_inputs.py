@@ -1,5 +1,5 @@
-"""The benchmark's inputs: the targets of one profile (``TestTargets``), the union of VALID and
-TEST queries, merged embeddings, the VALID thresholds of every method, the TEST homology of a
+"""The benchmark's inputs: the targets of one profile (``TestTargets``), merged embeddings,
+predictions restricted to proteins, the VALID thresholds of every method, the TEST homology of a
 window (``WindowHomology``) and the marks on summary rows.
 """
 from __future__ import annotations
