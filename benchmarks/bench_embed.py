@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tempo_assets.core.inputs.embeddings import KmerEmbedder, NearEmbedder, embed_proteins
+from tempo_assets.core.inputs.embeddings import embed_proteins
+from tempo_assets.core.inputs.embedders import KmerEmbedder, NearEmbedder
 from tempo_assets.core.inputs.fasta import read_fasta
 from tempo_assets.core.neighbours.knn import KnnIndex
 

@@ -212,7 +212,8 @@ def build_window(args) -> Window:
 
 
 def stage_embedding(window: Window, work: Path, state: dict):
-    from tempo_assets.core.inputs.embeddings import EmbeddingCache, KmerEmbedder, embed_proteins, sequence_digest
+    from tempo_assets.core.inputs.embeddings import EmbeddingCache, embed_proteins
+    from tempo_assets.core.inputs.embedders import KmerEmbedder, sequence_digest
 
     embedder = KmerEmbedder(k=KMER_K, dim=KMER_DIM)
     unique = sorted({sequence_digest(s): s for s in window.sequences.values()}.items())
@@ -239,7 +240,7 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int)
     ratios and rates for the chunks done (printed as it goes)."""
     import faiss
 
-    from tempo_assets.core.inputs.embeddings import normalize_rows
+    from tempo_assets.core.inputs.embedders import normalize_rows
     from tempo_assets.core.neighbours.knn import KnnIndex
 
     ids, matrix = state["ids"], state["matrix"]

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tempo_assets.core.labels.annotations import clean_annotations, propagate_annotations, split_by_evidence  # noqa: E402
 from tempo_assets.core.labels.growth import align_terms, annotation_growth  # noqa: E402
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA, cluster_codes, target_homology  # noqa: E402
-from tempo_assets.core.inputs.releases import CutoffReader  # noqa: E402
+from tempo_assets.core.inputs.cutoff_reader import CutoffReader
 from tempo_assets.core.inputs.releases import open_archive  # noqa: E402
 
 

@@ -28,9 +28,9 @@ from tempo_assets.core.labels.annotations import EXPERIMENTAL_CODES
 from tempo_assets.core.inputs.fasta import read_fasta, write_fasta
 from tempo_assets.core.inputs.gaf import iter_gaf_lines, read_gaf, read_gaf_header, write_gaf_rows
 from tempo_assets.core.base.io import atomic_write, open_text
-from tempo_assets.core.inputs.releases import (
-    Archive, CutoffReader, DeriveRequest, ReleaseRequest, add_release, derive_release,
-)
+from tempo_assets.core.inputs.releases import Archive
+from tempo_assets.core.inputs.cutoff_reader import CutoffReader
+from tempo_assets.core.inputs.new_releases import DeriveRequest, ReleaseRequest, add_release, derive_release
 
 SEED = 20140929
 # proteins sampled per group (see sample_proteins)

@@ -75,7 +75,7 @@ class ArchiveResource(dg.ConfigurableResource):
 
     def reader(self, release_id: str):
         """A ``CutoffReader`` bound to the cutoff (as-of date) of ``release_id``."""
-        from tempo_assets.core.inputs.releases import CutoffReader
+        from tempo_assets.core.inputs.cutoff_reader import CutoffReader
 
         return CutoffReader(self.archive(), self.cutoff_of(release_id))
 
@@ -110,13 +110,13 @@ class EmbedderResource(dg.ConfigurableResource):
     cache_root: str = ""
 
     def embedder(self, precomputed_path: str | None = None):
-        from tempo_assets.core.inputs import embeddings as emb
+        from tempo_assets.core.inputs import embedders, precomputed_embeddings
         if self.kind == "precomputed" and precomputed_path:
-            return emb.PrecomputedEmbedder(precomputed_path)
+            return precomputed_embeddings.PrecomputedEmbedder(precomputed_path)
         if self.kind == "near":
-            return emb.NearEmbedder()
+            return embedders.NearEmbedder()
         if self.kind in ("kmer", "precomputed"):
-            return emb.KmerEmbedder(k=self.kmer_k, dim=self.kmer_dim)
+            return embedders.KmerEmbedder(k=self.kmer_k, dim=self.kmer_dim)
         raise TempoInputError(f"unknown embedder kind {self.kind!r} (kmer, near, precomputed)")
 
     def cache(self):
@@ -175,7 +175,7 @@ class GridResource(dg.ConfigurableResource):
         return cls(**values)
 
     def selection_grid(self) -> dict[str, Any]:
-        """The fields of ``core.selection.SelectionGrid``."""
+        """The fields of ``core.recipe.valid_grid.SelectionGrid``."""
         import json
 
         return {"ks": tuple(self.ks), "lgbm_params": tuple(json.loads(self.lgbm_params_json)),

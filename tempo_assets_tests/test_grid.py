@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from tempo_assets.core.recipe.candidates import FEATURE_SETS, parse_sources
-from tempo_assets.core.recipe.selection import SelectionGrid
+from tempo_assets.core.recipe.valid_grid import SelectionGrid
 from tempo_assets.resources import GRIDS, GridResource
 
 

@@ -155,7 +155,6 @@ def test_no_core_module_reads_as_a_test_file():
     assert not named_like_tests, f"core modules named like tests: {named_like_tests}"
 
 
-@pytest.mark.xfail(strict=True, reason="seven core modules still over 600 lines (issue 21, item 2)")
 def test_no_module_is_longer_than_six_hundred_lines():
     long = sorted(f"{p.relative_to(REPO)} ({n} lines)" for p in PACKAGE.rglob("*.py")
                   if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES)

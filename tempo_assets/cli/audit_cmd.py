@@ -41,11 +41,12 @@ def register(subparsers) -> None:
 
 def run_audit_design(args: argparse.Namespace) -> int:
     from tempo_assets.core.audits import design as design_audit
+    from tempo_assets.core.audits import design_spec
     from tempo_assets.core.base.errors import TempoInputError
 
     try:
         if args.max_examples < 0:
-            raise design_audit.DesignError("--max-examples must be >= 0")
+            raise design_spec.DesignError("--max-examples must be >= 0")
         report = design_audit.audit_design_files(
             args.design,
             reference_path=args.reference,

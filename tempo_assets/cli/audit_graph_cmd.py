@@ -93,11 +93,11 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
 
     from tempo_assets.core.labels.annotations import clean_annotations, propagate_annotations, split_by_evidence
     from tempo_assets.core.audits.leakage import FeatureInputs
-    from tempo_assets.core.inputs.embeddings import KmerEmbedder
+    from tempo_assets.core.inputs.embedders import KmerEmbedder
     from tempo_assets.core.base.errors import TempoInputError
     from tempo_assets.core.labels.ia import ia_counts
     from tempo_assets.core.neighbours.knn import KnnIndex
-    from tempo_assets.core.inputs.releases import CutoffReader
+    from tempo_assets.core.inputs.cutoff_reader import CutoffReader
     from tempo_assets.partitions import previous_release
     from tempo_assets.resources import open_archive
 

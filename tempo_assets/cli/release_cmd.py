@@ -68,7 +68,7 @@ def _describe(manifest) -> str:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from tempo_assets.core.inputs.releases import ReleaseRequest, add_release
+    from tempo_assets.core.inputs.new_releases import ReleaseRequest, add_release
 
     request = ReleaseRequest(
         args.release_id, args.gaf, args.obo, fasta=args.fasta, embeddings=args.embeddings,
@@ -84,7 +84,7 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_derive(args: argparse.Namespace) -> int:
-    from tempo_assets.core.inputs.releases import DeriveRequest, derive_release
+    from tempo_assets.core.inputs.new_releases import DeriveRequest, derive_release
 
     manifest = derive_release(args.archive, DeriveRequest(
         args.from_id, _date_arg(args.cutoff, "--cutoff"), args.release_id,

@@ -1,10 +1,10 @@
-"""A tiny four/five-release archive built with ``core.releases.add_release`` (tests only)."""
+"""A tiny four/five-release archive built with ``core.inputs.new_releases.add_release`` (tests only)."""
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
-from tempo_assets.core.inputs.releases import ReleaseRequest, add_release
+from tempo_assets.core.inputs.new_releases import ReleaseRequest, add_release
 
 RELEASES = ["2015-01-15", "2016-01-15", "2017-01-15", "2018-01-15", "2019-01-15"]
 TERMS = {  # term: (namespace, parents)

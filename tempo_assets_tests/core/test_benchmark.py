@@ -185,11 +185,12 @@ def test_compare_windows_and_decay():
 
 
 def test_lafa_growth_is_the_one_filter_selection_test_score_and_benchmark_share(tmp_path):
-    """``workflow.lafa_growth``: the protein-binding-only MF targets leave targets and ground truth,
+    """``window_growth.lafa_growth``: the protein-binding-only MF targets leave targets and ground truth,
     other aspects and other MF targets stay; benchmark_targets keeps the same targets."""
     from tempo_assets.core.storage.artefact_types import EvaluationSet
     from tempo_assets.core.labels.growth import Growth
-    from tempo_assets.core.pipeline.workflow import benchmark_targets, lafa_growth
+    from tempo_assets.core.pipeline.workflow import benchmark_targets
+    from tempo_assets.core.pipeline.window_growth import lafa_growth
 
     onto = parse_obo(write_obo(tmp_path / "go.obo", mf_terms()))
     truth = pd.DataFrame(closure(onto, "A", [PROTEIN_BINDING]) + closure(onto, "C", [PROTEIN_BINDING, OTHER])

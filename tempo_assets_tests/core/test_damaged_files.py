@@ -13,7 +13,8 @@ from tempo_assets.core.base.errors import DamagedFileError, StorageWriteError
 from tempo_assets.core.inputs.fasta import read_fasta
 from tempo_assets.core.inputs.gaf import read_gaf
 from tempo_assets.core.base.io import atomic_write
-from tempo_assets.core.inputs.ontology import OboFormatError, check_release_ontology, parse_obo
+from tempo_assets.core.inputs.ontology import check_release_ontology, parse_obo
+from tempo_assets.core.inputs.obo_header import OboFormatError
 from tempo_assets_tests.assets.tiny_archive import write_gaf, write_obo
 from tempo_assets_tests.full_disk import small_filesystem  # noqa: F401 (a fixture)
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tempo_assets.core.audits import design as da
+from tempo_assets.core.audits import design_checks, design_spec
 from tempo_assets.core.base.errors import TempoInputError
 
 CLEAN_ROWS = [
@@ -22,7 +23,7 @@ CLEAN_ROWS = [
     ("P5", "B", "s4", "test", 5.0, "2020-09-01"),
 ]
 BASE_DESIGN = {
-    "schema_version": da.SCHEMA_VERSION,
+    "schema_version": design_spec.SCHEMA_VERSION,
     "table": "table.csv",
     "split_column": "split",
     "partitions": {"train": ["train"], "validation": ["valid"], "test": ["test"]},
@@ -75,7 +76,7 @@ def test_clean_design_passes(tmp_path):
     }
     assert report["status"] == "pass" and report["exit_code"] == 0
     assert report["table"]["partition_rows"] == {"train": 2, "validation": 1, "test": 2}
-    assert report["algorithm"] == da.ALGORITHM
+    assert report["algorithm"] == design_spec.ALGORITHM
     digests = {i["role"]: i["sha256"] for i in report["inputs"]}
     assert digests["table"] == da.sha256_file(tmp_path / "table.csv")
     assert set(digests) == {"design", "table", "reference"}
@@ -231,20 +232,20 @@ def test_reference_id_list_for_single_column_identity(tmp_path):
 
 
 def test_rollup_order():
-    assert max(["pass", "not_testable"], key=da.STATUS_RANK.__getitem__) == "not_testable"
-    assert max(["not_testable", "investigate"], key=da.STATUS_RANK.__getitem__) == "investigate"
-    assert max(["investigate", "fail", "pass"], key=da.STATUS_RANK.__getitem__) == "fail"
+    assert max(["pass", "not_testable"], key=design_spec.STATUS_RANK.__getitem__) == "not_testable"
+    assert max(["not_testable", "investigate"], key=design_spec.STATUS_RANK.__getitem__) == "investigate"
+    assert max(["investigate", "fail", "pass"], key=design_spec.STATUS_RANK.__getitem__) == "fail"
 
 
 def test_rules_digest_tracks_rules_only(tmp_path):
-    base = da.parse_design(BASE_DESIGN, tmp_path / "d.yaml").rules_digest()
+    base = design_spec.parse_design(BASE_DESIGN, tmp_path / "d.yaml").rules_digest()
     reordered = dict(reversed(list(BASE_DESIGN.items())))
-    assert da.parse_design(reordered, tmp_path / "d.yaml").rules_digest() == base
-    assert da.parse_design({**BASE_DESIGN, "description": "x", "table": "other.csv"}).rules_digest() == base
+    assert design_spec.parse_design(reordered, tmp_path / "d.yaml").rules_digest() == base
+    assert design_spec.parse_design({**BASE_DESIGN, "description": "x", "table": "other.csv"}).rules_digest() == base
     for change in ({"label_tolerance": 0.5}, {"repeated_entities": "allow"}, {"group_columns": []},
                    {"forbidden_pairs": [["train", "test"]]},
                    {"chronology": {**BASE_DESIGN["chronology"], "strictly_before": False}}):
-        assert da.parse_design({**BASE_DESIGN, **change}).rules_digest() != base, change
+        assert design_spec.parse_design({**BASE_DESIGN, **change}).rules_digest() != base, change
     # the digest in the report is the design's and changes with a rule
     first = _audit(tmp_path)["rules_sha256"]
     second = _audit(tmp_path, design=_with(label_tolerance=0.5))["rules_sha256"]
@@ -252,7 +253,7 @@ def test_rules_digest_tracks_rules_only(tmp_path):
 
 
 def test_default_partitions_and_pairs():
-    design = da.parse_design({k: v for k, v in BASE_DESIGN.items() if k != "partitions"})
+    design = design_spec.parse_design({k: v for k, v in BASE_DESIGN.items() if k != "partitions"})
     assert design.partitions == {"train": ("train",), "validation": ("validation",), "test": ("test",)}
     assert design.forbidden_pairs == (("train", "validation"), ("train", "test"), ("validation", "test"))
 
@@ -291,7 +292,7 @@ def test_duplicate_yaml_key_is_an_error(tmp_path):
     path = tmp_path / "design.yaml"
     path.write_text(yaml.safe_dump(BASE_DESIGN) + "repeated_entities: allow\n")
     with pytest.raises(TempoInputError, match="duplicate key 'repeated_entities'"):
-        da.load_design(path)
+        design_spec.load_design(path)
 
 
 def test_custom_aliases(tmp_path):
@@ -351,10 +352,10 @@ def test_vectorised_counts_equal_loop_reference(tmp_path, seed):
     assays = rng.choice(["A", "B"], size=n)
     labels = rng.integers(0, 4, size=n) * 0.5
     table = pd.DataFrame({"id": ids, "assay": assays, "split": roles, "y": labels})
-    design = da.parse_design({"schema_version": da.SCHEMA_VERSION, "table": None, "split_column": "split",
+    design = design_spec.parse_design({"schema_version": design_spec.SCHEMA_VERSION, "table": None, "split_column": "split",
                               "entity_columns": ["id", "assay"], "label_column": "y",
                               "label_tolerance": 0.5})
-    report = da.audit_design(design, table)
+    report = design_checks.audit_design(design, table)
     rows = list(zip(zip(ids, assays), roles, labels))
     repeats, shared, conflicts = _loop_reference(rows, design.forbidden_pairs, 0.5)
     got = _check(report, "repeated_entities")["counts"]["by_partition"]
@@ -440,5 +441,5 @@ def test_validation_precedes_test_without_cutoffs(tmp_path):
 def test_declaration_shape_errors_name_the_key(change, needle):
     """The key-level shape (pydantic) reports the offending key, as the structured parsers do."""
     with pytest.raises(TempoInputError) as raised:
-        da.parse_design({**BASE_DESIGN, **change})
+        design_spec.parse_design({**BASE_DESIGN, **change})
     assert needle in str(raised.value)

@@ -6,17 +6,10 @@ import gzip
 import numpy as np
 import pytest
 
-from tempo_assets.core.inputs.embeddings import (
-    AMINO_ACIDS,
-    EmbeddingCache,
-    EmbeddingFormatError,
-    Embedder,
-    KmerEmbedder,
-    NearEmbedder,
-    PrecomputedEmbedder,
-    embed_proteins,
-    load_precomputed_embeddings,
-    normalize_rows,
+from tempo_assets.core.inputs.embeddings import EmbeddingCache, embed_proteins
+from tempo_assets.core.inputs.precomputed_embeddings import PrecomputedEmbedder, load_precomputed_embeddings
+from tempo_assets.core.inputs.embedders import (
+    AMINO_ACIDS, EmbeddingFormatError, Embedder, KmerEmbedder, NearEmbedder, normalize_rows,
 )
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared

@@ -1,4 +1,4 @@
-"""Tests for the OBO parser and propagation (tempo_assets.core.inputs.ontology)."""
+"""Tests for the OBO parser and propagation (tempo_assets.core.inputs.ontology, go_graph, obo_header)."""
 from __future__ import annotations
 
 import gzip
@@ -9,12 +9,9 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.inputs.ontology import (
-    OboFormatError,
-    UnknownTermError,
-    obo_file_date,
-    parse_obo,
-)
+from tempo_assets.core.inputs.ontology import parse_obo
+from tempo_assets.core.inputs.obo_header import OboFormatError, obo_file_date
+from tempo_assets.core.inputs.go_graph import UnknownTermError
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 GO_DIR = GOA_ARCHIVE / "go"

@@ -7,13 +7,15 @@ import dataclasses
 import inspect
 from pathlib import Path
 
-from tempo_assets.core.inputs import embeddings
+from tempo_assets.core.inputs import embedders, embeddings, precomputed_embeddings
 from tempo_assets.core.neighbours import blast, homology, knn
-from tempo_assets.core.pipeline import workflow
-from tempo_assets.core.recipe import baselines, candidates, features, reranker, selection
+from tempo_assets.core.pipeline import corpus_neighbours, recipe_predictions, workflow
+from tempo_assets.core.recipe import baselines, candidates, features, frozen_recipe, reranker, selection, valid_grid
 from tempo_assets.core.recipe.candidates import CandidateSource
 
-RECIPE_MODULES = (selection, candidates, features, reranker, baselines, workflow, homology, blast, embeddings, knn)
+RECIPE_MODULES = (selection, valid_grid, frozen_recipe, candidates, features, reranker, baselines, workflow,
+                  corpus_neighbours, recipe_predictions, homology, blast, embeddings, embedders,
+                  precomputed_embeddings, knn)
 MAX_LINES, MAX_PARAMETERS = 60, 7
 
 

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tempo_assets.core.inputs import releases as releases_module
+from tempo_assets.core.inputs import new_releases as new_releases_module
 from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
 from tempo_assets.core.inputs.gaf import GafFormatError, gaf_generated_date, read_gaf, read_gaf_header
-from tempo_assets.core.inputs.releases import (
-    Archive,
-    ArchiveError,
-    CutoffReader,
-    DeriveRequest,
-    ReleaseRequest,
-    add_release,
-    derive_release,
-)
+from tempo_assets.core.inputs.releases import Archive, ArchiveError
+from tempo_assets.core.inputs.cutoff_reader import CutoffReader
+from tempo_assets.core.inputs.new_releases import DeriveRequest, ReleaseRequest, add_release, derive_release
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,7 +169,7 @@ def test_bad_inputs_leave_no_release(tmp_path, inputs, monkeypatch):
         add_release(root, ReleaseRequest("r", [inputs["gaf"]], inputs["obo_2014"], fasta=bad))
     # a failure half way through building the folder leaves nothing behind either
     calls = []
-    real_place = releases_module._place
+    real_place = new_releases_module._place
 
     def failing_place(source, target, link):
         calls.append(source)
@@ -183,7 +177,7 @@ def test_bad_inputs_leave_no_release(tmp_path, inputs, monkeypatch):
             raise OSError("disk full")
         real_place(source, target, link)
 
-    monkeypatch.setattr(releases_module, "_place", failing_place)
+    monkeypatch.setattr(new_releases_module, "_place", failing_place)
     with pytest.raises(OSError):
         add_release(root, ReleaseRequest("r", [inputs["gaf"]], inputs["obo_2014"]))
     assert len(calls) == 2

@@ -281,7 +281,7 @@ def test_log_proteins_is_sorted_and_distinct():
 
 
 def test_rows_after_the_cutoff_are_read_back_from_the_dropping_file(tmp_path):
-    from tempo_assets.core.inputs.releases import CutoffReader
+    from tempo_assets.core.inputs.cutoff_reader import CutoffReader
     from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 
     archive = build_tiny_archive(tmp_path, n_releases=1, n_proteins=8)

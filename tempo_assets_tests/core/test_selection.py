@@ -9,15 +9,9 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.recipe.selection import (
-    GRID_COLUMNS,
-    CandidateSource,
-    SelectionGrid,
-    apply_recipe,
-    cafa_scorer,
-    recipe_hash,
-    select_recipe,
-)
+from tempo_assets.core.recipe.selection import CandidateSource, recipe_hash, select_recipe
+from tempo_assets.core.recipe.valid_grid import GRID_COLUMNS, SelectionGrid, cafa_scorer
+from tempo_assets.core.recipe.frozen_recipe import apply_recipe
 
 FAMILIES = 6
 MODES = ("NK", "LK", "PK")
@@ -361,7 +355,7 @@ def prior_world(seed: int) -> CandidateSource:
 
 
 def test_valid_blends_the_prior_in_where_it_beats_the_chosen_cell():
-    from tempo_assets.core.recipe.selection import blend_with_prior, prior_scores
+    from tempo_assets.core.recipe.valid_grid import blend_with_prior, prior_scores
 
     train, valid = prior_world(1), prior_world(2)
     frame, recipe = select_recipe({"ks": (5,), "lgbm_params": ()}, train_sets={"kmer": train},
@@ -405,7 +399,8 @@ def test_the_blended_prior_leaves_the_scored_proteins_own_labels_out():
 
 def test_recipe_profile_defaults_to_cafaeval_and_refuses_another():
     """A recipe records the profile it was selected under; one frozen before that was cafaeval's."""
-    from tempo_assets.core.recipe.selection import SelectionInputError, recipe_profile
+    from tempo_assets.core.recipe.selection import recipe_profile
+    from tempo_assets.core.recipe.valid_grid import SelectionInputError
 
     assert recipe_profile({"format": "tempo-recipe-1"}) == "cafaeval"
     assert recipe_profile({"profile": "lafa"}) == "lafa"

@@ -7,7 +7,8 @@ import pytest
 
 from tempo_assets.core.evaluation.benchmark import BenchmarkOptions
 from tempo_assets.core.evaluation import EvalOntology
-from tempo_assets.core.pipeline.workflow import OLDER, TestTargets as Cells, WindowPredictions, benchmark_window
+from tempo_assets.core.pipeline.workflow import OLDER, WindowPredictions, benchmark_window
+from tempo_assets.core.pipeline.benchmark_inputs import TestTargets as Cells
 from tempo_assets_tests.core.obo_fixtures import ROOTS, write_obo
 
 RIGHT, WRONG = "GO:0000001", "GO:0000002"

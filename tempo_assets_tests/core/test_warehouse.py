@@ -19,12 +19,9 @@ from sqlalchemy.exc import IntegrityError
 from tempo_assets.core.storage import warehouse as warehouse_module
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.storage.warehouse import (
-    Warehouse,
-    WarehouseError,
-    default_sql_dir,
-    default_warehouse_url,
-    ontology_frames,
+    Warehouse, default_sql_dir, default_warehouse_url, ontology_frames,
 )
+from tempo_assets.core.storage.warehouse_models import WarehouseError
 from tempo_assets_tests.services import postgres_database
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.pipeline.workflow import growth_between, sequence_map
+from tempo_assets.core.pipeline.window_growth import growth_between, sequence_map
 from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.assets.tiny_archive import write_obo
 

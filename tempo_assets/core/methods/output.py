@@ -98,7 +98,7 @@ def validate_predictions(path: str | Path, targets: Iterable[str], ontology: Any
                          max_invalid_fraction: float = 0.5) -> PredictionCheck:
     """Parse and check ``path``; raises :class:`RejectedPredictions` when it is mostly invalid.
 
-    ``ontology`` is the bundle's (``core.ontology.Ontology``): terms are resolved with
+    ``ontology`` is the bundle's (``core.inputs.go_graph.Ontology``): terms are resolved with
     ``core.annotations.classify_terms`` (alt_id -> primary id, obsolete / unknown dropped) and
     given their aspect.
     """

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.inputs.embeddings import normalize_rows
+from tempo_assets.core.inputs.embedders import normalize_rows
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import atomic_write
 from tempo_assets.core.base.progress import Progress

@@ -6,7 +6,7 @@ nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/evalua
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -15,24 +15,30 @@ import pandas as pd
 from tempo_assets.core.storage.artefact_types import (
     Benchmark, Embeddings, EvaluationSet, FrozenRecipe, KnnCorpus, ReleaseAnnotations, Scores, ValidSelection,
 )
-from tempo_assets.core.recipe.baselines import goa_nonexperimental_scores, naive_term_scores
-from tempo_assets.core.evaluation.benchmark import (
-    decay_table, lafa_terms_of_interest, paired_differences, protein_binding_only_targets,
-)
-from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits, homology_hits
-from tempo_assets.core.recipe.candidates import HIT_TOP, CandidateSource, nonexp_groups
+from tempo_assets.core.recipe.baselines import goa_nonexperimental_scores
+from tempo_assets.core.evaluation.benchmark import decay_table, paired_differences
+from tempo_assets.core.recipe.candidates import CandidateSource, nonexp_groups
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.labels.growth import Growth, align_terms, annotation_growth
+from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.neighbours.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
 from tempo_assets.core.labels.ia import ia_counts
-from tempo_assets.core.neighbours.knn import KnnIndex, knn_term_scores
 from tempo_assets.core.evaluation.scoring import (
-    MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of, valid_tau_table,
+    MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of,
 )
-from tempo_assets.core.recipe.selection import (
-    apply_recipe, cafa_scorer, fit_rerankers, recipe_hash, recipe_profile, select_recipe,
-)
+from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe
+from tempo_assets.core.recipe.valid_grid import cafa_scorer
+from tempo_assets.core.recipe.frozen_recipe import apply_recipe, fit_rerankers
 from tempo_assets.core.base.windows import Window
+from tempo_assets.core.pipeline.corpus_neighbours import neighbours_of, recipe_hits, term_depths
+from tempo_assets.core.pipeline.recipe_predictions import (
+    SUBMISSION_CHUNK_PROTEINS, blast_predictions, method_predictions,
+)
+from tempo_assets.core.pipeline.benchmark_inputs import (
+    TestTargets, WindowHomology, mark_rows, merge_embeddings, restrict, valid_taus,
+)
+from tempo_assets.core.pipeline.window_growth import (
+    growth_between, growth_differences, lafa_growth, sequence_map, warehouse_growth,
+)
 
 OLDER = "@t-1"  # suffix of a method trained at the window's t-1 instead of t0 (performance decay)
 
@@ -41,41 +47,11 @@ OLDER = "@t-1"  # suffix of a method trained at the window's t-1 instead of t0 (
 # growth and corpora
 
 
-def sequence_map(frame: pd.DataFrame, restrict: Iterable[str] | None = None) -> dict[str, str]:
-    """``{protein: sequence sha256}`` of a stored ``sequences`` frame (optionally restricted)."""
-    mapping = dict(zip(frame["protein"], frame["sequence_sha256"]))
-    if restrict is not None:
-        keep = set(restrict)
-        mapping = {p: h for p, h in mapping.items() if p in keep}
-    return mapping
-
-
-def growth_between(old_annotations: Mapping[str, Any], new_annotations: Mapping[str, Any], new_ontology,
-                   old_sequences: Mapping[str, str], new_sequences: Mapping[str, str] | None = None) -> Growth:
-    """NK/LK/PK growth from an older release's experimental annotations to a newer one's.
-
-    The older annotations are first expressed in the newer ontology (``align_terms``), so an edge
-    added between releases is not counted as growth. Targets are restricted to proteins whose
-    sequence is available at the older release (``old_sequences``: protein -> sequence sha256)
-    and, where ``new_sequences`` knows the protein too, unchanged at the newer one (docs/PROTOCOL.md).
-    """
-
-    old_aligned, _ = align_terms(old_annotations["experimental"], new_ontology)
-    return annotation_growth(old_aligned, new_annotations["experimental"], sequences=dict(old_sequences),
-                             new_sequences=None if new_sequences is None else dict(new_sequences))
-
-
 def release_growth(old: ReleaseAnnotations, new: ReleaseAnnotations, new_ontology, old_sequences: pd.DataFrame,
                    new_sequences: pd.DataFrame, embedded_ids: Iterable[str]) -> Growth:
     """Growth between two releases, targets restricted to proteins embedded at the older one."""
     return growth_between(old, new, new_ontology, sequence_map(old_sequences, embedded_ids),
                           sequence_map(new_sequences))
-
-
-def term_depths(ontology, terms: Iterable[str]) -> pd.Series:
-    """Depth of each term in ``ontology`` (a feature of candidates)."""
-    terms = sorted(set(terms))
-    return pd.Series([ontology.depth(t) if t in ontology else 0 for t in terms], index=terms, dtype=float)
 
 
 def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) -> KnnCorpus:
@@ -86,53 +62,6 @@ def build_corpus(embedded: Mapping[str, Any], annotations: Mapping[str, Any]) ->
     return KnnCorpus(ids=ids, matrix=embedded["matrix"][[position[p] for p in ids]],
                      annotations=experimental[experimental["protein"].isin(ids)].reset_index(drop=True),
                      embedder_id=embedded["embedder_id"])
-
-
-def corpus_index(corpus: Mapping[str, Any]):
-    """The faiss index of a stored ``knn_corpus`` value (rebuilt: an exact flat index is cheap)."""
-
-    return KnnIndex.build(corpus["ids"], corpus["matrix"])
-
-
-def query_rows(embedded: Mapping[str, Any], proteins: Iterable[str]):
-    """``(ids, matrix)`` of the ``proteins`` present in an ``embeddings`` value, in sorted order."""
-    position = {p: i for i, p in enumerate(embedded["ids"])}
-    ids = sorted(p for p in set(proteins) if p in position)
-    return ids, embedded["matrix"][[position[p] for p in ids]]
-
-
-def neighbours_of(corpus: Mapping[str, Any], embedded: Mapping[str, Any], proteins: Iterable[str], k: int):
-    """Top-``k`` corpus neighbours (self excluded) of ``proteins`` embedded in ``embedded``."""
-    ids, matrix = query_rows(embedded, proteins)
-    return corpus_index(corpus).search(ids, matrix, k, exclude_self=True)
-
-
-HOMOLOGY_THREADS = 2  # DIAMOND threads of the recipe's homology source (fixed: equal inputs, equal hits)
-
-
-def recipe_hits(proteins: Iterable[str], query_sequences: Mapping[str, str], corpus: Mapping[str, Any],
-                corpus_sequences: pd.DataFrame, groups: Sequence[Iterable[str]] | None = None) -> pd.DataFrame:
-    """DIAMOND hits (``blast.homology_hits``) of ``proteins`` in the sequences of ``corpus``' proteins.
-
-    ``groups`` (protein sets covering ``proteins``) are searched one DIAMOND run each, a protein in
-    the first group holding it (DIAMOND picks its algorithm by the number of queries, see
-    :func:`every_method`); without them all proteins are one run.
-    """
-
-    in_corpus = set(corpus["ids"])
-    subjects = {p: q for p, q in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
-    wanted = [p for p in dict.fromkeys(map(str, proteins)) if p in query_sequences]
-    seen: set[str] = set()
-    parts = []
-    for group in (groups or [wanted]):
-        chosen = [p for p in dict.fromkeys(map(str, group)) if p not in seen and p in query_sequences]
-        chosen = [p for p in chosen if p in set(wanted)]
-        seen.update(chosen)
-        if chosen or not parts:
-            with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
-                parts.append(homology_hits({p: query_sequences[p] for p in chosen}, subjects, workdir,
-                                           threads=HOMOLOGY_THREADS, top=HIT_TOP))
-    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
 @dataclass(frozen=True)
@@ -213,26 +142,6 @@ def verify_recipe(frozen: FrozenRecipe | Mapping[str, Any], recorded_hash: str |
     return frozen["recipe"]
 
 
-def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
-                       targets: pd.DataFrame, k_plain: int, ontology=None) -> dict[str, pd.DataFrame]:
-    """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
-
-    All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
-    labelled candidates the recipe's rerankers are refit on; ``targets`` (``protein, aspect``)
-    are the proteins the naive baseline scores; ``ontology`` (the candidate release's) makes the
-    recipe's scores consistent with it (``apply_recipe``).
-    """
-
-    return {
-        "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology),
-        "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
-        "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
-    }
-
-
-SUBMISSION_CHUNK_PROTEINS = 2000  # proteins scored at a time by a CAFA submission
-
-
 def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
                   proteins: Iterable[str], ontology=None,
                   chunk: int = SUBMISSION_CHUNK_PROTEINS) -> Iterator[pd.DataFrame]:
@@ -267,15 +176,6 @@ def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_sour
         scored = replace(source, neighbours=neighbours(i), hits=hits(i), nonexp=nonexp(i))
         yield apply_recipe(recipe, scored, train_source, proteins=ordered[i * int(chunk):(i + 1) * int(chunk)],
                            ontology=ontology, rerankers=rerankers)
-
-
-def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annotations: pd.DataFrame,
-                      threads: int, sensitivity: str | None) -> pd.DataFrame:
-    """The BLAST baseline: DIAMOND hits of ``query`` in ``corpus``, terms scored by max pident/100."""
-
-    with tempfile.TemporaryDirectory(prefix="tempo_blast_") as workdir:
-        hits = diamond_hits(query, corpus, workdir, threads=threads, sensitivity=sensitivity or None)
-    return blast_term_scores(hits, annotations)
 
 
 @dataclass(frozen=True)
@@ -339,23 +239,6 @@ def _blast_by_group(trained: TrainedAt, queries: Queries, proteins, config: Base
 
 # --------------------------------------------------------------------------------------------
 # VALID, TEST and the benchmark
-
-
-def lafa_growth(growth: Growth, ontology_old, ontology_new) -> tuple[Growth, frozenset[str], list[str]]:
-    """Growth ``(old, new]`` under LAFA's conventions: (growth, terms of interest, dropped proteins).
-
-    MF targets whose only new term is protein binding are dropped (targets and ground truth); the
-    terms of interest are those live in both ontologies. VALID selection (``select_on_valid``),
-    ``score_test`` and ``benchmark_targets`` all filter through here.
-    """
-
-    toi = lafa_terms_of_interest(ontology_old, ontology_new)
-    dropped = sorted(protein_binding_only_targets(growth.ground_truth, growth.known, ontology_new))
-
-    def keep(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame[~((frame["aspect"] == "MF") & frame["protein"].isin(dropped))].reset_index(drop=True)
-
-    return replace(growth, targets=keep(growth.targets), ground_truth=keep(growth.ground_truth)), toi, dropped
 
 
 @dataclass(frozen=True)
@@ -453,24 +336,6 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
                   excluded_by_sequence=len(growth.removed)), methods
 
 
-@dataclass(frozen=True)
-class TestTargets:
-    """The cells a benchmark scores under one profile: growth, LAFA's filters when ``lafa``, the evaluator."""
-
-    targets: pd.DataFrame
-    ground_truth: pd.DataFrame
-    known: pd.DataFrame
-    counts: pd.DataFrame
-    eval_ontology: Any
-    toi: Any = None
-    dropped: list = field(default_factory=list)
-    lafa: bool = False
-
-    def options(self, options: ScoringOptions) -> ScoringOptions:
-        """``options`` under this profile (``lafa``: prop fill, no orphans)."""
-        return replace(options, lafa=self.lafa)
-
-
 def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_ontology, lafa: bool) -> TestTargets:
     """Growth as test_score scored it (profile ``cafaeval``) or, with ``lafa``, under LAFA's conventions.
 
@@ -486,37 +351,6 @@ def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_onto
         targets = targets.targets
     return TestTargets(targets.reset_index(drop=True), g.ground_truth, g.known, growth.counts, eval_ontology,
                        toi, dropped, bool(lafa))
-
-
-def mark_rows(summary: pd.DataFrame, notes: Mapping[str, str], no_valid_tau: Iterable[str]) -> pd.DataFrame:
-    """``note`` per method row (``notes[name]``, else empty); the VALID-threshold columns of the
-    ``no_valid_tau`` methods (no predictions at t-1 to fix a threshold on VALID) emptied.
-    Without registered methods the summary is returned as it is (no ``note`` column)."""
-    if summary.empty or not notes:
-        return summary
-    summary = summary.copy()
-    summary["note"] = summary["method"].map(dict(notes)).fillna("")
-    missing = summary["method"].isin(set(no_valid_tau))
-    headline = [c for c in summary.columns if c.startswith("valid_tau") or "_at_valid_tau" in c]
-    summary.loc[missing, headline] = float("nan")
-    return summary
-
-
-def merge_embeddings(first: Embeddings, second: Embeddings, first_proteins: Iterable[str],
-                     second_proteins: Iterable[str]) -> Embeddings:
-    """The rows of ``first_proteins`` from ``first`` and the other ``second_proteins`` from ``second``.
-
-    Lets one run of every method at ``t-1`` score TEST targets (embedded at ``t0``) and VALID
-    targets (embedded at ``t-1``) at once; a protein in both keeps ``first``'s row (both growths
-    exclude proteins whose sequence changed, so the rows embed the same sequence).
-    """
-    if first["embedder_id"] != second["embedder_id"]:
-        raise TempoInputError(f"embeddings of two embedders ({first['embedder_id']}, {second['embedder_id']}) "
-                              "cannot be merged")
-    ids_a, rows_a = query_rows(first, first_proteins)
-    ids_b, rows_b = query_rows(second, set(second_proteins) - set(ids_a))
-    return Embeddings(ids=list(ids_a) + list(ids_b), matrix=np.concatenate([rows_a, rows_b]),
-                      embedder_id=first["embedder_id"])
 
 
 def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, embedded_t0: Embeddings,
@@ -538,48 +372,6 @@ def union_query(test_targets: pd.DataFrame | None, valid_targets: pd.DataFrame, 
     groups = [list(dict.fromkeys(f["protein"])) for f in frames]
     return (merge_embeddings(embedded_t0, embedded_valid, test_proteins, valid_targets["protein"]), sequences,
             targets, groups)
-
-
-def restrict(predictions: Mapping[str, pd.DataFrame], proteins: Iterable[str]) -> dict[str, pd.DataFrame]:
-    """Every method's predictions for ``proteins`` only."""
-    keep = set(proteins)
-    return {m: p[p["protein"].isin(keep)].reset_index(drop=True) for m, p in predictions.items()}
-
-
-def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: Iterable[str],
-               recipe: Mapping[str, Any], options: ScoringOptions, source: str) -> pd.DataFrame:
-    """Every method's VALID threshold per (mode, aspect) under ``valid``'s profile (``core.evaluation.scoring.valid_tau_table``).
-
-    ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
-    each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
-    kept. Under the profile the recipe was selected under (``core.selection.recipe_profile``) the
-    recipe keeps the thresholds its frozen recipe fixed on VALID by the same rule (``tau_by_mode``,
-    so ``test_score`` and the benchmark read the recipe at one threshold). Under the other profile
-    the frozen thresholds were chosen under other conventions, so the same rule is applied to
-    ``recipe@t-1`` on the VALID targets scored under that profile (VALID data only, as every other
-    method). A method missing from ``older`` gets none (and a note).
-    """
-
-    names = list(methods)
-    frozen = bool(recipe.get("aspects")) and recipe_profile(recipe) == valid.options(options).profile
-    scored = {m: older[m] for m in names if m in older and not (m == "recipe" and frozen)}
-    summary = pd.DataFrame()
-    if scored:
-        summary, _ = score_methods(valid.eval_ontology, valid.targets, valid.ground_truth, valid.known,
-                                   restrict(scored, valid.targets["protein"]),
-                                   replace(valid.options(options), n_boot=0), toi=valid.toi)
-    table = valid_tau_table(summary, names, recipe if frozen else None, source)
-    table.insert(0, "profile", valid.options(options).profile)
-    return table
-
-
-@dataclass(frozen=True)
-class WindowHomology:
-    """A window's TEST targets' sequence clusters and identity to the t0 corpus (``core.homology``)."""
-
-    clusters: pd.DataFrame  # protein, cluster, cluster_size
-    identity: pd.DataFrame  # protein, aspect, mode, max_identity, nearest_train, identity_stratum
-    info: dict
 
 
 def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], corpus: KnnCorpus,
@@ -715,55 +507,16 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
 
 
 __all__ = [
-    "MODES", "OLDER", "BaselineConfig", "CandidateRelease", "Queries", "TestScoring", "TestTargets", "TrainedAt",
-    "ValidScoring", "WindowHomology", "WindowNotes", "WindowPredictions", "window_homology",
-    "score_one_profile", "benchmark_targets", "benchmark_window",
-    "blast_predictions", "build_corpus", "candidate_source", "every_method", "growth_between",
-    "latest_recipe_key", "merge_embeddings", "method_predictions", "recipe_chunks", "restrict", "union_query", "valid_taus",
-    "neighbours_of", "release_growth", "reranker_labels", "SUBMISSION_CHUNK_PROTEINS",
-    "score_test", "select_on_valid", "sequence_map", "term_depths", "verify_recipe", "evaluation_set",
-    "warehouse_growth", "growth_differences",
+    "MODES", "OLDER", "BaselineConfig", "CandidateRelease", "Queries", "TestScoring", "TrainedAt",
+    "ValidScoring", "WindowNotes", "WindowPredictions", "window_homology", "score_one_profile",
+    "benchmark_targets", "benchmark_window", "build_corpus", "candidate_source", "every_method",
+    "latest_recipe_key", "recipe_chunks", "union_query", "release_growth", "reranker_labels", "score_test",
+    "select_on_valid", "verify_recipe", "evaluation_set",
 ]
 
 
 # --------------------------------------------------------------------------------------------
 # evaluation sets from the SQL warehouse
-
-
-_MODE_ORDER = pd.CategoricalDtype(list(MODES), ordered=True)
-_ASPECT_ORDER = pd.CategoricalDtype(["BP", "MF", "CC"], ordered=True)
-
-
-def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    order = frame.assign(**{k: frame[k].astype(_MODE_ORDER if k == "mode" else _ASPECT_ORDER)
-                            for k in keys if k in ("mode", "aspect")})
-    index = order.sort_values(keys, kind="mergesort").index
-    return frame.loc[index].astype(str).reset_index(drop=True)
-
-
-def warehouse_growth(frames, removed: pd.DataFrame) -> Growth:
-    """A ``Growth`` from an evaluation set the warehouse returned (``core.warehouse.GrowthFrames``).
-
-    Rows are put in ``annotation_growth``'s order (targets by mode, aspect, protein; ground truth
-    by mode, aspect, protein, term; known by aspect, protein, term) so a set equal to the Python
-    growth is the same frame, row for row. ``removed`` (targets excluded by the sequence rule)
-    comes from the Python growth: the warehouse keeps no exclusion reasons.
-    """
-    return Growth(targets=_sorted(frames.targets[["protein", "aspect", "mode"]], ["mode", "aspect", "protein"]),
-                  ground_truth=_sorted(frames.ground_truth[["protein", "term", "aspect", "mode"]],
-                                       ["mode", "aspect", "protein", "term"]),
-                  known=_sorted(frames.known[["protein", "term", "aspect"]], ["aspect", "protein", "term"]),
-                  removed=removed)
-
-
-def growth_differences(sql: Growth, python: Growth) -> dict[str, int]:
-    """Rows in one growth and not the other, per frame (all zero: the warehouse agrees with Python)."""
-    out = {}
-    for name in ("targets", "ground_truth", "known"):
-        a = set(map(tuple, getattr(sql, name).astype(str).to_numpy()))
-        b = set(map(tuple, getattr(python, name).astype(str).to_numpy()))
-        out[f"{name}_only_sql"], out[f"{name}_only_python"] = len(a - b), len(b - a)
-    return out
 
 
 def evaluation_set(frames, python: Growth, where: str) -> Growth:

@@ -1,4 +1,5 @@
-"""Selection of a frozen recipe on the VALID window, and its application at a new cutoff.
+"""Selection of a frozen recipe on the VALID window (the grid itself in ``valid_grid.py``, its
+application at a new cutoff in ``frozen_recipe.py``).
 
 ``select_recipe`` scores a grid (embedder x K x reranker variant) on VALID growth
 ``(t-1, t0]`` per aspect and per mode (NK, LK, PK are never pooled), then decides per aspect:
@@ -25,12 +26,6 @@ they are, and under LAFA's ``fill`` a parent is no longer kept below its child.
 The reranker of a cell is trained on TRAIN labels (candidates from the ``t-2`` corpus,
 labelled by growth in ``(t-2, t-1]``) and early-stopped on VALID labelled candidates. Nothing
 of TEST reaches this module's ``select_recipe``: its signature has no such input.
-
-``apply_recipe`` fits with the recipe's fixed hyperparameters and ``n_estimators`` (no early
-stopping) on the labels it is given and scores new candidates. Given the TRAIN labels it rebuilds
-the very rerankers VALID scored (LightGBM is deterministic here), which is how the TEST score reads
-them at the thresholds VALID fixed (``Window.recipe_labels``); a fresh-cutoff submission, which has
-no threshold, refits on its own cutoff's labels.
 """
 from __future__ import annotations
 
@@ -38,13 +33,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.recipe.baselines import naive_term_scores
 from tempo_assets.core.recipe.candidates import (
     SOURCES, CandidateSource, feature_set, parse_sources, recipe_features, restrict_sources,
 )
@@ -52,196 +45,13 @@ from tempo_assets.core.recipe.features import prepare_neighbours
 from tempo_assets.core.base.io import digest_json
 from tempo_assets.core.neighbours.knn import knn_term_scores
 from tempo_assets.core.base.progress import Progress
-from tempo_assets.core.evaluation.scoring import (
-    ASPECTS, MODES, NAMESPACES, PROFILES, cell_curve, curve_best, evaluation_cells,
+from tempo_assets.core.evaluation.scoring import ASPECTS, MODES, PROFILES, evaluation_cells
+from tempo_assets.core.recipe.reranker import RerankerInputError, _jsonable, train_reranker
+from tempo_assets.core.recipe.valid_grid import (
+    CELL_KEYS, GRID_COLUMNS, OBJECTIVE, RECIPE_FORMAT, Scorer, SelectionGrid, SelectionInputError,
+    _curve_best, _labelled, _mean_curve_tau, _mode_targets, blend_with_prior, consistent, missing_inputs,
+    prior_scores,
 )
-from tempo_assets.core.recipe.reranker import (
-    RerankerInputError,
-    _jsonable,
-    label_candidates,
-    train_reranker,
-)
-
-RECIPE_FORMAT = "tempo-recipe-1"
-OBJECTIVE = "mean over modes with VALID targets of per-mode Fmax, per aspect"
-
-GRID_COLUMNS: tuple[str, ...] = (
-    "embedder", "k", "variant", "candidates", "features", "params_id", "params", "prior_weight", "aspect", "mode",
-    "n_targets", "fmax", "tau", "coverage", "best_iteration", "objective", "status", "selected",
-)
-# what identifies one scored cell of the grid (with ``aspect``, one row per mode)
-CELL_KEYS: tuple[str, ...] = ("embedder", "k", "variant", "candidates", "features", "params_id", "prior_weight")
-
-# scorer(predictions[protein, term, score], ground_truth[protein, term],
-#        known[protein, term] or None, aspect) -> curve DataFrame[tau, f, cov]
-Scorer = Callable[[pd.DataFrame, pd.DataFrame, "pd.DataFrame | None", str], pd.DataFrame]
-
-
-class SelectionInputError(TempoInputError):
-    """A grid, candidate source or recipe handed to selection is malformed."""
-
-
-def _labelled(source: CandidateSource, features: pd.DataFrame) -> pd.DataFrame:
-    """``features`` restricted to ``source``'s growth targets, known terms removed, ``label`` set."""
-    if source.ground_truth is None:
-        raise SelectionInputError("this candidate source has no ground truth to label with",
-                                  path="CandidateSource.ground_truth")
-    return label_candidates(features, source.ground_truth, source.known)
-
-
-@dataclass(frozen=True)
-class SelectionGrid:
-    """The VALID grid: embedders, K values and LightGBM hyperparameter sets.
-
-    ``embedders=None`` means every key of the neighbour sets. The plain-KNN variant is always
-    scored: selective deploy compares against it. ``lgbm_params`` may be empty (KNN only).
-    """
-
-    ks: tuple[int, ...] = (5, 10, 25)
-    lgbm_params: tuple[Mapping[str, Any], ...] = (
-        {"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 200},
-        {"num_leaves": 31, "learning_rate": 0.05, "min_data_in_leaf": 50, "n_estimators": 400},
-    )
-    embedders: tuple[str, ...] | None = None
-    early_stopping_rounds: int = 20
-    seed: int = 0
-    # candidate sets (``core.candidates.parse_sources``: "knn+diamond+goa+prior") and feature sets
-    # (``core.candidates.FEATURE_SETS``) every LightGBM setting is tried with
-    candidate_sets: tuple[str, ...] = ("knn", "knn+diamond+goa+prior")
-    feature_sets: tuple[str, ...] = ("all",)
-    # weights of the naive prior blended into the chosen cell (0: unblended, 1: the prior alone)
-    prior_weights: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-    @classmethod
-    def coerce(cls, grid: "SelectionGrid | Mapping[str, Any]") -> "SelectionGrid":
-        if isinstance(grid, SelectionGrid):
-            out = grid
-        elif isinstance(grid, Mapping):
-            unknown = set(grid) - set(cls.__dataclass_fields__)
-            if unknown:
-                raise SelectionInputError(f"unknown grid key(s) {sorted(unknown)}", path="grid")
-            values = dict(grid)
-            for key in ("ks", "lgbm_params", "embedders", "candidate_sets", "feature_sets", "prior_weights"):
-                if values.get(key) is not None:
-                    values[key] = tuple(values[key])
-            out = cls(**values)
-        else:
-            raise SelectionInputError(f"grid must be a SelectionGrid or mapping, got {type(grid)}",
-                                      path="grid")
-        if not out.ks or any(int(k) < 1 for k in out.ks):
-            raise SelectionInputError(f"ks must be positive integers, got {out.ks}", path="grid.ks")
-        if out.lgbm_params and (not out.candidate_sets or not out.feature_sets):
-            raise SelectionInputError("candidate_sets and feature_sets must not be empty", path="grid")
-        for spec in out.candidate_sets:
-            parse_sources(spec)
-        for name in out.feature_sets:
-            feature_set(name)
-        weights = [float(w) for w in out.prior_weights]
-        if not weights or any(not (0.0 <= w <= 1.0) for w in weights) or 0.0 not in weights:
-            raise SelectionInputError(f"prior_weights must be in [0, 1] and include 0 (the cell unblended), "
-                                      f"got {out.prior_weights}", path="grid.prior_weights")
-        return replace(out, prior_weights=tuple(sorted(set(weights))))
-
-
-_NEEDS = {"diamond": "hits", "goa": "nonexp"}
-
-
-def missing_inputs(candidates: str, *sources: CandidateSource) -> list[str]:
-    """The inputs (``hits``, ``nonexp``) a candidate set needs that one of ``sources`` lacks."""
-    return sorted({_NEEDS[s] for s in parse_sources(candidates) if s in _NEEDS
-                   for source in sources if getattr(source, _NEEDS[s]) is None})
-
-
-def cafa_scorer(eval_ontology: Any, metric: str = "f", **options: Any) -> Scorer:
-    """A scorer over the cafaeval-exact evaluator (``core.evaluation.scoring.cell_curve``).
-
-    Returns a callable giving the threshold curve ``tau, f, cov`` of one aspect's namespace,
-    where ``f`` is the cafaeval column ``metric`` (``"f"`` or ``"f_w"``); ``options`` are
-    ``cell_curve``'s ``toi`` and ``prop``.
-    """
-    def score(predictions: pd.DataFrame, ground_truth: pd.DataFrame,
-              known: pd.DataFrame | None, aspect: str) -> pd.DataFrame:
-        curve = cell_curve(eval_ontology, aspect, ground_truth[["protein", "term"]],
-                           predictions[["protein", "term", "score"]],
-                           known=None if known is None else known[["protein", "term"]], **options)
-        if curve.empty:
-            return pd.DataFrame({"tau": [], "f": [], "cov": []})
-        return pd.DataFrame({"tau": curve["tau"].to_numpy(dtype=np.float64),
-                             "f": curve[metric].to_numpy(dtype=np.float64),
-                             "cov": curve["cov"].to_numpy(dtype=np.float64)})
-
-    return score
-
-
-def prior_scores(corpus_annotations: pd.DataFrame, proteins: Sequence[str],
-                 aspects: Sequence[str] = ASPECTS) -> pd.DataFrame:
-    """The naive prior the recipe blends in: each of ``aspects``' corpus term frequencies for each of
-    ``proteins``, without that protein's own labels (``baselines.naive_term_scores``)."""
-    proteins = pd.unique(np.asarray(list(proteins), dtype=object))
-    aspects = np.array(list(aspects), dtype=object)
-    targets = pd.DataFrame({"protein": np.repeat(proteins, len(aspects)),
-                            "aspect": np.tile(aspects, len(proteins))})
-    return naive_term_scores(corpus_annotations, targets, leave_one_out=True)
-
-
-def consistent(scores: pd.DataFrame, ontology: Any = None) -> pd.DataFrame:
-    """``scores`` with every ancestor of a scored term at least as high (``Ontology.propagate_max``):
-    a recipe's output is consistent with the ontology whichever way an evaluator propagates it
-    (cafaeval's ``max`` leaves such scores as they are in the same ontology; LAFA's ``fill`` would
-    keep a parent a reranker scored below its child). Without an ontology, ``scores`` unchanged."""
-    if ontology is None or scores.empty:
-        return scores
-    return ontology.propagate_max(scores[["protein", "term", "aspect", "score"]])
-
-
-def blend_with_prior(scores: pd.DataFrame, prior: pd.DataFrame, weight: float) -> pd.DataFrame:
-    """``(1 - weight) * score + weight * prior`` over the union of both frames' (protein, term, aspect)
-    pairs (a pair one of them lacks scores 0 there); pairs that end at 0 are dropped.
-
-    ``weight = 0`` returns ``scores``; ``prior`` is restricted to the proteins and aspects of
-    ``scores``' caller (pass the prior of the proteins being scored)."""
-    keys = ["protein", "term", "aspect"]
-    weight = float(weight)
-    if weight == 0.0:
-        return scores[keys + ["score"]].reset_index(drop=True)
-    both = scores[keys + ["score"]].merge(prior[keys + ["score"]].rename(columns={"score": "_prior"}),
-                                          on=keys, how="outer")
-    blended = ((1.0 - weight) * both["score"].fillna(0.0).to_numpy(dtype=np.float64)
-               + weight * both["_prior"].fillna(0.0).to_numpy(dtype=np.float64))
-    out = both[keys].assign(score=np.clip(blended, 0.0, 1.0))
-    return out[out["score"] > 0].reset_index(drop=True)
-
-
-def _mode_targets(ground_truth: pd.DataFrame, what: str) -> pd.DataFrame:
-    missing = [c for c in ("protein", "term", "aspect", "mode") if c not in ground_truth.columns]
-    if missing:
-        raise SelectionInputError(f"VALID ground truth lacks column(s) {missing}", path=what)
-    return ground_truth[["protein", "aspect", "mode"]].drop_duplicates()
-
-
-def _curve_best(curve: pd.DataFrame) -> tuple[float, float | None, float]:
-    """(fmax, tau, coverage at tau) of a curve; an empty curve scores zero."""
-    return curve_best(curve)
-
-
-def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
-    """The tau maximising the mean over modes of F(tau); None when no curve has points."""
-    frames = [c for c in curves if c is not None and len(c) > 0]
-    if not frames:
-        return None
-    merged = None
-    for i, curve in enumerate(frames):
-        part = pd.DataFrame({"key": np.round(curve["tau"].to_numpy(dtype=np.float64), 9),
-                             "tau": curve["tau"].to_numpy(dtype=np.float64),
-                             f"f{i}": np.nan_to_num(curve["f"].to_numpy(dtype=np.float64))})
-        merged = part if merged is None else merged.merge(part.drop(columns="tau"), on="key",
-                                                          how="outer")
-    merged = merged.sort_values("key").reset_index(drop=True)
-    fcols = [f"f{i}" for i in range(len(frames))]
-    mean_f = merged[fcols].fillna(0.0).mean(axis=1).to_numpy()
-    best = int(np.argmax(mean_f))
-    tau = merged["tau"].iloc[best]
-    return float(merged["key"].iloc[best] if pd.isna(tau) else tau)
 
 
 class _CellScorer:
@@ -710,137 +520,3 @@ def recipe_hash(recipe: Mapping[str, Any]) -> str:
     except (TypeError, ValueError) as exc:
         raise SelectionInputError(f"recipe is not canonical JSON: {exc}", path="recipe")
     return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
-def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
-                  scored: CandidateSource | None = None) -> dict[str, Any]:
-    """Each LightGBM aspect's reranker of ``recipe``, fitted on ``train``'s labelled candidates with the
-    recipe's hyperparameters and ``n_estimators`` (no early stopping); plain-KNN aspects have none.
-
-    ``scored`` (the candidates to be scored, optional) is checked to offer the recipe's candidate
-    sources too."""
-    _check_recipe(recipe)
-    seed = int(recipe.get("seed", 0))
-    labelled: dict[tuple, pd.DataFrame] = {}
-    models: dict[str, Any] = {}
-    for aspect, choice in sorted(recipe["aspects"].items()):
-        if choice["variant"] == "none":
-            continue
-        if choice["variant"] != "lgbm" or not choice.get("n_estimators"):
-            raise SelectionInputError(f"aspect {aspect}: variant {choice['variant']!r} with "
-                                      f"n_estimators {choice.get('n_estimators')!r}",
-                                      path=f"recipe.aspects.{aspect}")
-        k, cand = int(choice["k"]), choice.get("candidates") or "knn"
-        lacking = missing_inputs(cand, train, *(() if scored is None else (scored,)))
-        if lacking:
-            raise SelectionInputError(f"aspect {aspect}: candidate set {cand!r} needs {lacking} of the training "
-                                      "and scored proteins, not given", path=f"recipe.aspects.{aspect}")
-        if (k, cand) not in labelled:
-            labelled[(k, cand)] = _labelled(train, recipe_features(train, k, cand))
-        rows = labelled[(k, cand)][labelled[(k, cand)]["aspect"] == aspect]
-        params = {**(choice.get("params") or {}), "n_estimators": int(choice["n_estimators"])}
-        models[aspect] = train_reranker(rows, params, valid=None, seed=seed,
-                                        feature_columns=feature_set(choice.get("features") or "knn"))
-    return models
-
-
-def apply_recipe(
-    recipe: Mapping[str, Any],
-    scored: CandidateSource,
-    train: CandidateSource,
-    *,
-    proteins: Sequence[str] | None = None,
-    ontology: Any = None,
-    rerankers: Mapping[str, Any] | None = None,
-    embedder: str | None = None,
-) -> pd.DataFrame:
-    """Score new candidates with a frozen recipe, its rerankers fitted on ``train``.
-
-    Parameters
-    ----------
-    recipe : dict from ``select_recipe`` (possibly read back from JSON)
-    scored : CandidateSource
-        The proteins to score: their neighbours searched with the recipe's embedder in the
-        propagated ``corpus_annotations``' corpus, at least ``max(K)`` deep; ``ia`` and
-        ``term_depth`` for their features; ``hits`` and ``nonexp`` (DIAMOND hits in the corpus and
-        non-experimental annotations), required when a chosen candidate set uses them. An aspect's
-        choice without ``candidates``/``features`` (a recipe frozen before they existed) is the KNN
-        candidates with the KNN features. Its ground truth, if any, is not read.
-    train : CandidateSource
-        Labelled candidates at the new cutoff (for the TEST score at ``t0``: neighbours of the
-        ``(t-1, t0]`` targets in the ``t-1`` corpus, ground truth at ``t0``, known at ``t-1``).
-        Rerankers are refit on it with the recipe's hyperparameters and ``n_estimators`` and no
-        early stopping.
-    proteins : the proteins being scored, for an aspect whose choice blends in the prior
-        (``prior_weight > 0``: each of them gets the prior's terms); default the queries of
-        ``scored``'s neighbours and hits.
-    ontology : Ontology of the scored candidates' release, optional
-        Each aspect's scores are made consistent with it (:func:`consistent`) before the prior is
-        blended in, as ``select_recipe`` scored them on VALID.
-    rerankers : mapping aspect -> reranker, optional
-        :func:`fit_rerankers` of this recipe, fitted once for scoring many protein chunks; default
-        fitted here on ``train``.
-    embedder : str, optional
-        When given, must equal the recipe's embedder.
-
-    Returns
-    -------
-    DataFrame ``protein, term, aspect, score`` with scores in (0, 1], sorted by protein,
-    aspect, term. ``tau`` is not applied: it stays in the recipe for reporting.
-    """
-    _check_recipe(recipe, embedder)
-    if rerankers is None:
-        rerankers = fit_rerankers(recipe, train, scored)
-    features: dict[tuple, pd.DataFrame] = {}  # candidates per (K, candidate set), shared by aspects
-    outputs = []
-    for aspect, choice in sorted(recipe["aspects"].items()):
-        scores = consistent(_aspect_scores(scored, (aspect, choice), rerankers, features), ontology)
-        outputs.append(_blended(scored, (aspect, choice), proteins, scores))
-    columns = ["protein", "term", "aspect", "score"]
-    if not outputs:
-        return pd.DataFrame({c: [] for c in columns})
-    out = pd.concat(outputs, ignore_index=True)
-    return out.sort_values(["protein", "aspect", "term"], kind="mergesort").reset_index(drop=True)[columns]
-
-
-def _check_recipe(recipe: Mapping[str, Any], embedder: str | None = None) -> None:
-    if recipe.get("format") != RECIPE_FORMAT or "aspects" not in recipe:
-        raise SelectionInputError(f"not a {RECIPE_FORMAT} recipe", path="recipe")
-    if embedder is not None and embedder != recipe["embedder"]:
-        raise SelectionInputError(
-            f"neighbours come from embedder {embedder!r}, the recipe uses {recipe['embedder']!r}",
-            path="recipe.embedder")
-
-
-def _aspect_scores(scored: CandidateSource, chosen: tuple[str, Mapping[str, Any]], rerankers: Mapping[str, Any],
-                   features: dict[tuple, pd.DataFrame]) -> pd.DataFrame:
-    """One aspect's scores of the chosen cell: plain KNN, or its reranker over its candidates."""
-    aspect, choice = chosen
-    k = int(choice["k"])
-    nb = prepare_neighbours(scored.neighbours, k)
-    if choice["variant"] == "none":
-        scores = knn_term_scores(nb, scored.corpus_annotations, k=k)
-        return scores[scores["aspect"] == aspect][["protein", "term", "aspect", "score"]]
-    key = (k, choice.get("candidates") or "knn")
-    if key not in features:
-        features[key] = recipe_features(replace(scored, neighbours=nb), *key)
-    if aspect not in rerankers:
-        raise SelectionInputError(f"aspect {aspect}: no fitted reranker given", path=f"recipe.aspects.{aspect}")
-    feats = features[key][features[key]["aspect"] == aspect]
-    return feats[["protein", "term", "aspect"]].assign(score=rerankers[aspect].predict(feats))
-
-
-def _blended(scored: CandidateSource, chosen: tuple[str, Mapping[str, Any]], proteins: Sequence[str] | None,
-             scores: pd.DataFrame) -> pd.DataFrame:
-    """``scores`` blended with the prior of every scored protein in the aspect at the chosen weight."""
-    aspect, choice = chosen
-    weight = float(choice.get("prior_weight") or 0.0)
-    if weight == 0.0:
-        return scores
-    scored_proteins = set(scored.neighbours["query"].astype(str))
-    if scored.hits is not None:
-        scored_proteins |= set(scored.hits["query"].astype(str))
-    if proteins is not None:
-        scored_proteins |= {str(p) for p in proteins}
-    return blend_with_prior(scores, prior_scores(scored.corpus_annotations, sorted(scored_proteins), (aspect,)),
-                            weight)

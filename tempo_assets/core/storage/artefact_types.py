@@ -15,7 +15,7 @@ import pandas as pd
 from tempo_assets.core.storage.type_registry import register_codec, register_type
 from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.labels.ia import IaCounts
-from tempo_assets.core.inputs.ontology import Ontology, Term
+from tempo_assets.core.inputs.go_graph import Ontology, Term
 from tempo_assets.core.recipe.selection import CandidateSource
 
 __all__ = [

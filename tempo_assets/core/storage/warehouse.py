@@ -2,7 +2,8 @@
 
 Python loads the staging relations (cleaned annotations, the ontology's term closure and alt
 ids, sequence hashes); everything else is a SQL model under ``dbt_like_sql/`` run through
-SQLAlchemy.
+SQLAlchemy (``Warehouse`` here; its tables in ``warehouse_tables.py``, its models and checks in
+``warehouse_models.py``).
 Every model writes one *partition* (a release, a pair of releases, or a window and its role):
 re-running it deletes that partition's rows and inserts the new ones in one transaction, so a
 failure leaves the previous rows in place. Checks are SQL files that return violating rows.
@@ -21,58 +22,35 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator
 
 import pandas as pd
-from sqlalchemy import (
-    Boolean,
-    CheckConstraint,
-    Column,
-    Index,
-    Integer,
-    MetaData,
-    PrimaryKeyConstraint,
-    String,
-    Table,
-    create_engine,
-    delete,
-    event,
-    func,
-    select,
-    text,
-)
+from sqlalchemy import Table, create_engine, delete, event, func, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from tempo_assets.core.base.dates import parse_date
-from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import REPO_ROOT
+from tempo_assets.core.storage.warehouse_models import (
+    Check, GrowthFrames, Model, ModelRun, WarehouseError, _REGISTRY, _RELEASE_PARAMS, _REQUIRED_INPUTS,
+    _grain, _params, _read_sql, _statement,
+)
+from tempo_assets.core.storage.warehouse_tables import _build_metadata
 
 __all__ = [
     "ASPECTS",
     "WINDOW_ROLES",
-    "Check",
-    "GrowthFrames",
-    "Model",
-    "ModelRun",
     "Warehouse",
-    "WarehouseError",
     "default_sql_dir",
     "default_warehouse_url",
     "ontology_frames",
 ]
 
-from tempo_assets.core.base.vocabulary import ASPECTS, MODES  # noqa: E402
+from tempo_assets.core.base.vocabulary import ASPECTS  # noqa: E402
 WINDOW_ROLES = ("valid", "test")
 _LOAD_CHUNK = 50_000
-_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class WarehouseError(TempoInputError):
-    """A warehouse call got bad input or ran out of order; the message names the key at fault."""
 
 
 def default_sql_dir() -> Path:
@@ -94,270 +72,11 @@ def default_warehouse_url(dagster_home: str | None = None) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# schema
-
-def _aspect_check(table: str) -> CheckConstraint:
-    return CheckConstraint("aspect in ('BP', 'MF', 'CC')", name=f"ck_{table}_aspect")
-
-
-def _mode_check(table: str) -> CheckConstraint:
-    return CheckConstraint("mode in ('NK', 'LK', 'PK')", name=f"ck_{table}_mode")
-
-
-# SQLite stores a table with a primary key as one B-tree keyed by it (other dialects ignore
-# the option): half the write work of a rowid table plus a key index
-_CLUSTERED = {"sqlite_with_rowid": False}
-
-
-def _build_metadata() -> MetaData:
-    metadata = MetaData()
-    _add_staging_tables(metadata)
-    _add_annotation_tables(metadata)
-    _add_growth_tables(metadata)
-    return metadata
-
-
-def _add_staging_tables(metadata: MetaData) -> None:
-    """The ``stg_*`` tables: each release's annotations, term closure, alt ids and sequences."""
-    Table(
-        "stg_annotations", metadata,
-        Column("release_id", String(32), nullable=False),
-        Column("protein", String(64), nullable=False),
-        Column("term", String(32), nullable=False),
-        Column("aspect", String(2), nullable=False),
-        Column("evidence", String(8), nullable=False),
-        Column("qualifier", String(128), nullable=True),
-        Column("is_experimental", Boolean, nullable=False),
-        Column("annotation_date", Integer, nullable=False),
-        _aspect_check("stg_annotations"),
-        # covering index: the propagation models read only (protein, term) per release and class
-        Index("ix_stg_annotations_partition", "release_id", "is_experimental", "term", "protein"),
-    )
-    Table(
-        "stg_term_closure", metadata,
-        Column("release_id", String(32), nullable=False),
-        Column("term", String(32), nullable=False),
-        Column("ancestor", String(32), nullable=False),
-        Column("aspect", String(2), nullable=False),
-        PrimaryKeyConstraint("release_id", "term", "ancestor", name="pk_stg_term_closure"),
-        _aspect_check("stg_term_closure"),
-        **_CLUSTERED,
-    )
-    Table(
-        "stg_term_alt_ids", metadata,
-        Column("release_id", String(32), nullable=False),
-        Column("alt_id", String(32), nullable=False),
-        Column("term", String(32), nullable=False),
-        PrimaryKeyConstraint("release_id", "alt_id", name="pk_stg_term_alt_ids"),
-        **_CLUSTERED,
-    )
-    Table(
-        "stg_sequences", metadata,
-        Column("release_id", String(32), nullable=False),
-        Column("protein", String(64), nullable=False),
-        Column("sequence_sha256", String(64), nullable=False),
-        PrimaryKeyConstraint("release_id", "protein", name="pk_stg_sequences"),
-        **_CLUSTERED,
-    )
-
-
-def _add_annotation_tables(metadata: MetaData) -> None:
-    """The cleaned experimental/non-experimental annotations and the pairs aligned across releases."""
-    for name in ("experimental_annotations", "nonexperimental_annotations"):
-        Table(
-            name, metadata,
-            Column("release_id", String(32), nullable=False),
-            Column("protein", String(64), nullable=False),
-            Column("term", String(32), nullable=False),
-            Column("aspect", String(2), nullable=False),
-            PrimaryKeyConstraint("release_id", "protein", "term", name=f"pk_{name}"),
-            _aspect_check(name),
-            **_CLUSTERED,
-        )
-    Table(
-        "aligned_annotations", metadata,
-        Column("old_release", String(32), nullable=False),
-        Column("new_release", String(32), nullable=False),
-        Column("protein", String(64), nullable=False),
-        Column("term", String(32), nullable=False),
-        Column("aspect", String(2), nullable=False),
-        PrimaryKeyConstraint("old_release", "new_release", "protein", "term",
-                             name="pk_aligned_annotations"),
-        _aspect_check("aligned_annotations"),
-        **_CLUSTERED,
-    )
-
-
-def _add_growth_tables(metadata: MetaData) -> None:
-    """Annotation growth between releases and the evaluation sets drawn from it."""
-    Table(
-        "annotation_growth", metadata,
-        Column("old_release", String(32), nullable=False),
-        Column("new_release", String(32), nullable=False),
-        Column("protein", String(64), nullable=False),
-        Column("aspect", String(2), nullable=False),
-        Column("term", String(32), nullable=False),
-        Column("mode", String(2), nullable=False),
-        Column("is_ground_truth", Boolean, nullable=False),
-        Column("is_known", Boolean, nullable=False),
-        PrimaryKeyConstraint("old_release", "new_release", "protein", "aspect", "term",
-                             name="pk_annotation_growth"),
-        _aspect_check("annotation_growth"),
-        _mode_check("annotation_growth"),
-        **_CLUSTERED,
-    )
-    Table(
-        "evaluation_sets", metadata,
-        Column("window_key", String(64), nullable=False),
-        # NULL for ad-hoc sets; the CHECK is the structural VALID/TEST separation of docs/PROTOCOL.md
-        Column("window_role", String(8), nullable=True),
-        Column("old_release", String(32), nullable=False),
-        Column("new_release", String(32), nullable=False),
-        Column("protein", String(64), nullable=False),
-        Column("aspect", String(2), nullable=False),
-        Column("term", String(32), nullable=False),
-        Column("mode", String(2), nullable=False),
-        Column("is_ground_truth", Boolean, nullable=False),
-        Column("is_known", Boolean, nullable=False),
-        CheckConstraint("window_role in ('valid', 'test')", name="ck_evaluation_sets_window_role"),
-        _aspect_check("evaluation_sets"),
-        _mode_check("evaluation_sets"),
-        Index("ix_evaluation_sets_partition", "window_key", "window_role"),
-    )
-
-
-# ----------------------------------------------------------------------------------------------
-# the model and check registry
-
-@dataclass(frozen=True)
-class Model:
-    """One relation of the warehouse.
-
-    ``kind`` is ``"staging"`` (filled by a ``load_*`` method from a Python frame) or ``"mart"``
-    (built by :meth:`Warehouse.run_model` from its SQL). ``partition`` names the parameters whose
-    values key the rows a run replaces; ``params`` every bound parameter of the SQL.
-    """
-
-    name: str
-    kind: str
-    path: Path
-    grain: str
-    params: tuple[str, ...]
-    partition: tuple[str, ...]
-    depends_on: tuple[str, ...]
-    loader: str | None = None
-
-    @property
-    def sql(self) -> str:
-        return _read_sql(self.path)
-
-
-@dataclass(frozen=True)
-class Check:
-    """A SQL check ``<relation>__<rule>``: it returns the violating rows (none = pass)."""
-
-    name: str
-    relation: str
-    rule: str
-    path: Path
-    description: str
-    params: tuple[str, ...]
-
-    @property
-    def sql(self) -> str:
-        return _read_sql(self.path)
-
-
-class ModelRun(NamedTuple):
-    """What one partition write did: for asset metadata."""
-
-    name: str
-    partition: dict
-    rows: int
-    seconds: float
-
-
-class GrowthFrames(NamedTuple):
-    """A growth or evaluation set as the frames of ``core.growth.Growth``.
-
-    ``targets``: ``protein, aspect, mode``; ``ground_truth``: ``protein, term, aspect, mode``
-    (every propagated term at the new release in the target's aspect); ``known``:
-    ``protein, term, aspect`` (the old release's terms of PK targets).
-    """
-
-    targets: pd.DataFrame
-    ground_truth: pd.DataFrame
-    known: pd.DataFrame
-
-
-# (name, kind, partition, depends_on, loader); order is dependency order
-_REGISTRY: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], str | None], ...] = (
-    ("stg_annotations", "staging", ("release_id",), (), "load_annotations"),
-    ("stg_term_closure", "staging", ("release_id",), (), "load_term_closure"),
-    ("stg_term_alt_ids", "staging", ("release_id",), (), "load_term_closure"),
-    ("stg_sequences", "staging", ("release_id",), (), "load_sequences"),
-    ("experimental_annotations", "mart", ("release_id",),
-     ("stg_annotations", "stg_term_closure"), None),
-    ("nonexperimental_annotations", "mart", ("release_id",),
-     ("stg_annotations", "stg_term_closure"), None),
-    ("aligned_annotations", "mart", ("old_release", "new_release"),
-     ("experimental_annotations", "stg_term_closure", "stg_term_alt_ids"), None),
-    ("annotation_growth", "mart", ("old_release", "new_release"),
-     ("experimental_annotations", "aligned_annotations", "stg_sequences"), None),
-    ("evaluation_sets", "mart", ("window_key", "window_role"), ("annotation_growth",), None),
-)
-
-# before a mart runs, each (relation, {column: parameter}) must hold rows: an empty input would
-# otherwise produce an empty, silently wrong partition
-_REQUIRED_INPUTS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
-    "experimental_annotations": (("stg_annotations", {"release_id": "release_id"}),
-                                 ("stg_term_closure", {"release_id": "release_id"})),
-    "nonexperimental_annotations": (("stg_annotations", {"release_id": "release_id"}),
-                                    ("stg_term_closure", {"release_id": "release_id"})),
-    "aligned_annotations": (("experimental_annotations", {"release_id": "old_release"}),
-                            ("stg_term_closure", {"release_id": "new_release"})),
-    "annotation_growth": (("aligned_annotations", {"old_release": "old_release",
-                                                   "new_release": "new_release"}),
-                          ("experimental_annotations", {"release_id": "new_release"}),
-                          ("stg_sequences", {"release_id": "old_release"})),
-    "evaluation_sets": (("annotation_growth", {"old_release": "old_release",
-                                               "new_release": "new_release"}),),
-}
-
-_RELEASE_PARAMS = ("release_id", "old_release", "new_release")
-
-
-def _read_sql(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WarehouseError("SQL file is missing", path) from None
-
-
-def _grain(path: Path) -> str:
-    lines = _read_sql(path).strip().splitlines()
-    first = lines[0] if lines else ""
-    if not first.startswith("-- "):
-        raise WarehouseError("SQL file must start with a one-line '-- ' grain comment", path, 1)
-    return first[3:].strip()
-
-
-def _params(sql: str) -> tuple[str, ...]:
-    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
-    code = re.sub(r"'[^']*'", "''", code)
-    return tuple(dict.fromkeys(_PARAM.findall(code)))
-
-
-def _statement(sql: str) -> str:
-    """The file's single statement without its trailing semicolon."""
-    body = sql.strip()
-    while body.endswith(";"):
-        body = body[:-1].rstrip()
-    return body
+# staging frames of an ontology
 
 
 def ontology_frames(ontology: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The staging frames of an ``core.ontology.Ontology``.
+    """The staging frames of an ``core.inputs.go_graph.Ontology``.
 
     Returns
     -------
