@@ -13,6 +13,7 @@ from tempo_assets.resources import (
     default_archive_root, default_artefacts_root, default_cache_root, default_warehouse_url,
 )
 from tempo_assets.executors import tempo_executor
+from tempo_assets.graph_state import DefinedGraph
 from tempo_assets.sensors import JOBS, archive_sensor, weekly_archive_check
 
 # one module per stage (tempo_assets/assets/), in the order of the stages; every asset and check
@@ -42,6 +43,9 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
         "warehouse": WarehouseResource(url=warehouse_url or ""),
         "benchmark_config": benchmark_config or BenchmarkResource(),
         "method_fence": method_fence or MethodFenceResource(),
+        # the code location's graph (code versions, dependencies, blocking checks) for the catalog's
+        # states: an asset cannot import the definitions that collect it
+        "defined_graph": DefinedGraph.of_lists(ASSETS, ASSET_CHECKS),
     }
 
 

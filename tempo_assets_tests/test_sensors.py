@@ -158,7 +158,8 @@ def test_requests_select_only_what_is_missing_and_the_cursor_stays_bounded(world
 def test_schedule_registers_partitions_and_requests_ready_windows(world):
     archive, spare, instance, store, resources = world
     when = datetime(2026, 1, 5, 6, tzinfo=timezone.utc)
-    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when)
+    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when,
+                                      repository_def=defs.get_repository_def())
     result = weekly_archive_check(context)
     plan = plan_partitions(open_archive(archive))
     assert isinstance(result, dg.SkipReason)  # nothing materialised: no window is ready
@@ -169,7 +170,8 @@ def test_schedule_registers_partitions_and_requests_ready_windows(world):
         mark_done(store, RELEASE_ASSETS, r, instance)
     for c in plan.cutoffs:
         mark_done(store, CUTOFF_ASSETS, c, instance)
-    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when)
+    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when,
+                                      repository_def=defs.get_repository_def())
     requests = list(weekly_archive_check(context))
     assert [(r.job_name, r.partition_key) for r in requests] == [("window_job", w) for w in plan.windows]
 

@@ -311,10 +311,11 @@ def benchmark(
 
 @dg.asset(code_version="1", group_name="benchmark", deps=[benchmark])
 def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResource,
-                      artefact_store: ArtefactStoreResource) -> dg.Output:
+                      artefact_store: ArtefactStoreResource,
+                      defined_graph: dg.ResourceParam[DefinedGraph]) -> dg.Output:
     """One row per window (ready / stale / failed / pending) and the longitudinal plot across windows."""
     store = artefact_store.store()
-    built = build_catalog(store, archive.root, DefinedGraph.of(context.repository_def), context.instance)
+    built = build_catalog(store, archive.root, defined_graph, context.instance)
     catalog = built["catalog"]
     read = [store.open("benchmark", w) for w, m in built["metas"].items() if m]
     pages = catalog_pages(built, store.folder("benchmark_catalog", None))
