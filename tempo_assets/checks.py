@@ -8,15 +8,12 @@ import warnings
 
 import dagster as dg
 
-from tempo_assets.assets.corpus import knn_corpus
-from tempo_assets.assets.embeddings import embeddings
-from tempo_assets.assets.ia import ia_weights
-from tempo_assets.assets.labels import reranker_labels
-from tempo_assets.assets.recipe import frozen_recipe
-from tempo_assets.assets.releases import release_annotations
-from tempo_assets.assets.scoring import test_score
-from tempo_assets.assets.selection import valid_selection
-from tempo_assets.assets.submission import submission
+from tempo_assets.assets.evaluation import test_score
+from tempo_assets.assets.inputs import embeddings, release_annotations
+from tempo_assets.assets.labels import ia_weights, reranker_labels
+from tempo_assets.assets.methods import submission
+from tempo_assets.assets.neighbours import knn_corpus
+from tempo_assets.assets.recipe import frozen_recipe, valid_selection
 from tempo_assets.core.base.dates import parse_date
 from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key

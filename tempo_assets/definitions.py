@@ -3,40 +3,25 @@ from __future__ import annotations
 
 import dagster as dg
 
-from tempo_assets.assets.benchmark import BenchmarkResource, benchmark, benchmark_catalog
-from tempo_assets.assets.corpus import knn_corpus
-from tempo_assets.assets.embeddings import embeddings
-from tempo_assets.assets.ia import ia_weights
-from tempo_assets.assets.labels import reranker_labels
-from tempo_assets.assets.methods import METHOD_ASSETS, METHOD_JOBS, MethodFenceResource
-from tempo_assets.assets.recipe import frozen_recipe
-from tempo_assets.assets.releases import ontology, release_annotations, sequences
-from tempo_assets.assets.scoring import test_growth, test_score
-from tempo_assets.assets.selection import valid_selection
-from tempo_assets.assets.submission import submission
-from tempo_assets.assets.warehouse import (
-    annotation_growth, experimental_annotations, stg_annotations, valid_evaluation_set,
-)
-from tempo_assets.audit_checks import AUDIT_CHECKS
-from tempo_assets.checks import CHECKS
-from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
+from tempo_assets import audit_checks, checks, method_checks, warehouse_checks
+from tempo_assets.assets import common, evaluation, inputs, labels, methods, neighbours, recipe
+from tempo_assets.assets.evaluation import BenchmarkResource
+from tempo_assets.assets.methods import METHOD_JOBS, MethodFenceResource
 from tempo_assets.io_managers import ArtefactIOManager
-from tempo_assets.method_checks import METHOD_CHECKS
 from tempo_assets.resources import (
     ArchiveResource, ArtefactStoreResource, EmbedderResource, GridResource, WarehouseResource,
     default_archive_root, default_artefacts_root, default_cache_root, default_warehouse_url,
 )
 from tempo_assets.executors import tempo_executor
+from tempo_assets.graph_state import DefinedGraph
 from tempo_assets.sensors import JOBS, archive_sensor, weekly_archive_check
 
-ASSETS = [
-    ontology, release_annotations, sequences, embeddings,
-    stg_annotations, experimental_annotations, annotation_growth, valid_evaluation_set,
-    knn_corpus, ia_weights, reranker_labels,
-    valid_selection, frozen_recipe, test_growth, test_score, submission,
-    benchmark, benchmark_catalog,
-    *METHOD_ASSETS,
-]
+# one module per stage (tempo_assets/assets/), in the order of the stages; every asset and check
+# defined in them is collected, none listed by hand
+ASSET_MODULES = [common, inputs, labels, neighbours, recipe, evaluation, methods]
+CHECK_MODULES = [checks, audit_checks, warehouse_checks, method_checks]
+ASSETS = list(dg.load_assets_from_modules(ASSET_MODULES))
+ASSET_CHECKS = list(dg.load_asset_checks_from_modules(CHECK_MODULES))
 
 
 def build_resources(archive_root: str | None = None, artefacts_root: str | None = None,
@@ -58,12 +43,15 @@ def build_resources(archive_root: str | None = None, artefacts_root: str | None 
         "warehouse": WarehouseResource(url=warehouse_url or ""),
         "benchmark_config": benchmark_config or BenchmarkResource(),
         "method_fence": method_fence or MethodFenceResource(),
+        # the code location's graph (code versions, dependencies, blocking checks) for the catalog's
+        # states: an asset cannot import the definitions that collect it
+        "defined_graph": DefinedGraph.of_lists(ASSETS, ASSET_CHECKS),
     }
 
 
 defs = dg.Definitions(
     assets=ASSETS,
-    asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
+    asset_checks=ASSET_CHECKS,
     jobs=JOBS + METHOD_JOBS,
     sensors=[archive_sensor],
     schedules=[weekly_archive_check],

@@ -8,20 +8,26 @@ instance (asset check execution records); a failed check blocks the chain with i
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 import dagster as dg
 from dagster._core.event_api import PartitionKeyFilter
 
-from tempo_assets.core.storage import staleness
-from tempo_assets.core.storage.staleness import ArtefactState, needs_build, parse_ref, ref
 from tempo_assets.core.base.windows import is_window_key, parse_window_key, previous_release
-from tempo_assets.partitions import PartitionPlan
+from tempo_assets.core.inputs.releases import archive_release_dates, open_archive
+from tempo_assets.core.methods.eligibility import window_method_keys
+from tempo_assets.core.methods.registry import load_registry
+from tempo_assets.core.pipeline.catalog import collect_catalog
+from tempo_assets.core.storage import staleness
+from tempo_assets.core.storage.claims import ClaimStore, window_test_state
+from tempo_assets.core.storage.staleness import ArtefactState, needs_build, parse_ref, ref
+from tempo_assets.fingerprints import code_versions
+from tempo_assets.partitions import PartitionPlan, plan_partitions
+from tempo_assets.runs import claim_ended
 
 # each named job's selection (sensors.py builds the jobs from these); the SQL warehouse models
 # run in the release, cutoff and window jobs like every other asset
@@ -36,10 +42,7 @@ PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["sub
 
 
 def window_tests(store, windows: Iterable[str], instance=None) -> dict[str, "WindowTest"]:
-    """window -> its place in the TEST lifecycle (``core.test_claims.TEST_STATES``)."""
-    from tempo_assets.core.storage.claims import ClaimStore, window_test_state
-    from tempo_assets.runs import claim_ended
-
+    """window -> its place in the TEST lifecycle (``core.storage.claims.TEST_STATES``)."""
     claims = ClaimStore.of(store)
     out = {}
     for window in windows:
@@ -58,22 +61,55 @@ def claim_reason(asset: str, test: "WindowTest") -> str | None:
     return None
 
 
-def blocking_checks() -> dict[str, list[dg.AssetCheckKey]]:
-    """asset name -> the keys of its blocking checks (Python, audit and SQL warehouse checks)."""
-    from tempo_assets.audit_checks import AUDIT_CHECKS
-    from tempo_assets.checks import CHECKS
-    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
-
+def blocking_checks(checks: Iterable[dg.AssetChecksDefinition]) -> dict[str, list[dg.AssetCheckKey]]:
+    """asset name -> the keys of its blocking checks among ``checks``."""
     out: dict[str, list[dg.AssetCheckKey]] = {}
-    for check in CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS:
+    for check in checks:
         for spec in check.check_specs:
             if spec.blocking:
                 out.setdefault(spec.asset_key.to_user_string(), []).append(spec.key)
     return out
 
 
+def asset_deps(assets: Iterable[Any]) -> dict[str, set[str]]:
+    """asset name -> the names of the assets it reads, for the asset definitions ``assets``."""
+    out: dict[str, set[str]] = {}
+    for definition in assets:
+        for key, spec in definition.specs_by_key.items():
+            out[key.to_user_string()] = {d.asset_key.to_user_string() for d in spec.deps}
+    return out
+
+
+@dataclass(frozen=True)
+class DefinedGraph:
+    """What an artefact's state depends on in the code location: each asset's declared code version, the
+    assets it reads, and its blocking checks.
+
+    Callers pass it in (the CLI from ``definitions.defs``, the sensor and the catalog asset from their
+    context's repository), so this module never imports the definitions, which import it.
+    """
+
+    code_versions: Mapping[str, str]
+    deps: Mapping[str, set[str]]
+    blocking: Mapping[str, list[dg.AssetCheckKey]]
+
+    @classmethod
+    def of(cls, repository: dg.RepositoryDefinition) -> "DefinedGraph":
+        """The graph of a repository (``defs.get_repository_def()``, ``context.repository_def``)."""
+        assets = list({id(a): a for a in repository.assets_defs_by_key.values() if a.is_executable}.values())
+        checks = list({id(c): c for c in repository.asset_checks_defs_by_key.values()}.values())
+        return cls.of_lists(assets, checks)
+
+    @classmethod
+    def of_lists(cls, assets: Iterable[dg.AssetsDefinition], checks: Iterable[dg.AssetChecksDefinition]
+                 ) -> "DefinedGraph":
+        """The graph of asset and check definitions (``definitions.ASSETS``, ``definitions.ASSET_CHECKS``)."""
+        assets = list(assets)
+        return cls(code_versions(assets), asset_deps(assets), blocking_checks(checks))
+
+
 def latest_recipe_window(plan: PartitionPlan, cutoff: str, store) -> str | None:
-    """The window whose recipe a submission at ``cutoff`` applies (as ``assets/submission.py`` picks
+    """The window whose recipe a submission at ``cutoff`` applies (as ``assets/methods.py``'s ``submission`` picks
     it): of the plan's windows with t0 <= cutoff and a frozen recipe, the latest by (t0, t1)."""
     order = {r: i for i, r in enumerate(plan.releases)}
     usable = [w for w in map(parse_window_key, plan.windows)
@@ -120,14 +156,12 @@ class GraphState:
     assets left out (e.g. the SQL warehouse models when they are not built).
     """
 
-    def __init__(self, store, plan: PartitionPlan, archive=None, instance=None, exclude: Iterable[str] = ()):
-        from tempo_assets.definitions import ASSETS
-        from tempo_assets.fingerprints import code_versions
-
+    def __init__(self, store, plan: PartitionPlan, defined: DefinedGraph, archive=None, instance=None,
+                 exclude: Iterable[str] = ()):
         self.store, self.plan, self.instance = store, plan, instance
         self.exclude = set(exclude)
         self.archive = archive
-        self.code = code_versions(ASSETS)
+        self.code, self.deps = defined.code_versions, defined.deps
         self.core_plan = staleness.Plan(plan.releases, plan.windows,
                                         {c: latest_recipe_window(plan, c, store) for c in plan.cutoffs},
                                         *registered_methods(archive, plan))
@@ -135,7 +169,7 @@ class GraphState:
         self._checks: dict[tuple[str, str], tuple[str, str]] = {}
         self._failed_runs: dict[tuple[str, str], tuple[float, str, str]] | None = None
         self.tests = window_tests(store, plan.windows, instance)
-        self._blocking = blocking_checks()
+        self._blocking = defined.blocking
         self._file_sha = self._manifest_shas()
 
     # ----------------------------------------------------------------------------- inputs
@@ -243,8 +277,9 @@ class GraphState:
         test = self.tests.get(partition) if asset in ("test_growth", "test_score") else None
         claimed = claim_reason(asset, test) if test is not None else None
         result = staleness.artefact_state(
-            asset, partition, meta, self.core_plan, self._current_sha, file_sha=self._file_sha,
-            code_version=self.code.get(asset), failed=failed, failed_check=failed_check, claimed=claimed)
+            asset, partition, meta, self.core_plan,
+            staleness.CurrentInputs(self._current_sha, file_sha=self._file_sha, code_version=self.code.get(asset)),
+            staleness.Verdicts(failed=failed, failed_check=failed_check, claimed=claimed))
         if result.state == "ok" and partition is not None:
             verdict, why = self.check_result(asset, partition)
             if verdict == "pending":  # stored, never checked here: a kill before its checks, another instance
@@ -288,7 +323,7 @@ class GraphState:
             step.todo = list(assets)
             step.token = hashlib.sha256(json.dumps([job, self.code.get("benchmark_catalog", "")]).encode()).hexdigest()
             return step
-        deps = asset_deps()
+        deps = self.deps
         step.todo = []
         for asset in assets:  # in dependency order: what reads an asset this run rebuilds is rebuilt too
             state = self.state(asset, key)
@@ -347,10 +382,6 @@ def registered_methods(archive, plan: PartitionPlan) -> tuple[list[str] | None, 
     (``core.staleness.Plan.methods`` / ``window_methods``); ``(None, None)`` without an archive."""
     if archive is None:
         return None, None
-    from tempo_assets.core.methods.eligibility import window_method_keys
-    from tempo_assets.core.methods.registry import load_registry
-    from tempo_assets.core.inputs.releases import archive_release_dates
-
     specs = load_registry(archive.root).methods
     as_of = archive_release_dates(archive.root)[1]
     return [s.key for s in specs], {w: window_method_keys(specs, parse_window_key(w), as_of) for w in plan.windows}
@@ -361,18 +392,6 @@ def stored_partitions(store, asset: str) -> list[str]:
     return [p for p in store.location.list(asset) if p != "__unpartitioned__" and store.exists(asset, p)]
 
 
-@functools.lru_cache(maxsize=1)
-def asset_deps() -> dict[str, set[str]]:
-    """asset name -> the names of the assets it reads (the definitions' graph)."""
-    from tempo_assets.definitions import ASSETS
-
-    out: dict[str, set[str]] = {}
-    for definition in ASSETS:
-        for key, spec in definition.specs_by_key.items():
-            out[key.to_user_string()] = {d.asset_key.to_user_string() for d in spec.deps}
-    return out
-
-
 def all_steps(plan: PartitionPlan) -> list[tuple[str, str]]:
     """Every run the archive implies, in dependency order: releases, cutoffs, windows, the latest submission."""
     return ([("release_job", r) for r in plan.releases] + [("cutoff_job", c) for c in plan.cutoffs]
@@ -381,11 +400,20 @@ def all_steps(plan: PartitionPlan) -> list[tuple[str, str]]:
 
 def superseded_windows(store, archive) -> dict[str, str]:
     """window -> reason, for every window with a stored TEST score or benchmark that the archive no longer has."""
-    from tempo_assets.partitions import plan_partitions
-
     ids = [m.id for m in archive.releases()]
     live = set(plan_partitions(archive).windows)
     stored = set()
     for asset in ("test_growth", "test_score", "benchmark"):
         stored |= {p for p in stored_partitions(store, asset) if is_window_key(p)}
     return {w: staleness.superseded_reason(w, ids) for w in sorted(stored - live)}
+
+
+def build_catalog(store, archive_root: str, defined: DefinedGraph, instance=None) -> dict[str, Any]:
+    """Catalog of every window of the archive (``core.pipeline.catalog.collect_catalog``): each window's
+    benchmark as ``tempo status`` states it, and windows the archive no longer has (a release inserted
+    inside them) as history, with the reason; their results stay out of the tables."""
+    archive = open_archive(archive_root)
+    plan = plan_partitions(archive)
+    graph = GraphState(store, plan, defined, archive=archive, instance=instance)
+    states = {w: (graph.state("benchmark", w).state, graph.state("benchmark", w).reason) for w in plan.windows}
+    return collect_catalog(store, archive, plan.windows, states, superseded_windows(store, archive))

@@ -11,7 +11,7 @@ import json
 import dagster as dg
 
 from tempo_assets.graph_state import (  # noqa: F401  (the asset lists are part of this module's interface)
-    CUTOFF_ASSETS, JOB_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS, GraphState, Step, all_steps,
+    CUTOFF_ASSETS, JOB_ASSETS, RELEASE_ASSETS, WINDOW_ASSETS, DefinedGraph, GraphState, Step, all_steps,
 )
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.partitions import plan_partitions, register_partitions
@@ -48,15 +48,16 @@ def check_requests(steps: list[Step]) -> list[dg.RunRequest]:
     return requests
 
 
-def plan_steps_now(plan, store, instance=None, archive=None) -> list[Step]:
-    """Every step the archive implies, with what it would build and whether it may run now."""
-    state = GraphState(store, plan, archive=archive, instance=instance)
+def plan_steps_now(plan, store, defined: DefinedGraph, instance=None, archive=None) -> list[Step]:
+    """Every step the archive implies, with what it would build and whether it may run now (``defined``:
+    the code location's graph, from the evaluation context's repository)."""
+    state = GraphState(store, plan, defined, archive=archive, instance=instance)
     return [state.step(job, key) for job, key in all_steps(plan)]
 
 
-def ready_requests(plan, store, instance=None, archive=None) -> list[dg.RunRequest]:
+def ready_requests(plan, store, defined: DefinedGraph, instance=None, archive=None) -> list[dg.RunRequest]:
     """Requests of the steps that are ready now, in dependency order."""
-    return [run_request(s) for s in plan_steps_now(plan, store, instance, archive) if s.ready]
+    return [run_request(s) for s in plan_steps_now(plan, store, defined, instance, archive) if s.ready]
 
 
 def plan_new_partitions(instance: dg.DagsterInstance, root: str) -> tuple[dict[str, list[str]], list]:
@@ -95,7 +96,8 @@ def archive_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource
         context.log.warning(line)
     added, partition_requests = plan_new_partitions(context.instance, archive.root)
     opened = open_archive(archive.root)
-    steps = plan_steps_now(plan_partitions(opened), artefact_store.store(), context.instance, opened)
+    defined = DefinedGraph.of(context.repository_def)
+    steps = plan_steps_now(plan_partitions(opened), artefact_store.store(), defined, context.instance, opened)
     previous = read_cursor(context.cursor)
     runs = check_requests(steps)
     runs += [run_request(s) for s in steps if s.ready and not s.unchecked
@@ -120,6 +122,7 @@ def weekly_archive_check(context: dg.ScheduleEvaluationContext, archive: Archive
     opened = open_archive(archive.root)
     plan = plan_partitions(opened)
     register_partitions(context.instance, plan)
-    requests = [r for r in ready_requests(plan, artefact_store.store(), context.instance, opened)
+    defined = DefinedGraph.of(context.repository_def)
+    requests = [r for r in ready_requests(plan, artefact_store.store(), defined, context.instance, opened)
                 if r.job_name == "window_job"]
     return requests or dg.SkipReason("no window ready to score")

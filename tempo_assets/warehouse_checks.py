@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.assets.scoring import test_growth
-from tempo_assets.assets.warehouse import annotation_growth, stg_annotations, valid_evaluation_set
+from tempo_assets.assets.evaluation import test_growth
+from tempo_assets.assets.labels import annotation_growth, stg_annotations, valid_evaluation_set
 from tempo_assets.core.storage.warehouse import default_sql_dir
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, previous_release
 from tempo_assets.resources import ArchiveResource, WarehouseResource

@@ -192,7 +192,7 @@ TINY_STAGES = ("unscored", "scored")
 
 def tiny_benchmark_config():
     """The tiny graph's benchmark settings: fewer bootstrap resamples, nothing else changed."""
-    from tempo_assets.assets.benchmark import BenchmarkResource
+    from tempo_assets.assets.evaluation import BenchmarkResource
 
     return BenchmarkResource(bootstrap_samples=40)
 

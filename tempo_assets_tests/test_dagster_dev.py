@@ -18,7 +18,8 @@ import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.definitions import ASSETS, CHECKS, defs
+from tempo_assets.checks import CHECKS
+from tempo_assets.definitions import ASSETS, defs
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import open_archive
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.assets.benchmark import BASELINES
+from tempo_assets.core.pipeline.window_benchmark import BASELINES
 from tempo_assets.core.recipe.selection import recipe_profile
 from tempo_assets_tests.toolkit import tempo
 

@@ -25,7 +25,7 @@ import import_graph  # noqa: E402  (scripts/ is not a package)
 
 PACKAGE = REPO / "tempo_assets"
 CORE = "tempo_assets.core."
-MAX_MODULE_LINES, MAX_LINES, MAX_PARAMETERS = 600, 60, 7
+MAX_MODULE_LINES, MAX_LINES, MAX_PARAMETERS, MAX_ASSET_BODY = 600, 60, 7, 25
 DAGSTER_DECORATORS = {"asset", "multi_asset", "asset_check", "multi_asset_check", "sensor", "op",
                       "schedule", "graph_asset"}
 
@@ -136,13 +136,11 @@ def test_core_has_no_import_cycles_counting_imports_inside_functions():
     assert cycle is None, f"import cycle in core/: {' -> '.join(cycle)}"
 
 
-@pytest.mark.xfail(strict=True, reason="graph_state -> definitions -> assets -> graph_state: GraphState still imports the asset list (issue 21, item 2)")
 def test_no_import_cycles_counting_imports_inside_functions():
     cycle = find_cycle(module_graph(imports_by_module(), "tempo_assets."))
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
 
 
-@pytest.mark.xfail(strict=True, reason="assets/ is not yet one file per stage (issue 21, item 2)")
 def test_core_module_names_do_not_repeat_asset_module_names():
     assets = {p.stem for p in (PACKAGE / "assets").glob("*.py")} - {"__init__"}
     core = {p.stem for p in (PACKAGE / "core").rglob("*.py")} - {"__init__"}
@@ -161,16 +159,37 @@ def test_no_module_is_longer_than_six_hundred_lines():
     assert not long, f"split by what the parts are about (at most {MAX_MODULE_LINES} lines):\n" + "\n".join(long)
 
 
-@pytest.mark.xfail(strict=True, reason="assets.benchmark and report_cmd._report still over 60 lines (issue 21, item 3)")
 def test_no_function_is_longer_than_sixty_lines():
     long = too_long(functions())
     assert not long, f"split into named steps (at most {MAX_LINES} lines each):\n" + "\n".join(long)
 
 
-@pytest.mark.xfail(strict=True, reason="methods_at and artefact_state still take 10 parameters (issue 21, item 3)")
 def test_no_function_takes_more_than_seven_parameters():
     wide = too_wide(functions())
     assert not wide, f"pass a parameter object (at most {MAX_PARAMETERS} parameters):\n" + "\n".join(wide)
+
+
+def asset_body_lines(node: ast.FunctionDef) -> int:
+    """Lines of an asset function's body after its docstring (the decorator and signature are wiring)."""
+    body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+        else node.body
+    return body[-1].end_lineno - body[0].lineno + 1 if body else 0
+
+
+def fat_assets(found) -> list[str]:
+    return [f"{where} ({asset_body_lines(node)} lines)" for where, node in found
+            if _decorator_names(node) & {"asset", "multi_asset"} and asset_body_lines(node) > MAX_ASSET_BODY]
+
+
+def test_every_asset_body_is_a_call_into_core_of_at_most_25_lines():
+    fat = fat_assets(functions())
+    assert not fat, f"move the logic into core/ (an asset body is at most {MAX_ASSET_BODY} lines):\n" + "\n".join(fat)
+
+
+def test_assets_are_one_module_per_stage_of_core():
+    stages = set(group_order())
+    modules = {p.stem for p in (PACKAGE / "assets").glob("*.py")} - {"__init__", "common"}
+    assert modules <= stages, f"asset modules not named after a stage of core/__init__.py: {sorted(modules - stages)}"
 
 
 def _planted(source: str) -> list[tuple[str, ast.FunctionDef]]:
@@ -180,6 +199,7 @@ def _planted(source: str) -> list[tuple[str, ast.FunctionDef]]:
 @pytest.mark.parametrize("source, check", [
     ("def f(a, b, c, d, e, f, g, h):\n    pass\n", too_wide),
     ("def f():\n" + "    x = 1\n" * 61, too_long),
+    ("@dg.asset\ndef a():\n    \"\"\"Doc.\"\"\"\n" + "    x = 1\n" * 26, fat_assets),
 ])
 def test_the_counts_see_a_planted_offender(source, check):
     assert check(_planted(source)), "the count missed a function over the limit"

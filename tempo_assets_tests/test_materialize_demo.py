@@ -147,7 +147,7 @@ def test_valid_and_test_numbers_are_real_scores_on_shared_targets(demo_graph, tm
 
 def test_second_test_read_and_score_are_refused_and_the_stored_score_is_unchanged(demo_graph):
     """A second launch reads nothing of TEST, yields no output and succeeds: the stored ones stay the only ones."""
-    from tempo_assets.assets.scoring import test_refusal
+    from tempo_assets.assets.evaluation import test_refusal
     from tempo_assets.core.storage.claims import ClaimStore
 
     store, instance = demo_graph.store(), demo_graph.instance

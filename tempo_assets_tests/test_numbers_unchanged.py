@@ -200,6 +200,7 @@ def compare(numbers: dict[str, object]) -> None:
     rewrite_fixtures("TEMPO_WRITE_FIXTURES", lambda: write_fixtures(numbers), f"the number fixtures in {FIXTURES}")
     stored = sorted(p.name for p in FIXTURES.iterdir())
     assert sorted(numbers) == stored, "windows or cutoffs differ from the fixtures"
+    from tempo_assets.definitions import ASSETS
     from tempo_assets.graph_state import asset_deps
 
     recorded = json.loads(CODE_VERSIONS.read_text(encoding="utf-8"))
@@ -209,7 +210,7 @@ def compare(numbers: dict[str, object]) -> None:
             compare_one(name, value)
         except AssertionError as exc:
             failures[name] = str(exc)
-    verdict = code_version_verdict(sorted(failures), recorded, current_code_versions(), asset_deps())
+    verdict = code_version_verdict(sorted(failures), recorded, current_code_versions(), asset_deps(ASSETS))
     assert not failures and not verdict, "\n".join(verdict + [f"{n}: {why}" for n, why in sorted(failures.items())])
 
 

@@ -14,7 +14,7 @@ from dagster._core.instance.ref import InstanceRef
 from tempo_assets.cli.graph_cmd import run_steps
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import sha256_file
-from tempo_assets.definitions import build_resources
+from tempo_assets.definitions import build_resources, defs
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
@@ -115,6 +115,6 @@ def test_an_embeddings_file_newer_than_its_release_is_refused_before_anything_ru
     resources = {"archive": ArchiveResource(root=str(archive)),
                  "artefact_store": ArtefactStoreResource(root=str(tmp_path / "art"))}
     with pytest.raises(Exception, match="newer than its release"):
-        archive_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, resources=resources))
     assert instance.get_dynamic_partitions("releases") == []
     assert not instance.get_run_records()

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from sqlalchemy import create_engine, text
 
-from tempo_assets.assets.benchmark import BenchmarkResource
+from tempo_assets.assets.evaluation import BenchmarkResource
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.storage.artefacts import ArtefactStore, ObjectLocation
 from tempo_assets.definitions import build_resources

@@ -13,11 +13,11 @@ import dagster as dg
 import pytest
 from dagster._core.event_api import PartitionKeyFilter
 
-from tempo_assets.assets import scoring
+from tempo_assets.assets import evaluation
 from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
 from tempo_assets.definitions import ASSETS
-from tempo_assets.graph_state import GraphState, blocking_checks
+from tempo_assets.graph_state import DefinedGraph, GraphState, blocking_checks
 from tempo_assets.sensors import JOBS
 from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 from tempo_assets_tests.conftest import graph_from
@@ -37,7 +37,7 @@ def relaunch(graph, window: str, assets: list[str]):
 
 
 def latest_checks(graph, asset: str, window: str) -> dict[str, tuple[str, str]]:
-    keys = blocking_checks()[asset]
+    keys = blocking_checks(CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS)[asset]
     records = graph.instance.event_log_storage.get_latest_asset_check_execution_by_key(
         keys, partition_filter=PartitionKeyFilter(key=window))
     return {key.name: (records[key].status.value, records[key].run_id) for key in keys}
@@ -55,7 +55,7 @@ def test_a_refused_relaunch_loads_no_test_input_and_keeps_the_checks_passed(demo
         result = relaunch(graph, window, assets)
         assert result.success
         run_id = result.run_id
-        assert scoring.test_refusal(graph.instance, run_id) is not None  # refused, said so
+        assert evaluation.test_refusal(graph.instance, run_id) is not None  # refused, said so
         assert not result.asset_materializations_for_node("test_score")
         loaded = {(e.step_key, e.event_specific_data.input_name)
                   for e in result.all_events if e.event_type == dg.DagsterEventType.LOADED_INPUT}
@@ -69,7 +69,8 @@ def test_a_refused_relaunch_loads_no_test_input_and_keeps_the_checks_passed(demo
         for asset in planned:
             for name, (status, run) in after[asset].items():
                 assert (status, run) == ("SUCCEEDED", run_id), (asset, name, status, run)
-        state = GraphState(store, graph.plan, archive=None, instance=graph.instance)
+        state = GraphState(store, graph.plan, DefinedGraph.of_lists(ASSETS, CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS),
+                           archive=None, instance=graph.instance)
         assert state.check_result("test_score", window)[0] == "passed"
         assert state.state("test_score", window).state == "ok"
     finally:

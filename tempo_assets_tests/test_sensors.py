@@ -8,6 +8,7 @@ import pytest
 from dagster._core.instance.ref import InstanceRef
 
 from tempo_assets.core.storage.artefacts import ArtefactStore
+from tempo_assets.definitions import ASSET_CHECKS, defs
 from tempo_assets.graph_state import WINDOW_ASSETS, blocking_checks
 from tempo_assets.partitions import parse_window_key, plan_partitions
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, open_archive
@@ -39,7 +40,7 @@ def mark_done(store: ArtefactStore, assets, key: str, instance=None, failing: st
         store.write(asset, key, {"stand_in": True},
                     {"cutoff": "2000-01-01", "max_source_date": "2000-01-01", "sources": []})
         if instance is not None:
-            for check in blocking_checks().get(asset, []):
+            for check in blocking_checks(ASSET_CHECKS).get(asset, []):
                 instance.report_runless_asset_event(dg.AssetCheckEvaluation(
                     asset_key=check.asset_key, check_name=check.name, partition=key,
                     passed=check.name != failing))
@@ -47,7 +48,7 @@ def mark_done(store: ArtefactStore, assets, key: str, instance=None, failing: st
 
 def evaluate(instance, resources, cursor):
     """One sensor tick; the partition requests are applied as the daemon would apply them."""
-    result = archive_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    result = archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, cursor=cursor, resources=resources))
     for request in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     runs = [(r.job_name, r.partition_key) for r in result.run_requests or []]
@@ -114,7 +115,7 @@ def test_a_failed_blocking_check_stops_the_chain_with_its_reason(world):
     for c in ids[1:]:
         mark_done(store, CUTOFF_ASSETS, c, instance, failing="knn_corpus__within_cutoff" if c == t0 else None)
 
-    result = archive_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    result = archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, cursor=cursor, resources=resources))
     assert not result.run_requests  # the window reads knn_corpus[t0]; the submission waits for its recipe
     assert f"window_job[{window}] blocked" in result.skip_reason.skip_message
     assert f"knn_corpus__within_cutoff failed on knn_corpus[{t0}]" in result.skip_reason.skip_message
@@ -122,7 +123,7 @@ def test_a_failed_blocking_check_stops_the_chain_with_its_reason(world):
     # the artefact rebuilt but its check not yet evaluated on it: nothing reads it; the sensor
     # requests that check alone (a run with no asset selected)
     mark_done(store, ["knn_corpus"], t0)
-    result = archive_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=resources))
+    result = archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, cursor=result.cursor, resources=resources))
     [request] = result.run_requests
     assert (request.job_name, request.partition_key, list(request.asset_selection)) == ("cutoff_job", t0, [])
     assert [k.name for k in request.asset_check_keys] == ["knn_corpus__within_cutoff"]
@@ -140,24 +141,25 @@ def test_requests_select_only_what_is_missing_and_the_cursor_stays_bounded(world
         mark_done(store, CUTOFF_ASSETS, c, instance)
     mark_done(store, ["valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score"],
               window, instance)
-    result = archive_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    result = archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, cursor=cursor, resources=resources))
     requests = {r.job_name: r for r in result.run_requests}
     assert requests["window_job"].asset_selection == [dg.AssetKey("benchmark")]
     assert requests["submission_job"].partition_key == ids[-1]
     for _ in range(3):  # ticks with nothing new neither request nor grow the cursor
-        again = archive_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=resources))
+        again = archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, cursor=result.cursor, resources=resources))
         assert not again.run_requests and again.cursor == result.cursor
     assert set(json.loads(result.cursor)) == {f"window_job:{window}", f"submission_job:{ids[-1]}"}
     mark_done(store, ["benchmark"], window, instance)
     mark_done(store, ["submission"], ids[-1], instance)
-    done = archive_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=resources))
+    done = archive_sensor(dg.build_sensor_context(definitions=defs, instance=instance, cursor=result.cursor, resources=resources))
     assert json.loads(done.cursor) == {}  # nothing left to build: nothing kept
 
 
 def test_schedule_registers_partitions_and_requests_ready_windows(world):
     archive, spare, instance, store, resources = world
     when = datetime(2026, 1, 5, 6, tzinfo=timezone.utc)
-    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when)
+    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when,
+                                      repository_def=defs.get_repository_def())
     result = weekly_archive_check(context)
     plan = plan_partitions(open_archive(archive))
     assert isinstance(result, dg.SkipReason)  # nothing materialised: no window is ready
@@ -168,7 +170,8 @@ def test_schedule_registers_partitions_and_requests_ready_windows(world):
         mark_done(store, RELEASE_ASSETS, r, instance)
     for c in plan.cutoffs:
         mark_done(store, CUTOFF_ASSETS, c, instance)
-    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when)
+    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=when,
+                                      repository_def=defs.get_repository_def())
     requests = list(weekly_archive_check(context))
     assert [(r.job_name, r.partition_key) for r in requests] == [("window_job", w) for w in plan.windows]
 

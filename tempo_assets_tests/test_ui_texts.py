@@ -9,7 +9,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from tempo_assets.assets.scoring import test_growth as growth_asset, test_score as score_asset
+from tempo_assets.assets.evaluation import test_growth as growth_asset, test_score as score_asset
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.windows import parse_window_key
 from tempo_assets.core.pipeline.workflow import latest_recipe_key

@@ -1,7 +1,8 @@
-"""Shared wiring for asset bodies: time-binding metadata and role-tagged inputs.
+"""Shared wiring for asset bodies: time-binding metadata, role-tagged inputs, the removals manifest,
+the evaluator's ontology and the frozen recipe's hash check.
 
-The pipeline logic that used to live here (growth, corpora, candidate sources, method predictions,
-scoring) is in ``core/pipeline/workflow.py`` and ``core/evaluation/scoring.py``.
+The pipeline logic the assets call is in ``core/pipeline/`` (``workflow.py``, ``window_benchmark.py``,
+``recipe_scoring.py``, ``catalog.py``).
 """
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from typing import Any, Iterable, Mapping
 
 import dagster as dg
 
+from tempo_assets.core.audits.removals import MANIFEST_NAME, RemovalLog, log_evaluation, log_growth
 from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.evaluation import EvalOntology
+from tempo_assets.core.labels.ia import ia_series
+from tempo_assets.core.pipeline.workflow import verify_recipe as check_recipe
 from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.fingerprints import record_fingerprint
 
@@ -109,8 +114,6 @@ def removal_metadata(context: dg.AssetExecutionContext, artefact_store, log) -> 
     rematerialisation never leaves an older manifest behind); the metadata carries
     ``removed_<reason>`` counts, ``removed_total``, the per-kind counts and the file's sha256.
     """
-    from tempo_assets.core.audits.removals import MANIFEST_NAME
-
     partition = context.partition_key if context.has_partition_key else None
     folder = artefact_store.store().folder(context.asset_key.to_user_string(), partition)
     meta = log.metadata(sha256=log.write(folder / MANIFEST_NAME))
@@ -120,8 +123,20 @@ def removal_metadata(context: dg.AssetExecutionContext, artefact_store, log) -> 
 
 def eval_ontology(archive, release: str, ia_frame=None, orphans: bool = True):
     """The cafaeval-exact evaluator's ontology of ``release`` (its OBO read as of it), IA attached."""
-    from tempo_assets.core.evaluation import EvalOntology
-    from tempo_assets.core.labels.ia import ia_series
-
     ia = None if ia_frame is None else ia_series(ia_frame)
     return EvalOntology.from_obo(archive.reader(release).obo_path(release), ia=ia, orphans=orphans)
+
+
+def verify_recipe(frozen: Artefact) -> dict:
+    """The frozen recipe, after checking its content still hashes to what was frozen."""
+    return check_recipe(frozen.value, frozen.meta.get("recipe_hash"), str(frozen.meta.get("partition")))
+
+
+def growth_removals(growth, methods=None) -> RemovalLog:
+    """What was left out of ``growth`` (targets dropped from it) and, given the ``methods``' predictions
+    scored on it, of those predictions: a ``core.audits.removals.RemovalLog`` for :func:`removal_metadata`."""
+    removals = RemovalLog()
+    log_growth(removals, growth)
+    if methods is not None:
+        log_evaluation(removals, growth, methods)
+    return removals

@@ -1,15 +1,31 @@
-"""Third-party methods: the cutoff bundle they may read, and their fenced predictions per cutoff."""
+"""Methods stage: third-party methods (the cutoff bundle they may read, their fenced predictions per
+cutoff) and the per-cutoff CAFA submission (the latest recipe frozen at or before the cutoff, applied at
+the cutoff)."""
 
 import warnings
 from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.assets.common import binding_metadata, removal_metadata
+from tempo_assets.assets.common import binding_metadata, removal_metadata, verify_recipe
+from tempo_assets.core.audits.removals import RemovalLog
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets.core.labels.ia import ia_series
-from tempo_assets.core.storage.artefacts import Artefact
-from tempo_assets.partitions import CUTOFF_METHODS, CUTOFFS
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, default_dagster_home
+from tempo_assets.core.methods.bundle import (
+    BundleContent, prune_bundles, read_bundle_targets, verify_bundle, write_cutoff_bundle,
+)
+from tempo_assets.core.methods.fence import FenceLimits
+from tempo_assets.core.methods.registry import load_registry, refuse_exposing
+from tempo_assets.core.methods.run import MethodCall, run_method
+from tempo_assets.core.pipeline.catalog import method_records  # noqa: F401  (docs/methods.md names it here)
+from tempo_assets.core.pipeline.recipe_scoring import submission_text
+from tempo_assets.core.pipeline.workflow import CandidateRelease, latest_recipe_key
+from tempo_assets.core.storage.artefacts import Artefact, WindowArtefactSet
+from tempo_assets.partitions import CUTOFF_METHODS, CUTOFFS, parse_window_key, plan_partitions
+from tempo_assets.resources import (
+    ArchiveResource, ArtefactStoreResource, GridResource, default_dagster_home,
+)
 
 # the cutoff dimension of method_predictions reads the bundle of its cutoff; the mapping is beta, used deliberately
 warnings.filterwarnings("ignore", message=".*MultiToSingleDimensionPartitionMapping.*", category=dg.BetaWarning)
@@ -24,8 +40,6 @@ class MethodFenceResource(dg.ConfigurableResource):
     max_invalid_fraction: float = 0.5
 
     def limits(self):
-        from tempo_assets.core.methods.fence import FenceLimits
-
         return FenceLimits(output_bytes=self.output_limit_mb << 20, tmp_bytes=self.tmp_limit_mb << 20,
                            threads=self.threads)
 
@@ -34,8 +48,6 @@ class MethodFenceResource(dg.ConfigurableResource):
 def method_bundle(context: dg.AssetExecutionContext, archive: ArchiveResource, artefact_store: ArtefactStoreResource,
                   release_annotations: Artefact, sequences: Artefact, ia_weights: Artefact) -> dg.Output:
     """One folder per cutoff: targets, sequences, annotations, GO and IA as of the cutoff, all a method may read."""
-    from tempo_assets.core.methods.bundle import BundleContent, prune_bundles, write_cutoff_bundle
-
     cutoff = context.partition_key
     reader = archive.reader(cutoff)
     store = artefact_store.store()
@@ -62,8 +74,6 @@ def hidden_paths(archive_root: str, artefacts_root: str) -> dict:
 
 def bundle_folder(store, cutoff: str, bundle: Artefact):
     """The verified folder of a stored ``method_bundle`` (every file's sha256 checked)."""
-    from tempo_assets.core.methods.bundle import verify_bundle
-
     return verify_bundle(store.folder("method_bundle", cutoff) / bundle.value["folder"], bundle.value)
 
 
@@ -74,12 +84,6 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
                        artefact_store: ArtefactStoreResource, method_fence: MethodFenceResource,
                        method_bundle: Artefact) -> dg.Output:
     """One row per (target, term) a registered method predicted at the cutoff inside the fence, or its failure."""
-    from tempo_assets.core.methods.bundle import read_bundle_targets
-    from tempo_assets.core.methods.registry import load_registry, refuse_exposing
-    from tempo_assets.core.methods.run import MethodCall, run_method
-    from tempo_assets.core.inputs.ontology import parse_obo
-    from tempo_assets.core.audits.removals import RemovalLog
-
     keys = context.partition_key.keys_by_dimension
     cutoff, key = keys["cutoff"], keys["method"]
     spec = load_registry(archive.root).get(key)
@@ -106,16 +110,31 @@ def method_predictions(context: dg.AssetExecutionContext, archive: ArchiveResour
         **removal_metadata(context, artefact_store, removals)))
 
 
-def method_records(store, cutoffs, method_keys) -> dict:
-    """``{(cutoff, key): Artefact}`` of the stored ``method_predictions`` among ``cutoffs x method_keys``.
-
-    The ``records`` argument of ``core.method_eligibility.method_eligibility`` and
-    ``method_prediction_frames``; a (cutoff, key) never materialised is absent (``pending``).
-    """
-    from tempo_assets.core.storage.artefacts import refuse_flagged
-
-    return {(c, k): refuse_flagged(store.open("method_predictions", f"{c}|{k}"))
-            for c in cutoffs for k in method_keys if store.exists("method_predictions", f"{c}|{k}")}
+@dg.asset(code_version="1", partitions_def=CUTOFFS, group_name="submission",
+          ins={"frozen_recipe": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())})
+def submission(
+    context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
+    artefact_store: ArtefactStoreResource, frozen_recipe: WindowArtefactSet, knn_corpus: Artefact,
+    reranker_labels: Artefact, embeddings: Artefact, ontology: Artefact, sequences: Artefact,
+    release_annotations: Artefact,
+) -> dg.Output:
+    """One CAFA row per (protein, term) predicted at the cutoff from inputs dated <= cutoff."""
+    cutoff = context.partition_key
+    # the archive's windows now, not every key ever registered: a superseded window's recipe never applies
+    current = plan_partitions(archive.archive()).windows
+    frozen_windows = [parse_window_key(w) for w in frozen_recipe.available() if w in set(current)]
+    try:
+        key = latest_recipe_key(frozen_windows, archive.release_ids(), cutoff, map(parse_window_key, current))
+    except TempoInputError as exc:  # said plainly in the run (no stack trace to read through)
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    frozen = frozen_recipe.get(key)  # refuses a recipe read past the cutoff
+    release = CandidateRelease(knn_corpus.value, ontology.value, sequences.value, release_annotations.value)
+    written = submission_text(verify_recipe(frozen), release, embeddings.value, reranker_labels.value, grid.ks)
+    read = [knn_corpus, reranker_labels, embeddings, ontology, sequences, release_annotations, frozen]
+    return dg.Output(written.text, metadata=binding_metadata(
+        archive.cutoff_of(cutoff), artefacts=read, recipe_window=key, recipe_hash=frozen.meta["recipe_hash"],
+        rows=written.rows, targets=len(embeddings.value["ids"]),
+        **removal_metadata(context, artefact_store, written.removals)))
 
 
 method_bundle_job = dg.define_asset_job("method_bundle_job", selection=["method_bundle"])

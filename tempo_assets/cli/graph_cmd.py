@@ -38,7 +38,7 @@ def ensure_test_pool(instance) -> bool:
     Dagster creates it lazily on the first slot claim; doing it before any run starts keeps
     concurrent first claims from racing on the empty pool. ``False`` when no limit applies.
     """
-    from tempo_assets.assets.scoring import TEST_POOL
+    from tempo_assets.assets.evaluation import TEST_POOL
 
     storage = instance.event_log_storage
     # a row that exists already (e.g. `dagster instance concurrency set`) is kept: Dagster's
@@ -144,6 +144,7 @@ class StepRunner:
         from tempo_assets.core.inputs.releases import open_archive
         from tempo_assets.definitions import build_resources
         from tempo_assets.executors import executor_kind
+        from tempo_assets.graph_state import DefinedGraph
         from tempo_assets.partitions import plan_partitions
         from tempo_assets.resources import open_artefact_store
 
@@ -160,6 +161,7 @@ class StepRunner:
         self.archive = open_archive(self.resources["archive"].root)
         self.plan = plan_partitions(self.archive)
         self.defs = _definitions(self.resources)
+        self.defined = DefinedGraph.of(self.defs.get_repository_def())
         self.run_config = merged_run_config({"loggers": {"console": {"config": {"log_level": log_level}}}})
         self.launch_celery = celery_launcher(instance, self.store, echo) if self.distributed else None
         self.locks = Path(self.store.root) / "_locks" if self.store.root is not None else None
@@ -169,7 +171,7 @@ class StepRunner:
 
         if job in self.METHOD_ASSETS:
             return MethodStep([n for n in self.METHOD_ASSETS[job] if not self.store.exists(n, key)])
-        return GraphState(self.store, self.plan, archive=self.archive, instance=self.instance,
+        return GraphState(self.store, self.plan, self.defined, archive=self.archive, instance=self.instance,
                           exclude=self.exclude).step(job, key)
 
     def run_one(self, number: int, total: int, job: str, key: str) -> tuple[str, str, str, float, str]:
@@ -219,7 +221,7 @@ class StepRunner:
         import dagster as dg
         from dagster._core.storage.defs_state.base import set_defs_state_storage
 
-        from tempo_assets.assets.scoring import test_refusal
+        from tempo_assets.assets.evaluation import test_refusal
         from tempo_assets.runs import launch_tags
 
         selection = [dg.AssetKey(name) for name in step.todo]
@@ -263,15 +265,10 @@ def _definitions(resources):
     import dagster as dg
 
     from tempo_assets.assets.methods import METHOD_JOBS
-    from tempo_assets.audit_checks import AUDIT_CHECKS
-    from tempo_assets.checks import CHECKS
-    from tempo_assets.definitions import ASSETS
-    from tempo_assets.method_checks import METHOD_CHECKS
+    from tempo_assets.definitions import ASSET_CHECKS, ASSETS
     from tempo_assets.sensors import JOBS
-    from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
-    return dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
-                          jobs=JOBS + METHOD_JOBS, resources=resources)
+    return dg.Definitions(assets=ASSETS, asset_checks=ASSET_CHECKS, jobs=JOBS + METHOD_JOBS, resources=resources)
 
 
 def merged_run_config(base: dict) -> dict:
@@ -457,14 +454,16 @@ def _materialize(args) -> int:
 def graph_states(instance, exclude=()):
     """Every artefact's state (``graph_state.GraphState.all_states``) for the configured archive and store."""
     from tempo_assets.core.inputs.releases import open_archive
-    from tempo_assets.graph_state import GraphState
+    from tempo_assets.definitions import defs
+    from tempo_assets.graph_state import DefinedGraph, GraphState
     from tempo_assets.partitions import plan_partitions
     from tempo_assets.resources import default_archive_root, open_artefact_store
 
     archive = open_archive(default_archive_root())
     store = open_artefact_store()
     store.location.check()  # an object store that is down fails here, naming its endpoint
-    state = GraphState(store, plan_partitions(archive), archive=archive, instance=instance, exclude=exclude)
+    state = GraphState(store, plan_partitions(archive), DefinedGraph.of(defs.get_repository_def()), archive=archive,
+                       instance=instance, exclude=exclude)
     return state.all_states()
 
 

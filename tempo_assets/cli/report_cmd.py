@@ -82,7 +82,7 @@ def _window_text(value, window: str, derived: bool, fmt: str, by_identity: bool 
         parts += ["\n## Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n",
                   interval_table_markdown(value["decay"], n_boot), "\n"]
     if len(value.get("methods", [])):
-        from tempo_assets.assets.benchmark import method_status_markdown
+        from tempo_assets.core.evaluation.window_markdown import method_status_markdown
 
         parts += ["\n## Registered methods\n", method_status_markdown(value["methods"]), "\n"]
     parts += ["\n## Legend\n", markdown_legend(bool(derived))]
@@ -91,7 +91,7 @@ def _window_text(value, window: str, derived: bool, fmt: str, by_identity: bool 
 
 def window_provenance(value, window: str, status: str | None = None) -> dict:
     """What a window report states about its numbers: releases, profiles, bootstrap, clustering."""
-    from tempo_assets.assets.benchmark import homology_provenance
+    from tempo_assets.core.evaluation.window_markdown import homology_provenance
 
     out = {"window": window}
     if status is not None:
@@ -134,10 +134,9 @@ def way_forward(store, window: str) -> str:
 
 
 def _report(args) -> int:
-    from tempo_assets.assets.benchmark import OLDER, build_catalog, curve_groups
-    from tempo_assets.core.base.errors import TempoInputError
-    from tempo_assets.core.evaluation.report import render_window_report, write_report
-    from tempo_assets.core.evaluation.results import results_to_markdown, results_to_tsv
+    """``tempo report``: the gate first (md, html), then one window, two windows compared, or the archive."""
+    from tempo_assets.definitions import defs
+    from tempo_assets.graph_state import DefinedGraph, build_catalog
     from tempo_assets.resources import default_archive_root, open_artefact_store
 
     gate = None
@@ -147,76 +146,109 @@ def _report(args) -> int:
         gate = report_gate(args)
         if gate.refuse:
             return GATE_REFUSED_EXIT_CODE
-    md_gate = gate if args.format == "md" else None
     store = open_artefact_store()
     store.location.check()  # an object store that is down fails here, naming its endpoint
-    built = build_catalog(store, default_archive_root(), _instance())
-    catalog, results = built["catalog"], built["results"]
+    built = build_catalog(store, default_archive_root(), DefinedGraph.of(defs.get_repository_def()), _instance())
     if args.compare:
-        from tempo_assets.core.evaluation.benchmark import compare_windows
-
-        table = compare_windows(results, *args.compare) if len(results) else None
-        if table is None:
-            raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
-        text = (table.to_csv(sep="\t", index=False, lineterminator="\n", float_format="%.6g") if args.format == "tsv"
-                else f"## {args.compare[1]} minus {args.compare[0]}\n\n" + table.round(4).to_markdown(index=False) + "\n")
-        _emit(text, args.out, md_gate)
-        return 0
+        return _report_compare(args, built["results"], gate if args.format == "md" else None)
     if args.window:
-        if args.window not in set(catalog["window"]):
-            raise TempoInputError(f"unknown window {args.window!r} (see `tempo windows`)")
-        row = catalog[catalog["window"] == args.window].iloc[0]
-        if built["metas"].get(args.window) is None:
-            raise TempoInputError(f"window {args.window} has no benchmark yet (status {row['status']}): "
-                                  f"{way_forward(store, args.window)}")
-        if row["status"] != "ready":
-            print(f"tempo: warning: window {args.window} is {row['status']}: {row['reasons']}", file=sys.stderr)
-        value = store.open("benchmark", args.window).value
-        derived = bool(row["derived"])
-        if args.format == "html":
-            from tempo_assets.core.evaluation.benchmark import results_frame
-
-            from tempo_assets.core.evaluation.results import strata_frame
-
-            out = Path(args.out or store.folder("benchmark", args.window) / "report.html")
-            curves = value["curves"]
-            newest = curves[~curves["method"].str.endswith(OLDER)] if len(curves) else curves
-            strata = value.get("strata", pd.DataFrame())
-            write_report(out, gate.html(render_window_report(
-                args.window, results_frame(value["summary"], args.window, derived), curve_groups(newest),
-                window_provenance(value, args.window, row["status"]),
-                strata=strata_frame(strata, args.window, derived) if len(strata) else None)))
-            print(f"wrote {out}")
-            return 0
-        _emit(_window_text(value, args.window, derived, args.format, args.by == "identity"), args.out, md_gate)
-        return 0
+        return _report_window(args, store, built, gate)
     if args.format == "html":
-        if results.empty:
-            raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
-        # the archive report is the benchmark_catalog asset's: materialise it, so the UI has it too
-        from tempo_assets.cli.graph_cmd import run_steps
+        return _report_archive_html(args, store, built["results"], gate)
+    return _report_archive_text(args, store, built, gate if args.format == "md" else None)
 
-        import dagster as dg
 
-        report = run_steps([("catalog_job", None)], _instance() or dg.DagsterInstance.ephemeral(), echo=lambda *_: None)
-        if report[-1][2] != "ok":
-            raise TempoInputError("materialising benchmark_catalog failed (see the run in the Dagster UI)")
-        written = store.folder("benchmark_catalog", None) / "report.html"
-        # the gate's verdict heads the published page (the asset's own page carries none until then)
-        out = Path(args.out or written)
-        write_report(out, gate.html(written.read_text(encoding="utf-8")))
-        print(f"wrote {out}")
-        return 0
+def _report_compare(args, results, md_gate) -> int:
+    """The difference of two windows' results (``--compare A B``)."""
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.core.evaluation.benchmark import compare_windows
+
+    table = compare_windows(results, *args.compare) if len(results) else None
+    if table is None:
+        raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
+    text = (table.to_csv(sep="\t", index=False, lineterminator="\n", float_format="%.6g") if args.format == "tsv"
+            else f"## {args.compare[1]} minus {args.compare[0]}\n\n" + table.round(4).to_markdown(index=False) + "\n")
+    _emit(text, args.out, md_gate)
+    return 0
+
+
+def _report_window(args, store, built, gate) -> int:
+    """One window's report (``--window``): refused without a benchmark, warned when not ready."""
+    from tempo_assets.core.base.errors import TempoInputError
+
+    catalog = built["catalog"]
+    if args.window not in set(catalog["window"]):
+        raise TempoInputError(f"unknown window {args.window!r} (see `tempo windows`)")
+    row = catalog[catalog["window"] == args.window].iloc[0]
+    if built["metas"].get(args.window) is None:
+        raise TempoInputError(f"window {args.window} has no benchmark yet (status {row['status']}): "
+                              f"{way_forward(store, args.window)}")
+    if row["status"] != "ready":
+        print(f"tempo: warning: window {args.window} is {row['status']}: {row['reasons']}", file=sys.stderr)
+    value = store.open("benchmark", args.window).value
+    if args.format == "html":
+        return _report_window_html(args, store, value, row, gate)
+    md_gate = gate if args.format == "md" else None
+    _emit(_window_text(value, args.window, bool(row["derived"]), args.format, args.by == "identity"), args.out, md_gate)
+    return 0
+
+
+def _report_window_html(args, store, value, row, gate) -> int:
+    """One window's HTML page, the gate's verdict at its head."""
+    from tempo_assets.core.evaluation.benchmark import results_frame
+    from tempo_assets.core.evaluation.report import render_window_report, write_report
+    from tempo_assets.core.evaluation.results import strata_frame
+    from tempo_assets.core.evaluation.window_markdown import curve_groups
+    from tempo_assets.core.pipeline.workflow import OLDER
+
+    derived = bool(row["derived"])
+    out = Path(args.out or store.folder("benchmark", args.window) / "report.html")
+    curves = value["curves"]
+    newest = curves[~curves["method"].str.endswith(OLDER)] if len(curves) else curves
+    strata = value.get("strata", pd.DataFrame())
+    write_report(out, gate.html(render_window_report(
+        args.window, results_frame(value["summary"], args.window, derived), curve_groups(newest),
+        window_provenance(value, args.window, row["status"]),
+        strata=strata_frame(strata, args.window, derived) if len(strata) else None)))
+    print(f"wrote {out}")
+    return 0
+
+
+def _report_archive_html(args, store, results, gate) -> int:
+    """The archive's HTML page: the benchmark_catalog asset's, materialised so the UI has it too."""
+    import dagster as dg
+
+    from tempo_assets.cli.graph_cmd import run_steps
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.core.evaluation.report import write_report
+
+    if results.empty:
+        raise TempoInputError("no window has a benchmark yet: run `tempo materialize --all`")
+    report = run_steps([("catalog_job", None)], _instance() or dg.DagsterInstance.ephemeral(), echo=lambda *_: None)
+    if report[-1][2] != "ok":
+        raise TempoInputError("materialising benchmark_catalog failed (see the run in the Dagster UI)")
+    written = store.folder("benchmark_catalog", None) / "report.html"
+    # the gate's verdict heads the published page (the asset's own page carries none until then)
+    out = Path(args.out or written)
+    write_report(out, gate.html(written.read_text(encoding="utf-8")))
+    print(f"wrote {out}")
+    return 0
+
+
+def _report_archive_text(args, store, built, md_gate) -> int:
+    """Every window of the archive as TSV or Markdown: windows, results, strata, decay, registered methods."""
+    from tempo_assets.core.evaluation.results import (
+        interval_table_markdown, markdown_legend, results_to_markdown, results_to_tsv, strata_to_markdown,
+    )
+    from tempo_assets.core.evaluation.window_markdown import method_status_markdown
+
+    catalog, results = built["catalog"], built["results"]
     strata = _all_strata(store, catalog) if args.by == "identity" else None
     if args.format == "tsv":
         text = results_to_tsv(results if strata is None or not len(strata) else with_strata(results, strata)) \
             if len(results) else ""
         _emit(text, args.out)
         return 0
-    from tempo_assets.core.evaluation.results import (
-        interval_table_markdown, markdown_legend, strata_to_markdown,
-    )
-
     parts = ["# Tempo benchmark report: every window of the archive\n", "## Windows\n",
              catalog.to_markdown(index=False), "\n"]
     if len(results):
@@ -228,8 +260,6 @@ def _report(args) -> int:
         parts += ["\n## Decay (F at VALID tau, trained at t0 vs t-1, same TEST)\n",
                   interval_table_markdown(built["decay"], n_boot or None), "\n"]
     if len(built["methods"]):
-        from tempo_assets.assets.benchmark import method_status_markdown
-
         parts += ["\n## Registered methods (status per window)\n", method_status_markdown(built["methods"]), "\n"]
     parts += ["\n## Legend\n", markdown_legend(bool(len(results)) and bool(results["derived"].any()))]
     _emit("\n".join(parts), args.out, md_gate)

@@ -6,13 +6,18 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from tempo_assets.assets.benchmark import BASELINES, OLDER, build_catalog
+from tempo_assets.core.pipeline.window_benchmark import BASELINES
+from tempo_assets.core.pipeline.workflow import OLDER
 from tempo_assets.core.recipe.selection import recipe_profile
 from tempo_assets.cli import report_cmd
-from tempo_assets.definitions import ASSETS, defs
+from tempo_assets.definitions import ASSET_CHECKS, ASSETS, defs
+from tempo_assets.graph_state import DefinedGraph, build_catalog
 from tempo_assets.partitions import parse_window_key
 from tempo_assets_tests.conftest import tiny_copy
 from tempo_assets_tests.toolkit import needs_chromium
+
+
+DEFINED = DefinedGraph.of(defs.get_repository_def())
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +82,7 @@ def test_curves_are_images_in_the_ui_and_in_the_html_report(tiny):
 
 def test_catalog_ready_then_stale_when_an_input_changes(tiny):
     store, window = tiny["store"], tiny["window"]
-    built = build_catalog(store, str(tiny["archive"]), tiny["instance"])
+    built = build_catalog(store, str(tiny["archive"]), DEFINED, tiny["instance"])
     assert built["catalog"].set_index("window").loc[window, "status"] == "ready"
     result = dg.materialize(ASSETS, selection=["benchmark_catalog"], instance=tiny["instance"],
                             resources=tiny["resources"])
@@ -89,10 +94,10 @@ def test_catalog_ready_then_stale_when_an_input_changes(tiny):
     meta = store.read_meta("ia_weights", t0)
     frame = store.open("ia_weights", t0).value
     store.write("ia_weights", t0, frame.assign(ia=frame["ia"] + 1.0), meta)
-    catalog = build_catalog(store, str(tiny["archive"]), tiny["instance"])["catalog"].set_index("window")
+    catalog = build_catalog(store, str(tiny["archive"]), DEFINED, tiny["instance"])["catalog"].set_index("window")
     assert catalog.loc[window, "status"] == "stale" and f"ia_weights[{t0}]" in catalog.loc[window, "reasons"]
     store.write("ia_weights", t0, frame, meta)  # restored content: same sha256, ready again
-    assert build_catalog(store, str(tiny["archive"]))["catalog"]["status"].tolist() == ["ready"]
+    assert build_catalog(store, str(tiny["archive"]), DEFINED)["catalog"]["status"].tolist() == ["ready"]
 
 
 def run_report(monkeypatch, tiny, *argv):

@@ -13,7 +13,7 @@ import pytest
 
 import argparse
 
-from tempo_assets.assets.benchmark import OLDER, BenchmarkResource
+from tempo_assets.assets.evaluation import BenchmarkResource
 from tempo_assets.assets.methods import MethodFenceResource, method_records
 from tempo_assets.cli import report_cmd
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
@@ -23,6 +23,7 @@ from tempo_assets.core.methods.eligibility import (
 )
 from tempo_assets.core.methods.registry import MethodSpec, add_method, load_registry
 from tempo_assets.core.audits.removals import verify_removal_manifest
+from tempo_assets.core.pipeline.workflow import OLDER
 from tempo_assets.definitions import build_resources
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import METHODS, parse_window_key, plan_partitions, register_partitions

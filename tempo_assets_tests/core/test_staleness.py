@@ -2,7 +2,8 @@
 import pytest
 
 from tempo_assets.core.storage.staleness import (
-    ArtefactState, Plan, artefact_state, fingerprint, needs_build, parse_ref, superseded_reason,
+    ArtefactState, CurrentInputs, Plan, Verdicts, artefact_state, fingerprint, needs_build, parse_ref,
+    superseded_reason,
 )
 
 R = ["2015-01-15", "2016-01-15", "2017-01-15", "2018-01-15", "2019-01-15"]
@@ -23,8 +24,9 @@ SHA = {"embeddings[2018-01-15]": "e4", "embeddings[2019-01-15]": "e5", "ontology
        "embeddings[2018-07-15]": "eX", "frozen_recipe[" + W_OLD + "]": "r"}
 
 
-def state(asset, partition, meta, p, **kw):
-    return artefact_state(asset, partition, meta, p, SHA.get, **kw)
+def state(asset, partition, meta, p, code_version=None, **verdicts):
+    return artefact_state(asset, partition, meta, p, CurrentInputs(SHA.get, code_version=code_version),
+                          Verdicts(**verdicts))
 
 
 def test_fingerprint_depends_on_inputs_partitions_and_code_not_on_order():
@@ -85,7 +87,7 @@ def test_only_an_artefacts_own_inputs_make_it_stale_as_dagster_counts_unsynced()
     meta = sidecar(("embeddings[2019-01-15]", "e5"), ("frozen_recipe[" + W_OLD + "]", "r"))
     assert state("benchmark", W_OLD, meta, plan()).state == "ok"
     rebuilt = dict(SHA, **{"embeddings[2019-01-15]": "e5-rebuilt"})
-    result = artefact_state("benchmark", W_OLD, meta, plan(), rebuilt.get)
+    result = artefact_state("benchmark", W_OLD, meta, plan(), CurrentInputs(rebuilt.get))
     assert result.state == "stale" and "embeddings[2019-01-15] changed" in result.reason
 
 
@@ -97,7 +99,7 @@ def methods_plan(registered, eligible):
 def test_a_method_registered_after_the_benchmark_makes_it_stale():
     read = sidecar(("method_predictions[2017-01-15|a]", "p1"), ("method_predictions[2018-01-15|a]", "p2"))
     shas = dict(SHA, **{"method_predictions[2017-01-15|a]": "p1", "method_predictions[2018-01-15|a]": "p2"})
-    now = lambda p: artefact_state("benchmark", W_OLD, read, p, shas.get)  # noqa: E731
+    now = lambda p: artefact_state("benchmark", W_OLD, read, p, CurrentInputs(shas.get))  # noqa: E731
     assert now(methods_plan(["a"], ["a"])).state == "ok"
     late = now(methods_plan(["a", "late"], ["a", "late"]))
     assert late.state == "stale" and "method late registered since it was built" in late.reason and needs_build(late)
@@ -106,7 +108,7 @@ def test_a_method_registered_after_the_benchmark_makes_it_stale():
     removed = now(methods_plan([], []))
     assert removed.state == "stale" and "scored method a, no longer registered" in removed.reason
     # a plan that does not know the registry says nothing about methods
-    assert artefact_state("benchmark", W_OLD, read, plan(), shas.get).state == "ok"
+    assert artefact_state("benchmark", W_OLD, read, plan(), CurrentInputs(shas.get)).state == "ok"
 
 
 def test_frozen_artefacts_are_reported_stale_but_never_rebuilt():

@@ -174,26 +174,32 @@ def method_reasons(asset: str, partition: str | None, refs: Mapping[str, str | N
     return reasons
 
 
-def artefact_state(
-    asset: str,
-    partition: str | None,
-    meta: Mapping[str, Any] | None,
-    plan: Plan,
-    current_sha: Callable[[str], str | None],
-    file_sha: Mapping[tuple[str, str], str | None] | None = None,
-    code_version: str | None = None,
-    failed: str | None = None,
-    failed_check: str | None = None,
-    claimed: str | None = None,
-) -> ArtefactState:
-    """The state of ``asset[partition]`` given its sidecar ``meta`` (None when nothing is stored).
+@dataclass(frozen=True)
+class CurrentInputs:
+    """What an artefact is compared with now: ``current_sha(ref)``, the sha256 stored now for an upstream
+    ``"asset[partition]"`` (None if gone); ``file_sha``, the release manifests' ``(release, path) ->
+    sha256``; ``code_version``, the asset's code version now."""
 
-    ``current_sha(ref)`` is the sha256 stored now for an upstream ``"asset[partition]"`` (None if
-    gone); ``file_sha`` the release manifests'
-    ``(release, path) -> sha256``; ``code_version`` the asset's code version now; ``failed`` the
-    reason of a failed run after it was written; ``failed_check`` that of a blocking check that
-    failed on it; ``claimed`` the reason of a TEST claim with no score.
-    """
+    current_sha: Callable[[str], str | None]
+    file_sha: Mapping[tuple[str, str], str | None] | None = None
+    code_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What the instance says about an artefact: ``failed``, the reason of a failed run after it was
+    written; ``failed_check``, that of a blocking check that failed on it; ``claimed``, the reason of a
+    TEST claim with no score."""
+
+    failed: str | None = None
+    failed_check: str | None = None
+    claimed: str | None = None
+
+
+def artefact_state(asset: str, partition: str | None, meta: Mapping[str, Any] | None, plan: Plan,
+                   now: CurrentInputs, verdicts: Verdicts = Verdicts()) -> ArtefactState:
+    """The state of ``asset[partition]`` given its sidecar ``meta`` (None when nothing is stored), what it
+    is compared with ``now`` and the instance's ``verdicts`` on it."""
     live = partition is None or partition in plan.releases or partition in plan.windows
     if not live:
         if meta is None:
@@ -201,6 +207,7 @@ def artefact_state(
         reason = (superseded_reason(partition, plan.releases) if is_window_key(partition)
                   else f"release {partition} no longer in the archive")
         return ArtefactState(asset, partition, "superseded", reason, stored=True)
+    failed, failed_check, claimed = verdicts.failed, verdicts.failed_check, verdicts.claimed
     if claimed and meta is None:  # a TEST claim outranks the failed run that took it: the claim says what to do
         return ArtefactState(asset, partition, "claimed", claimed)
     if failed:
@@ -213,10 +220,10 @@ def artefact_state(
     refs = read_refs(sources)
     reasons = []
     recorded_code = meta.get("code_version")
-    if code_version and recorded_code and recorded_code != code_version:
-        reasons.append(f"code changed ({recorded_code} -> {code_version})")
-    artefact_sha = {r: current_sha(r) for r in refs}
-    reasons += stale_inputs(sources, artefact_sha, file_sha or {})
+    if now.code_version and recorded_code and recorded_code != now.code_version:
+        reasons.append(f"code changed ({recorded_code} -> {now.code_version})")
+    artefact_sha = {r: now.current_sha(r) for r in refs}
+    reasons += stale_inputs(sources, artefact_sha, now.file_sha or {})
     reasons += plan_reasons(asset, partition, refs, plan)
     reasons += method_reasons(asset, partition, refs, plan)
     if reasons:

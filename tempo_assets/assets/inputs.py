@@ -1,17 +1,21 @@
-"""Per-release assets: the ontology, cleaned annotations and sequences, read as of the release."""
+"""Inputs stage: per release, the ontology, cleaned annotations, sequences and protein embeddings, read as
+of the release."""
 
 import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata, scalar_metadata
-from tempo_assets.core.storage.artefact_types import ReleaseAnnotations
-from tempo_assets.core.labels.annotations import clean_annotations, propagate_annotations, split_by_evidence
+from tempo_assets.core.audits.removals import (
+    REASON_NOT_IN_FILE, RemovalLog, gaf_rows_after_cutoff, log_gaf_rows, log_proteins, log_term_cleaning,
+)
 from tempo_assets.core.base.dates import date_to_int, parse_date
+from tempo_assets.core.inputs.embeddings import embed_proteins
 from tempo_assets.core.inputs.fasta import sequence_sha256
-from tempo_assets.core.audits.removals import RemovalLog, gaf_rows_after_cutoff, log_gaf_rows, log_term_cleaning
+from tempo_assets.core.labels.annotations import clean_annotations, propagate_annotations, split_by_evidence
+from tempo_assets.core.storage.artefact_types import Embeddings, ReleaseAnnotations
 from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import RELEASES
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, EmbedderResource
 
 
 @dg.asset(code_version="1", partitions_def=RELEASES, group_name="releases")
@@ -33,7 +37,6 @@ def release_annotations(
     release = context.partition_key
     reader = archive.reader(release)
     frame, dropped = reader.gaf_frame(release)
-    onto = ontology.value
     experimental, non_experimental = split_by_evidence(frame)
     # a row dated after its GAF's declared date means the file is mislabelled: the reader dropped
     # those after the cutoff, and the check release_annotations__gaf_rows_within_file_date blocks
@@ -41,8 +44,7 @@ def release_annotations(
     newest_gaf = max(parse_date(s["date"]) for s in reader.sources if s["kind"] == "gaf")
     late = int(dropped) + int((frame["date"].to_numpy() > date_to_int(newest_gaf)).sum())
     report = {"gaf_rows": len(frame), "rows_after_cutoff_dropped": int(dropped), "gaf_rows_after_file_date": late}
-    result = {}
-    removals = RemovalLog()
+    result, removals, onto = {}, RemovalLog(), ontology.value
     log_gaf_rows(removals, gaf_rows_after_cutoff(reader, release) if dropped else frame.iloc[:0], frame)
     for name, rows in (("experimental", experimental), ("non_experimental", non_experimental)):
         cleaned, clean_report = clean_annotations(rows, onto)
@@ -69,3 +71,30 @@ def sequences(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg
     frame["sequence_sha256"] = [sequence_sha256(s) for s in frame["sequence"]]
     return dg.Output(frame, metadata=binding_metadata(
         archive.cutoff_of(release), reader=reader, proteins=len(frame)))
+
+
+@dg.asset(code_version="1", partitions_def=RELEASES, group_name="embeddings")
+def embeddings(
+    context: dg.AssetExecutionContext, archive: ArchiveResource, embedder: EmbedderResource,
+    artefact_store: ArtefactStoreResource, sequences: Artefact,
+) -> dg.Output:
+    """One vector per protein with a sequence at the release's cutoff (cached by sequence sha256)."""
+    release = context.partition_key
+    reader = archive.reader(release)
+    # a precomputed file dated after the release's cutoff raises CutoffViolation here
+    precomputed = reader.embeddings_path(release) if reader.has(release, "embeddings") else None
+    model = embedder.embedder(str(precomputed) if precomputed else None)
+    frame = sequences.value
+    result = embed_proteins(model, dict(zip(frame["protein"], frame["sequence"])), cache=embedder.cache())
+    stats = dict(result.stats)
+    value = Embeddings(ids=list(result.ids), matrix=result.matrix, embedder_id=stats["embedder_id"])
+    removals = RemovalLog()
+    log_proteins(removals, stats.get("missing") or [], REASON_NOT_IN_FILE)
+    return dg.Output(value, metadata=binding_metadata(
+        archive.cutoff_of(release), reader=reader, artefacts=[sequences],
+        embedder_id=stats["embedder_id"], proteins=len(result.ids),
+        cache_hits=int(stats.get("hits", 0)), cache_misses=int(stats.get("misses", 0)),
+        missing=len(stats.get("missing", []) or []), precomputed=bool(precomputed),
+        **removal_metadata(context, artefact_store, removals)))
+
+

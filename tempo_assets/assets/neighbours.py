@@ -1,11 +1,12 @@
-"""Per-cutoff KNN corpus: proteins with an embedding and experimental annotations at the cutoff."""
+"""Neighbours stage: the per-cutoff k-NN corpus, proteins with an embedding and experimental annotations at
+the cutoff."""
 
 import dagster as dg
 
 from tempo_assets.assets.common import binding_metadata, removal_metadata
-from tempo_assets.core.storage.artefacts import Artefact
-from tempo_assets.core.pipeline.workflow import build_corpus
 from tempo_assets.core.audits.removals import REASON_NO_EMBEDDING, RemovalLog, log_proteins
+from tempo_assets.core.pipeline.workflow import build_corpus
+from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.partitions import CUTOFFS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
@@ -26,3 +27,5 @@ def knn_corpus(
         archive.cutoff_of(cutoff), artefacts=[embeddings, release_annotations],
         proteins=len(ids), annotations=len(corpus["annotations"]), embedder_id=corpus["embedder_id"],
         **removal_metadata(context, artefact_store, removals)))
+
+

@@ -1,30 +1,40 @@
-"""Per-window TEST: growth (t0, t1] read once after the recipe is verified, and the recipe scored once on it."""
+"""Evaluation stage, per window: TEST growth (t0, t1] read once after the recipe is verified, the recipe
+scored once on it, the benchmark (the recipe beside the baselines and registered methods on TEST), and
+the catalog of every window.
+
+TEST is read under a claim (``core.storage.claims``): the first run takes the window's claim before
+anything of TEST is read; every later launch is refused, logged and tagged, and reads nothing.
+"""
 
 from datetime import datetime, timezone
 from typing import Iterator
 
 import dagster as dg
+from dagster._core.event_api import PartitionKeyFilter
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from tempo_assets.assets.common import (
-    binding_metadata, eval_ontology, removal_metadata, role_in, scalar_metadata,
+    binding_metadata, growth_removals, removal_metadata, role_in, scalar_metadata, verify_recipe,
 )
-from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
+from tempo_assets.assets.labels import warehouse_evaluation_set
+from tempo_assets.core.base.faults import fault_point
+from tempo_assets.core.evaluation.benchmark import BenchmarkOptions
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
-from tempo_assets.core.audits.removals import RemovalLog, log_evaluation, log_growth
-from tempo_assets.assets.warehouse import warehouse_evaluation_set
-from tempo_assets.core.recipe.selection import recipe_profile
-from tempo_assets.core.pipeline.workflow import (
-    CandidateRelease, TestScoring, release_growth, score_test, verify_recipe as check_recipe,
+from tempo_assets.core.evaluation.window_markdown import homology_provenance, summary_markdown, valid_tau_markdown
+from tempo_assets.core.pipeline.catalog import catalog_pages, latest_catalog_release
+from tempo_assets.core.pipeline.recipe_scoring import RecipeAtT0, ScoreSettings, score_recipe_on_test
+from tempo_assets.core.pipeline.window_benchmark import (
+    BenchmarkJob, BenchmarkSettings, WindowArtefacts, run_benchmark,
 )
+from tempo_assets.core.pipeline.workflow import BaselineConfig, release_growth
+from tempo_assets.core.recipe.selection import recipe_profile
+from tempo_assets.core.storage.artefact_types import BenchmarkCatalog
+from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.storage.claims import ClaimRefused, ClaimStore
+from tempo_assets.graph_state import DefinedGraph, build_catalog
 from tempo_assets.io_managers import deferred_in, read_deferred
 from tempo_assets.partitions import WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource, GridResource, WarehouseResource
-
-
-def verify_recipe(frozen: Artefact) -> dict:
-    """The frozen recipe, after checking its content still hashes to what was frozen."""
-    return check_recipe(frozen.value, frozen.meta.get("recipe_hash"), str(frozen.meta.get("partition")))
-
 
 TEST_POOL = "test_score"
 REFUSED_TAG = "tempo/test_refused"  # run tag: the window whose TEST read or score the run refused
@@ -44,14 +54,11 @@ def already_materialised(context: dg.AssetExecutionContext, store: ArtefactStore
 
 def claim_or_refuse(context: dg.AssetExecutionContext, store: ArtefactStoreResource, window: str,
                     observed: str) -> bool:
-    """Take this asset's claim on ``window`` (``core.test_claims``); ``False`` (logged, tagged) if refused.
+    """Take this asset's claim on ``window`` (``core.storage.claims``); ``False`` (logged, tagged) if refused.
 
     The claim is recorded as an observation ``observed`` (the claiming run id) before anything of
     TEST is read. A claim store that cannot be written raises ``ClaimUnavailable``: the run fails.
     """
-    from tempo_assets.core.base.faults import fault_point
-    from tempo_assets.core.storage.claims import ClaimRefused, ClaimStore
-
     asset = context.asset_key.to_user_string()
     reason = already_materialised(context, store, window)
     if reason is None:
@@ -83,9 +90,6 @@ def stored_check_evaluations(context: dg.AssetExecutionContext, partition: str) 
     A check already evaluated in this run, or never evaluated on the stored artefact, is left out
     (the latter shows skipped: nothing says it passed).
     """
-    from dagster._core.event_api import PartitionKeyFilter
-    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-
     graph, storage, run_id = context.job_def.asset_layer.asset_graph, context.instance.event_log_storage, context.run.run_id
     skipped, todo = set(), [context.asset_key]
     while todo:  # this asset and everything downstream of it
@@ -166,15 +170,14 @@ def test_growth(
     ann_t1, onto_t1, seq_t1 = release_annotations.get(t1), ontology.get(t1), sequences.get(t1)
     python = release_growth(ann_t0.value, ann_t1.value, onto_t1.value, seq_t0.value, seq_t1.value, emb.value["ids"])
     value, rows = warehouse_evaluation_set(warehouse, window, "test", python)
-    removals = RemovalLog()
-    log_growth(removals, value.growth)
     read = [frozen_recipe, emb, ann_t0, seq_t0, ann_t1, onto_t1, seq_t1, experimental_annotations.get(t0),
             experimental_annotations.get(t1)]
     yield dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test", warehouse_rows=rows,
         recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
         test_read_at=test_read_at, targets=len(value.growth.targets),
-        excluded_by_sequence=len(value.growth.removed), **removal_metadata(context, artefact_store, removals)))
+        excluded_by_sequence=len(value.growth.removed),
+        **removal_metadata(context, artefact_store, growth_removals(value.growth))))
 
 
 @dg.asset(
@@ -209,32 +212,116 @@ def test_score(
     recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
     if not claim_or_refuse(context, artefact_store, window.key, SCORE_KEY):
         return
-    test_growth, ontology = (read_deferred(context, artefact_store, archive, name) for name in ("test_growth", "ontology"))
-    corpus, ia, emb, onto_t0, seq_t0, ann_t0 = (s.get(t0) for s in (
-        knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
-    labels = reranker_labels.get(window.recipe_labels)  # the rerankers VALID fixed the thresholds for
-    growth = test_growth.value.growth
-    # scored under the profile the recipe was selected under (its VALID thresholds' conventions)
-    lafa = recipe_profile(recipe) == "lafa"
-    onto_t1 = ontology.get(t1) if lafa else None  # LAFA's terms of interest and protein-binding filter
-    release = CandidateRelease(corpus.value, onto_t0.value, seq_t0.value, ann_t0.value)
-    scoring = TestScoring(eval_ontology(archive, t1, ia.value, orphans=not lafa), grid.bootstrap_samples, grid.seed,
-                          ontology_t1=None if onto_t1 is None else onto_t1.value)
-    scores, methods = score_test(recipe, growth, release, labels.value, emb.value, grid.ks, scoring)
-    if growth.targets.empty:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash
+    test_growth, ontology = (read_deferred(context, artefact_store, archive, n) for n in ("test_growth", "ontology"))
+    at_t0 = (s.get(t0) for s in (knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
+    lafa = recipe_profile(recipe) == "lafa"  # LAFA's terms of interest and protein-binding filter read t1
+    inputs = RecipeAtT0(test_growth, *at_t0, labels=reranker_labels.get(window.recipe_labels),
+                        ontology_t1=ontology.get(t1) if lafa else None)
+    settings = ScoreSettings(archive.reader(t1).obo_path(t1), grid.ks, grid.bootstrap_samples, grid.seed)
+    scored = score_recipe_on_test(recipe, inputs, settings)
+    if not scored.targets:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash
         context.log.warning(f"test_score[{window.key}]: TEST (t0, t1] has no growth target: zero rows scored")
-    removals = RemovalLog()
-    log_growth(removals, growth)
-    log_evaluation(removals, growth, methods)
-    recipe_rows = scores.summary[scores.summary["method"] == "recipe"]
-    headline = {f"{column}_{r.mode}_{r.aspect}": float(getattr(r, column)) for r in recipe_rows.itertuples()
-                for column in ("f_at_valid_tau", "valid_tau", "fmax_oracle") if column in recipe_rows}
-    read = [frozen_recipe, test_growth, corpus, labels, ia, emb, onto_t0, seq_t0, ann_t0] + ([onto_t1] if onto_t1 else [])
-    yield dg.Output(scores, metadata=binding_metadata(
-        archive.cutoff_of(t1), artefacts=read, window=window.key, window_role="test", profile=recipe_profile(recipe),
-        recipe_hash=frozen_recipe.meta["recipe_hash"], recipe_frozen_at=frozen_recipe.meta["written_at"],
-        test_read_at=test_growth.meta["test_read_at"], targets=len(growth.targets),
-        summary=dg.MetadataValue.md(scores.summary.drop(columns=["truth_sha256"]).round(4).to_markdown(index=False)
-                                    + f"\n\n`fmax_oracle`, `tau_oracle`: {ORACLE_LABEL}."),
+    yield dg.Output(scored.scores, metadata=binding_metadata(
+        archive.cutoff_of(t1), artefacts=[frozen_recipe, *inputs.read()], window=window.key, window_role="test",
+        profile=recipe_profile(recipe), recipe_hash=frozen_recipe.meta["recipe_hash"],
+        recipe_frozen_at=frozen_recipe.meta["written_at"], test_read_at=test_growth.meta["test_read_at"],
+        targets=scored.targets, summary=dg.MetadataValue.md(scored.summary_markdown()),
         headline="f_at_valid_tau: F at the recipe's VALID threshold (valid_tau, per mode and aspect)",
-        fmax_oracle_label=ORACLE_LABEL, **scalar_metadata(headline), **removal_metadata(context, artefact_store, removals)))
+        fmax_oracle_label=ORACLE_LABEL, **scalar_metadata(scored.headline),
+        **removal_metadata(context, artefact_store, scored.removals)))
+
+
+class BenchmarkResource(dg.ConfigurableResource):
+    """How ``benchmark`` scores: bootstrap size, BLAST and decay settings.
+
+    Both profiles are always scored (``core.evaluation.scoring.PROFILES``: ``lafa``, LAFA's conventions, and
+    ``cafaeval``, its defaults); ``decay`` also scores every method trained at ``t-1`` on the same
+    TEST targets; ``blast_sensitivity`` is a DIAMOND mode flag (``""`` = DIAMOND's default).
+    """
+
+    bootstrap_samples: int = 100
+    seed: int = 0
+    # any of fmax, wfmax, smin, f_micro_w: each costs one bootstrap per (method, mode, aspect)
+    ci_metrics: list[str] = ["fmax", "wfmax", "smin"]
+    decay: bool = True
+    blast_threads: int = 2
+    blast_sensitivity: str = ""
+
+    def options(self) -> BenchmarkOptions:
+        return BenchmarkOptions(n_boot=self.bootstrap_samples, seed=self.seed, ci_metrics=tuple(self.ci_metrics))
+
+    def settings(self, ks) -> BenchmarkSettings:
+        """These settings with the grid's ``ks``, as ``core.pipeline.window_benchmark`` takes them."""
+        baseline = BaselineConfig(blast_threads=self.blast_threads, blast_sensitivity=self.blast_sensitivity)
+        return BenchmarkSettings(self.options(), ks, self.decay, baseline)
+
+
+def window_derived(archive: ArchiveResource, window) -> list[str]:
+    """The window's releases that are derived (reconstructed): numbers on them say so."""
+    return [r for r in window.releases if getattr(archive.manifest(r), "derived", False)]
+
+
+@dg.asset(
+    code_version="1",
+    partitions_def=WINDOWS, group_name="benchmark",
+    ins={"test_growth": role_in("test", dg.IdentityPartitionMapping()),
+         "test_score": role_in("test", dg.IdentityPartitionMapping()),
+         "frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
+         "valid_evaluation_set": role_in("valid", dg.IdentityPartitionMapping()),
+         "knn_corpus": role_in("refit"), "reranker_labels": role_in("refit"), "ia_weights": role_in("refit"),
+         "embeddings": role_in("refit"), "release_annotations": role_in("refit"), "ontology": role_in("test"),
+         "sequences": role_in("refit"),
+         # every cutoff x method partition, read through the role gate: t0 (refit) for the TEST
+         # scoring frame, narrowed to TRAIN (t-1) for the frame that fixes a method's VALID threshold
+         "method_predictions": role_in("refit")},
+)
+def benchmark(
+    context: dg.AssetExecutionContext, archive: ArchiveResource, grid: GridResource,
+    artefact_store: ArtefactStoreResource, benchmark_config: BenchmarkResource, test_growth: Artefact,
+    test_score: Artefact, frozen_recipe: Artefact, valid_evaluation_set: Artefact, knn_corpus: ArtefactSet,
+    reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
+    release_annotations: ArtefactSet, ontology: ArtefactSet, sequences: ArtefactSet,
+    method_predictions: ArtefactSet,
+) -> dg.Output:
+    """One row per (profile, method, mode, aspect) on TEST (t0, t1], each method at its VALID threshold."""
+    fault_point("benchmark", "started")
+    window = parse_window_key(context.partition_key)
+    recipe, (t0, t1) = verify_recipe(frozen_recipe), window.growth_span("test")
+    derived = window_derived(archive, window)
+    artefacts = WindowArtefacts(test_growth, test_score, frozen_recipe, valid_evaluation_set, knn_corpus,
+                                reranker_labels, ia_weights, embeddings, release_annotations, ontology, sequences,
+                                method_predictions)
+    run = run_benchmark(BenchmarkJob(
+        window, recipe, artefacts, benchmark_config.settings(grid.ks), archive.root,
+        {r: archive.reader(r).obo_path(r) for r in (t0, t1)}, derived,
+        artefact_store.store().folder("benchmark", window.key)))
+    value = run.value
+    # the curve images (MBs of PNG) go in an observation of this partition, shown in the UI's event
+    # list, so the sidecar that records the time binding stays small
+    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=window.key,
+                                          metadata={k: dg.MetadataValue.md(v) for k, v in run.images.items()}))
+    return dg.Output(value, metadata=binding_metadata(
+        archive.cutoff_of(t1), artefacts=run.read, window=window.key, window_role="test",
+        recipe_hash=frozen_recipe.meta["recipe_hash"], derived=bool(derived), profiles=", ".join(value.profiles),
+        bootstrap_samples=int(benchmark_config.bootstrap_samples), **homology_provenance(value.homology),
+        report=dg.MetadataValue.path(str(run.report)), table=dg.MetadataValue.md(summary_markdown(value.summary)),
+        valid_taus=dg.MetadataValue.md(valid_tau_markdown(value.valid_taus)), valid_tau_source=run.source,
+        curves=f"images in this partition's observation: {', '.join(sorted(run.images))}"))
+
+
+@dg.asset(code_version="1", group_name="benchmark", deps=[benchmark])
+def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResource,
+                      artefact_store: ArtefactStoreResource,
+                      defined_graph: dg.ResourceParam[DefinedGraph]) -> dg.Output:
+    """One row per window (ready / stale / failed / pending) and the longitudinal plot across windows."""
+    store = artefact_store.store()
+    built = build_catalog(store, archive.root, defined_graph, context.instance)
+    catalog = built["catalog"]
+    read = [store.open("benchmark", w) for w, m in built["metas"].items() if m]
+    pages = catalog_pages(built, store.folder("benchmark_catalog", None))
+    extra = {k: dg.MetadataValue.path(v) if k == "report" else dg.MetadataValue.md(v) for k, v in pages.items()}
+    counts = catalog["status"].value_counts().to_dict()
+    value = BenchmarkCatalog(catalog=catalog, results=built["results"], decay=built["decay"], methods=built["methods"])
+    return dg.Output(value, metadata=binding_metadata(
+        archive.cutoff_of(latest_catalog_release(built["metas"], archive.release_ids())), artefacts=read,
+        **{f"windows_{k}": int(v) for k, v in counts.items()}, **extra))

@@ -1,0 +1,221 @@
+"""One window's benchmark as the ``benchmark`` asset runs it: every method trained at t0 and at t-1
+(the recipe, the baselines, the registered methods' stored predictions) scored on the window's TEST
+targets at its VALID threshold under each profile, and the window's HTML report.
+
+The asset reads its inputs (:class:`WindowArtefacts`), calls :func:`run_benchmark` and turns the
+:class:`BenchmarkRun` into metadata; nothing here knows Dagster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from tempo_assets.core.base.windows import Window
+from tempo_assets.core.evaluation import EvalOntology
+from tempo_assets.core.evaluation.benchmark import results_frame
+from tempo_assets.core.evaluation.report import render_window_report, write_report
+from tempo_assets.core.evaluation.results import strata_frame
+from tempo_assets.core.evaluation.scoring import PROFILES, ScoringOptions
+from tempo_assets.core.evaluation.window_markdown import curve_groups, curve_markdown, homology_provenance
+from tempo_assets.core.inputs.releases import archive_release_dates
+from tempo_assets.core.labels.ia import ia_series
+from tempo_assets.core.methods.eligibility import benchmark_methods, collect_records, method_eligibility
+from tempo_assets.core.methods.registry import load_registry
+from tempo_assets.core.pipeline.workflow import (
+    OLDER, BaselineConfig, Queries, TrainedAt, WindowNotes, WindowPredictions, benchmark_targets, benchmark_window,
+    every_method, union_query, window_homology,
+)
+from tempo_assets.core.storage.artefact_types import Benchmark
+from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
+
+BASELINES = ("naive", "blast", "knn", "goa_nonexp")
+
+
+@dataclass(frozen=True)
+class MethodsAt:
+    """Every method trained at ``cutoff`` asked about ``targets`` (``queries``: their embeddings, sequences
+    and DIAMOND groups); the recipe's rerankers on the labels of ``labels_at`` (default ``cutoff``;
+    ``Window.recipe_labels`` at t0)."""
+
+    cutoff: str
+    queries: Queries
+    targets: pd.DataFrame
+    labels_at: str | None = None
+
+
+def methods_at(recipe: Mapping[str, Any], inputs: Sequence[ArtefactSet], at: MethodsAt, ks,
+               baseline: BaselineConfig) -> tuple[dict, list[Artefact]]:
+    """Every method trained at ``at.cutoff`` (corpus, labels, annotations, ontology, sequences as of it,
+    ``inputs`` in ``TrainedAt``'s field order), and the artefacts it read."""
+    names = [field.name for field in fields(TrainedAt)]
+    read = [artefacts.get(at.labels_at if name == "labels" and at.labels_at else at.cutoff)
+            for name, artefacts in zip(names, inputs, strict=True)]
+    trained = TrainedAt(*(artefact.value for artefact in read))
+    return every_method(recipe, trained, at.queries, at.targets, ks, baseline), read
+
+
+@dataclass(frozen=True)
+class RegisteredFrames:
+    """Registered methods' frames for one window, named ``method:<key>`` (see core.methods.eligibility)."""
+
+    at_t0: dict
+    at_t_minus_1: dict
+    notes: dict
+
+
+def registered_methods(archive_root: str, window: Window, method_predictions: ArtefactSet):
+    """``(eligibility, RegisteredFrames, records)`` of the methods in ``ARCHIVE/methods.yaml`` on ``window``.
+
+    The t0 predictions are read through the refit-bounded set, the t-1 ones through the same set
+    narrowed to the TRAIN bound, so no method frame past either bound can be loaded.
+    """
+    specs = load_registry(archive_root).methods
+    sets = {window.t0: method_predictions,
+            window.t_minus_1: method_predictions.narrowed("train", window.bound_of("train"))}
+    records = collect_records(sets, [spec.key for spec in specs])
+    status = method_eligibility(specs, records, window, archive_release_dates(archive_root)[1])
+    return status, RegisteredFrames(*benchmark_methods(status, records)), records
+
+
+@dataclass(frozen=True)
+class WindowArtefacts:
+    """What the benchmark of one window reads: its TEST growth and score, frozen recipe and VALID set,
+    and the release and cutoff artefact sets (read at t-1, t0 and t1 through the role gate)."""
+
+    test_growth: Artefact
+    test_score: Artefact
+    frozen_recipe: Artefact
+    valid_evaluation_set: Artefact
+    knn_corpus: ArtefactSet
+    reranker_labels: ArtefactSet
+    ia_weights: ArtefactSet
+    embeddings: ArtefactSet
+    release_annotations: ArtefactSet
+    ontology: ArtefactSet
+    sequences: ArtefactSet
+    method_predictions: ArtefactSet
+
+    def trained_inputs(self) -> tuple[ArtefactSet, ...]:
+        """The sets every method trains on, in ``TrainedAt``'s field order."""
+        return (self.knn_corpus, self.reranker_labels, self.release_annotations, self.ontology, self.sequences)
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """How the benchmark scores: bootstrap ``options``, the grid's ``ks``, ``decay`` (every method at t-1
+    on TEST too) and the BLAST settings."""
+
+    options: ScoringOptions
+    ks: Sequence[int]
+    decay: bool = True
+    baseline: BaselineConfig = BaselineConfig()
+
+
+@dataclass(frozen=True)
+class BenchmarkJob:
+    """One window's benchmark: the verified frozen ``recipe``, what it reads, how it scores, the archive
+    (its root, and the OBO file of t0 and t1), the window's ``derived`` releases and the report ``folder``."""
+
+    window: Window
+    recipe: Mapping[str, Any]
+    artefacts: WindowArtefacts
+    settings: BenchmarkSettings
+    archive_root: str
+    obo_paths: Mapping[str, Path]
+    derived: list[str]
+    folder: Path
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """The benchmark ``value``, the artefacts it read, its curve images (Markdown per mode), the VALID data
+    its thresholds came from (``source``) and the written ``report``."""
+
+    value: Benchmark
+    read: list[Artefact]
+    images: dict[str, str]
+    source: str
+    report: Path
+
+
+def _read_at(job: BenchmarkJob) -> dict[str, Artefact]:
+    """The window's embeddings, sequences and IA at t0 and t-1 (``*_v``), its ontology at t-1, t0 and t1."""
+    a, w = job.artefacts, job.window
+    t0, tm1, t1 = w.t0, w.t_minus_1, w.growth_span("test")[1]
+    out = {}
+    for name, artefacts in (("emb", a.embeddings), ("seq", a.sequences), ("ia", a.ia_weights)):
+        out[f"{name}_t0"], out[f"{name}_v"] = artefacts.get(t0), artefacts.get(tm1)
+    out["onto_v"], out["onto_t0"], out["onto_t1"] = a.ontology.get(tm1), a.ontology.get(t0), a.ontology.get(t1)
+    return out
+
+
+def _eval_ontology(job: BenchmarkJob, release: str, ia: Artefact, lafa: bool) -> EvalOntology:
+    """The cafaeval-exact evaluator's ontology of ``release``, IA attached; LAFA's evaluator drops orphans."""
+    return EvalOntology.from_obo(job.obo_paths[release], ia=ia_series(ia.value), orphans=not lafa)
+
+
+def _profiles(job: BenchmarkJob, at: Mapping[str, Artefact]) -> list:
+    """Per profile (lafa first): TEST cells, and VALID (t-1, t0] as valid_selection scored it (ontology of
+    t0, IA and embeddings of t-1)."""
+    (t0, t1), a = job.window.growth_span("test"), job.artefacts
+    return [(benchmark_targets(a.test_growth.value, at["onto_t0"].value, at["onto_t1"].value,
+                               _eval_ontology(job, t1, at["ia_t0"], p == "lafa"), p == "lafa"),
+             benchmark_targets(a.valid_evaluation_set.value, at["onto_v"].value, at["onto_t0"].value,
+                               _eval_ontology(job, t0, at["ia_v"], p == "lafa"), p == "lafa"))
+            for p in PROFILES]
+
+
+def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], test, valid):
+    """``(WindowPredictions, registered methods' status and notes, artefacts read)``: every method at t0 on
+    TEST, and at t-1 once on VALID and (decay) TEST targets together."""
+    w, s, inputs = job.window, job.settings, job.artefacts.trained_inputs()
+    sequences_t0 = dict(zip(at["seq_t0"].value["protein"], at["seq_t0"].value["sequence"]))
+    newest = MethodsAt(w.t0, Queries(at["emb_t0"].value, sequences_t0), test.targets, labels_at=w.recipe_labels)
+    methods, read = methods_at(job.recipe, inputs, newest, s.ks, s.baseline)
+    status, registered, records = registered_methods(job.archive_root, w, job.artefacts.method_predictions)
+    embedded, sequences, targets, groups = union_query(
+        test.targets if s.decay else None, valid.targets, at["emb_t0"].value, at["emb_v"].value,
+        at["seq_t0"].value, at["seq_v"].value)
+    older_at = MethodsAt(w.t_minus_1, Queries(embedded, sequences, groups), targets)
+    older, read_older = methods_at(job.recipe, inputs, older_at, s.ks, s.baseline)
+    methods.update(registered.at_t0)  # registered methods: their stored predictions at t0 and t-1
+    older.update(registered.at_t_minus_1)
+    predictions = WindowPredictions(methods, older, job.recipe)
+    return predictions, (status, registered.notes), read + read_older + list(records.values()), sequences_t0
+
+
+def _write_report(job: BenchmarkJob, value: Benchmark, source: str) -> tuple[dict[str, str], Path]:
+    """The curve images (Markdown per mode, PNGs in the folder) and the window's HTML report."""
+    newest = value.curves[~value.curves["method"].str.endswith(OLDER)] if len(value.curves) else value.curves
+    images = curve_markdown(newest, value.summary, job.folder)  # decay lives in its table
+    derived, key = bool(job.derived), job.window.key
+    results = results_frame(value.summary, key, derived)
+    provenance = {"window": key, "derived_releases": job.derived or "none", "profiles": value.profiles,
+                  "recipe_hash": job.artefacts.frozen_recipe.meta["recipe_hash"],
+                  "bootstrap_samples": job.settings.options.n_boot, "valid_tau_source": source,
+                  **homology_provenance(value.homology)}
+    strata = strata_frame(value.strata, key, derived) if len(value.strata) else None
+    report = job.folder / "report.html"
+    write_report(report, render_window_report(key, results, curve_groups(newest), provenance, strata=strata))
+    return images, report
+
+
+def run_benchmark(job: BenchmarkJob) -> BenchmarkRun:
+    """Score every method on the window's TEST targets, each at its VALID threshold, and write the report."""
+    w, a, s = job.window, job.artefacts, job.settings
+    at = _read_at(job)
+    profiles = _profiles(job, at)
+    test, valid = profiles[-1]  # cafaeval: every growth target (LAFA's are a subset)
+    predictions, (status, notes), read, sequences_t0 = _predictions(job, at, test, valid)
+    source = (f"valid_evaluation_set[{w.key}]: VALID growth ({w.t_minus_1}, {w.t0}], "
+              f"every method trained at {w.t_minus_1}")
+    homology = window_homology(test.targets, sequences_t0, a.knn_corpus.get(w.t0).value, at["seq_t0"].value,
+                               threads=s.baseline.blast_threads)
+    value = benchmark_window(profiles, predictions, s.options, job.derived, s.decay, source,
+                             WindowNotes(notes=notes, method_status=status, homology=homology))
+    images, report = _write_report(job, value, source)
+    read += [a.test_growth, a.test_score, a.frozen_recipe, a.valid_evaluation_set] + list(at.values())
+    return BenchmarkRun(value, read, images, source, report)
