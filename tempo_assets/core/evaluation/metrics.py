@@ -20,8 +20,7 @@ from tempo_assets.core.evaluation.ontology import (
     BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
 )
 from tempo_assets.core.evaluation.predictions import (
-    _Truth, _build_predictions, _build_truths, _check_prediction_columns, _frame_raw, _frame_truth, _group_pairs,
-    _read_pairs,
+    _Raw, _Truth, _build_predictions, _build_truths, _frame_truth, _group_pairs, _read_pairs,
 )
 from tempo_assets.core.evaluation.propagation import _Cells, _propagated_keys
 
@@ -558,21 +557,32 @@ class _Prepared:
         return self.by_weight[weighted]
 
 
-def prediction_key(predictions: pd.DataFrame, options: EvalOptions) -> tuple:
-    """What one method's prepared predictions are built from besides the setup."""
-    _check_prediction_columns(predictions)
-    return (content_key(predictions, ("protein", "term", "score")), options.prop, options.max_terms)
+def raw_key(raw: _Raw, options: EvalOptions) -> tuple:
+    """What one method's prepared predictions are built from besides the setup: the content of its
+    rows (protein and term codes with their distinct values, scores) and ``prop``, ``max_terms``.
+
+    Digested from the factorised rows the build reads anyway, so a key costs no string hashing."""
+    digest = hashlib.blake2b(digest_size=16)
+    scores = raw.scores if raw.scores is not None else raw.score_codes
+    for codes in (raw.protein_codes, raw.term_codes, scores):
+        digest.update(f"{codes.dtype}:{codes.size};".encode())
+        digest.update(np.ascontiguousarray(codes).tobytes())
+    for uniques in (raw.proteins, raw.terms, raw.score_text):
+        if uniques is not None:
+            digest.update(f"{uniques.size};".encode())
+            digest.update(pd.util.hash_array(np.asarray(uniques, dtype=object)).tobytes())
+    return (digest.hexdigest(), options.prop, options.max_terms)
 
 
-def prepared_predictions(setup: _Setup, predictions: pd.DataFrame, options: EvalOptions) -> _Prepared:
-    """``predictions`` prepared on ``setup``: built once, then read from the setup's shared store by
-    every curve, bootstrap and paired bootstrap of the same content (:class:`SetupCache`)."""
-    key = (setup.key, prediction_key(predictions, options))
+def prepared_predictions(setup: _Setup, raw: _Raw, options: EvalOptions, key: tuple | None = None) -> _Prepared:
+    """One method's rows ``raw`` (``predictions._frame_raw``) prepared on ``setup``: built once, then
+    read from the setup's shared store by every curve, bootstrap and paired bootstrap of the same
+    content (:class:`SetupCache`); ``key`` is :func:`raw_key`'s, when the caller has it."""
+    key = (setup.key, key or raw_key(raw, options))
     held = setup.prepared.recent(key)
     if held is not None:
         return held
-    preds = _build_predictions(setup.ontology, setup.truths, _frame_raw(predictions), setup.tau,
-                               options.prop, options.max_terms)
+    preds = _build_predictions(setup.ontology, setup.truths, raw, setup.tau, options.prop, options.max_terms)
     prepared = _Prepared(setup, preds)
     setup.prepared.put(key, prepared)
     return prepared

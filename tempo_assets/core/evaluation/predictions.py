@@ -405,13 +405,9 @@ def _frame_truth(ground_truth: pd.DataFrame) -> tuple[list[str], list[str]]:
     return ground_truth["protein"].astype(str).tolist(), ground_truth["term"].astype(str).tolist()
 
 
-def _check_prediction_columns(predictions: pd.DataFrame) -> None:
+def _frame_raw(predictions: pd.DataFrame) -> _Raw:
     if not {"protein", "term", "score"} <= set(predictions.columns):
         raise EvaluationInputError("predictions need 'protein', 'term' and 'score' columns")
-
-
-def _frame_raw(predictions: pd.DataFrame) -> _Raw:
-    _check_prediction_columns(predictions)
     return _Raw.from_values(
         predictions["protein"].astype(str).to_numpy(dtype=object),
         predictions["term"].astype(str).to_numpy(dtype=object),
