@@ -10,8 +10,10 @@ import pytest
 
 from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, bootstrap_cis, evaluate_frames, paired_bootstraps
 from tempo_assets.core.evaluation import bootstrap, metrics
+from tempo_assets.core.evaluation.benchmark import paired_differences
+from tempo_assets.core.evaluation.scoring import ScoringOptions, score_profile
 from tempo_assets.core.neighbours.homology import cluster_resample_counts
-from tempo_assets_tests.core.test_evaluation import toy, toy_ia, toy_inputs  # noqa: F401 (toy is a fixture)
+from tempo_assets_tests.core.test_evaluation import NAMES, toy, toy_ia, toy_inputs  # noqa: F401 (toy is a fixture)
 
 
 def _other_term(parents, term: str) -> str:
@@ -116,3 +118,21 @@ def test_the_interval_at_a_fixed_threshold_is_its_resamples_reevaluated(toy):
         values.append(float(at["f"].iloc[0]) if len(at) else 0.0)
     assert result[name]["low"] == pytest.approx(np.nanquantile(values, 0.025), abs=1e-12)
     assert result[name]["high"] == pytest.approx(np.nanquantile(values, 0.975), abs=1e-12)
+
+
+def test_a_window_sets_up_each_cell_once_for_every_method_profile_pass_and_pair(toy, monkeypatch):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 5, n_proteins=12)
+    aspect_of = {t: aspect for aspect, name in NAMES.items() for t in parents[name]}
+    gt = gt[gt["term"].isin(aspect_of)].assign(aspect=lambda f: f["term"].map(aspect_of))
+    preds = preds[preds["term"].isin(aspect_of)].assign(aspect=lambda f: f["term"].map(aspect_of))
+    targets = gt[["protein", "aspect"]].drop_duplicates().assign(mode="NK")
+    methods = {"a": preds, "b": preds.assign(score=np.random.default_rng(2).random(len(preds)))}
+    taus = {(m, "NK", aspect): 0.5 for m in methods for aspect in NAMES}
+    set_up = []
+    real = metrics._setup
+    monkeypatch.setattr(metrics, "_setup", lambda *a: set_up.append(1) or real(*a))
+    eo, options = EvalOntology.from_obo(path), ScoringOptions(n_boot=10)
+    score_profile(eo, targets, gt, None, methods, options=options, taus=taus)
+    paired_differences(eo, (targets, gt, None), methods, [("a", "b")], options=options, taus=taus)
+    assert len(set_up) == targets["aspect"].nunique()
