@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from tempo_assets.core.base.io import open_text
 from tempo_assets.core.evaluation.ontology import (
     BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
 )
 from tempo_assets.core.evaluation.predictions import (
-    _Raw, _Truth, _build_predictions, _build_truths, _frame_truth, _group_pairs, _read_pairs,
+    _Raw, _Truth, _build_predictions, _build_truths, _frame_truth, _known_keys, _toi_masks,
 )
-from tempo_assets.core.evaluation.propagation import _Cells, _propagated_keys
+from tempo_assets.core.evaluation.propagation import _Cells
 
 logger = logging.getLogger(__name__)
 
@@ -333,65 +333,6 @@ class _Setup:
     replicates: dict = field(default_factory=dict, repr=False)
 
 
-def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
-    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms.
-
-    The masks of a set of terms (not a file) are built once per ontology and shared: never write to them.
-    """
-    if isinstance(toi, (str, Path)):
-        return _read_toi_masks(ontology, toi)
-    key = frozenset(toi)
-    if key not in ontology.toi_masks:
-        ontology.toi_masks[key] = _read_toi_masks(ontology, key)
-    return ontology.toi_masks[key]
-
-
-def _read_toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
-    if isinstance(toi, (str, Path)):
-        terms = []
-        with open_text(toi) as handle:
-            for raw in handle:
-                parts = raw.split()
-                if parts:
-                    terms.append(parts[0])
-        if not terms:
-            raise EvaluationInputError("empty terms-of-interest file", toi)
-    else:
-        terms = list(toi)
-    masks = {name: np.zeros(ns.n_terms, dtype=bool) for name, ns in ontology.namespaces.items()}
-    for term in terms:
-        for name, ns in ontology.namespaces.items():
-            i = ns.index.get(term)
-            if i is not None:
-                masks[name][i] = True
-            elif term in ns.alt:
-                masks[name][list(ns.alt[term])] = True
-    return masks
-
-
-def _known_keys(ontology: EvalOntology, truths: dict[str, _Truth], known) -> dict[str, np.ndarray]:
-    if isinstance(known, (str, Path)):
-        proteins, terms = _read_pairs(known, "known-terms")
-    else:
-        if not {"protein", "term"} <= set(known.columns):
-            raise EvaluationInputError("known frame needs 'protein' and 'term' columns")
-        proteins, terms = known["protein"].tolist(), known["term"].tolist()
-    grouped = _group_pairs(ontology, proteins, terms)
-    out: dict[str, np.ndarray] = {}
-    for name, truth in truths.items():
-        ns = ontology.namespaces[name]
-        if name not in grouped:
-            out[name] = np.zeros(0, dtype=np.int64)
-            continue
-        ids, rows, cols = grouped[name]
-        # known rows -> ground-truth rows; pairs of proteins without ground truth are dropped
-        truth_row = np.array([truth.row_of.get(p, -1) for p in ids], dtype=np.int64)
-        rows = truth_row[rows]
-        keep = rows >= 0
-        out[name] = _propagated_keys(rows[keep], cols[keep], ns)
-    return out
-
-
 def _namespace_contribs(setup: _Setup, name: str, pred: _Cells, weighted: bool):
     ns = setup.ontology.namespaces[name]
     truth = setup.truths[name]
@@ -456,9 +397,27 @@ def content_key(value: Any, columns: tuple[str, ...] = ("protein", "term")) -> t
         for column in columns:
             if column in value.columns:
                 digest.update(column.encode())
-                digest.update(pd.util.hash_pandas_object(value[column], index=False).to_numpy().tobytes())
+                for part in _column_bytes(value[column]):
+                    digest.update(part)
         return ("frame", digest.hexdigest())
     return ("set", frozenset(value))
+
+
+def _column_bytes(column: pd.Series) -> list:
+    """A column's content as bytes: an Arrow-held string column's own buffers (offsets from 0 and the
+    characters they span; hashing them is ~100x faster than hashing each row), else pandas' row hashes."""
+    values = column.array
+    arrow = values.__arrow_array__() if hasattr(values, "__arrow_array__") and not column.hasnans else None
+    chunks = arrow.chunks if isinstance(arrow, pa.ChunkedArray) else []
+    if arrow is None or not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in chunks):
+        return [pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes()]
+    parts = []
+    for chunk in chunks:
+        _, offsets, data = chunk.buffers()
+        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        spans = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + len(chunk) + 1].astype(np.int64)
+        parts += [(spans - spans[0]).tobytes(), memoryview(data)[spans[0]:spans[-1]] if data is not None else b""]
+    return parts
 
 
 def _setup_key(ontology: EvalOntology, ground_truth: pd.DataFrame, options: EvalOptions) -> tuple:

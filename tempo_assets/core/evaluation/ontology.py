@@ -206,7 +206,7 @@ class EvalOntology:
         self.namespaces = namespaces
         self.path = path
         self.has_ia = any(ns.ia is not None for ns in namespaces.values())
-        # terms of interest -> their masks per namespace (read-only): see _toi_masks
+        # terms of interest -> their masks per namespace (read-only): see predictions._toi_masks
         self.toi_masks: dict[frozenset, dict[str, np.ndarray]] = {}
         # namespace names -> {term or alt id: index among them} (cafaeval's ns_dict), built once
         self.routes: dict[tuple[str, ...], dict[str, int]] = {}
