@@ -7,12 +7,13 @@ IA weights. ``--methods`` methods predict every target (the truth's terms with n
 terms, two-decimal scores, ``--terms`` terms per protein and aspect), each with an ``@t-1`` twin and
 a VALID threshold per cell; targets fall into sequence clusters of 1 to 4 proteins.
 
-Each side runs in its own child process (peak RSS from ``resource.getrusage``) and does what a
-``benchmark`` step's profile does (``core.pipeline.workflow.score_one_profile``): ``score_profile``
-with CIs, cluster intervals and taus, then ``paired_differences`` against the reference and each
-method against its ``@t-1`` twin; then ``--selection`` VALID-selection-like passes of ``cell_curve``
-over the same cells (fresh frames each time, as the grid does). The script prints each side's
-seconds, the ratio before / after, peak memory, and the largest difference between the two sides'
+Each side runs in its own child process and does what a ``benchmark`` step's profile does
+(``core.pipeline.workflow.score_one_profile``): ``score_profile`` with CIs, cluster intervals and
+taus, then ``paired_differences`` against the reference and each method against its ``@t-1`` twin;
+then ``--selection`` VALID-selection-like passes of ``cell_curve`` over the same cells (fresh frames
+each time, as the grid does). The script prints each side's CPU seconds, the ratio before / after,
+peak memory (the process's ``ru_maxrss``, and the peak resident memory above the loaded window while
+scoring: Linux ``VmHWM`` after ``clear_refs``), and the largest difference between the two sides'
 tables (0 when every number is the same).
 
     .venv/bin/python benchmarks/bench_evaluator.py [--before main] [--methods 6] [--terms 40]
@@ -90,6 +91,7 @@ def run_side(root: str, window_path: str, n_boot: int, selection: int) -> dict:
         w = pickle.load(handle)
     ontology = EvalOntology.from_obo(next(RELEASE.glob("go_*.obo.gz")), ia=w["ia"])
     options = ScoringOptions(n_boot=n_boot)
+    resident = reset_peak_rss()
     newest = [m for m in w["methods"] if not m.endswith("@t-1")]
     started = time.process_time()
     result = score_profile(ontology, w["targets"], w["truth"], w["known"], w["methods"], options=options,
@@ -110,7 +112,25 @@ def run_side(root: str, window_path: str, n_boot: int, selection: int) -> dict:
     selection_s = time.process_time() - started
     return {"benchmark_s": benchmark_s, "selection_s": selection_s,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "scoring_peak_mb": peak_rss_mb() - resident,
             "summary": result.summary, "paired": paired}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux ``VmHWM``), MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> float:
+    """Start a new peak-RSS window (Linux ``clear_refs`` 5) once the window is loaded; the RSS now, MB."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return peak_rss_mb()
 
 
 def export_revision(revision: str, into: Path) -> Path:
@@ -172,13 +192,15 @@ def report(runs: dict, args) -> None:
     rows = {}
     for side, results in runs.items():
         rows[side] = {key: float(np.median([r[key] for r in results]))
-                      for key in ("benchmark_s", "selection_s", "peak_rss_mb")}
+                      for key in ("benchmark_s", "selection_s", "peak_rss_mb", "scoring_peak_mb")}
     before, after = runs["before"][0], runs["after"][0]
     print(json.dumps({"options": vars(args), **rows}, indent=1))
     for key in ("benchmark_s", "selection_s"):
         print(f"{key[:-2]:>10}: before {rows['before'][key]:8.2f} CPU-s  after {rows['after'][key]:8.2f} CPU-s  "
               f"ratio before/after {rows['before'][key] / max(rows['after'][key], 1e-9):5.2f}")
-    print(f"peak RSS MB: before {rows['before']['peak_rss_mb']:.0f}  after {rows['after']['peak_rss_mb']:.0f}")
+    print(f"peak RSS MB: before {rows['before']['peak_rss_mb']:.0f}  after {rows['after']['peak_rss_mb']:.0f}; "
+          f"above the loaded window while scoring: before {rows['before']['scoring_peak_mb']:.0f}  "
+          f"after {rows['after']['scoring_peak_mb']:.0f}")
     for table in ("summary", "paired"):
         print(f"largest |before - after| in {table}: {largest_difference(before[table], after[table]):.3g}")
 
