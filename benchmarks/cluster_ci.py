@@ -22,7 +22,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.homology_summary import release_state  # noqa: E402
-from tempo_assets.core.evaluation import bootstrap as ev  # noqa: E402
+from tempo_assets.core.evaluation import EvalOntology, bootstrap as ev  # noqa: E402
 from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits  # noqa: E402
 from tempo_assets.core.labels.growth import align_terms, annotation_growth  # noqa: E402
 from tempo_assets.core.neighbours.homology import bootstrap_interval, cluster_codes, target_homology  # noqa: E402
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         hits = diamond_hits(query, corpus, Path(work) / "blast", threads=args.threads)
     blast = blast_term_scores(hits, old)
     obo = next((Path(args.archive) / "releases" / args.new).glob("*.obo*"))
-    ontology = ev.EvalOntology.from_obo(obo)
+    ontology = EvalOntology.from_obo(obo)
 
     rows = []
     for (mode, aspect), cell in growth.targets.groupby(["mode", "aspect"], sort=True):
@@ -61,14 +61,14 @@ def main(argv=None) -> int:
         if preds.empty:
             continue
         reference = ev.bootstrap_ci(ontology, truth, preds, metric="f", n_boot=args.n_boot, seed=0)
-        setup, kind, norm, (per_ns,) = ev._bootstrap_setup(ontology, truth, [preds], "f", ev.EvalOptions())
-        for name, (contrib, prot_rows) in per_ns.items():
+        scored = ev._Scored(ev._setup_of(ontology, truth, ev.EvalOptions()), preds, ev.EvalOptions())
+        for name, (contrib, prot_rows) in scored.contribs(weighted=False).items():
             if prot_rows.size == 0:
                 continue
-            proteins = [setup.truths[name].proteins[i] for i in prot_rows]
+            proteins = [scored.setup.truths[name].proteins[i] for i in prot_rows]
 
             def statistic(counts, contrib=contrib):
-                return ev._replicate_metric(contrib, counts, kind, norm)
+                return ev._replicate_metric(contrib, counts, "f", "cafa")
 
             protein_ci = bootstrap_interval(statistic, None, args.n_boot, seed=0, n_units=len(proteins))
             cluster_ci = bootstrap_interval(statistic, cluster_codes(proteins, clusters), args.n_boot, seed=0)

@@ -16,7 +16,7 @@ Pure functions behind the ``benchmark`` and ``benchmark_catalog`` assets and ``t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -24,6 +24,7 @@ import pandas as pd
 from tempo_assets.core.labels.annotations import require_columns as _require
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import paired_bootstraps
+from tempo_assets.core.evaluation.metrics import from_keywords
 from tempo_assets.core.evaluation.scoring import (
     HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,
 )
@@ -113,11 +114,7 @@ class PairedRequest:
     @classmethod
     def of(cls, extras: Mapping[str, Any]) -> PairedRequest:
         """The request from keyword arguments (metric alias resolved, toi sorted once); unknown keys named."""
-        allowed = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - allowed)
-        if unknown:
-            raise TempoInputError(f"paired_differences: unknown argument(s) {unknown}; expected some of {sorted(allowed)}")
-        made = cls(**extras)
+        made = from_keywords(cls, extras, "paired_differences: unknown argument(s)", TempoInputError)
         metric = METRIC_ALIASES.get(made.metric, made.metric)
         if metric not in METRICS and metric != HEADLINE:
             raise TempoInputError(f"metric {metric!r} unknown (choose from {sorted(METRICS) + [HEADLINE]})")

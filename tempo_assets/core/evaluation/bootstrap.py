@@ -1,23 +1,33 @@
 """Bootstrap confidence intervals and paired bootstrap tests on per-protein sums, optionally cluster-resampled.
 
-Part of the evaluator package (see ``tempo_assets/core/evaluation/__init__.py``)."""
+Part of the evaluator package (see ``tempo_assets/core/evaluation/__init__.py``).
+
+What every interval of a cell reads is prepared once and shared: the setup of the ground truth and
+each method's prepared predictions (``metrics.SetupCache``), each namespace's cluster codes, the
+draws of each (seed, number of replicates, clusters) and each method's replicate values per reading
+(``_Setup.replicates``), so a paired bootstrap reads the replicates :func:`bootstrap_cis` computed
+for the same method, threshold and draws. A reading at a fixed threshold (the VALID ``tau``) sums
+that threshold's column only; a best-threshold reading sums every column as before.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.neighbours.homology import cluster_codes, cluster_resample_counts
+from tempo_assets.core.neighbours.homology import cluster_codes
 from tempo_assets.core.base.progress import Progress
 from tempo_assets.core.evaluation.ontology import EvaluationInputError
-from tempo_assets.core.evaluation.predictions import _build_predictions, _frame_raw
-from tempo_assets.core.evaluation.propagation import _Cells
-from tempo_assets.core.evaluation.metrics import EvalOptions, _Contrib, _f, _namespace_contribs, _setup_of
+from tempo_assets.core.evaluation.metrics import (
+    EvalOptions, _Contrib, _f, _Setup, _setup_of, content_key, prepared_predictions, raw_key,
+)
+from tempo_assets.core.evaluation.predictions import _frame_raw
 
 # --------------------------------------------------------------------------------------------
 # bootstrap
@@ -29,38 +39,64 @@ _METRICS = {"f": (False, "f", "max"), "f_w": (True, "f", "max"), "s": (False, "s
 
 
 _SUMS = {"f": ("pr", "rc"), "s": ("fp", "fn"), "f_micro": ("tp", "fp", "fn")}
+_CHUNK = 100  # replicates per multiplicity matrix, as core.homology.cluster_resample_counts draws them
 
 
-def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
-                      column: int | None = None) -> np.ndarray:
-    """Best metric per replicate (or, with ``column``, the metric at that threshold index).
+@dataclass(frozen=True)
+class _Reading:
+    """What a replicate reads: the metric ``kind`` under ``norm``, at threshold ``column`` (None: best)."""
+
+    kind: str
+    norm: str
+    column: int | None
+
+
+@dataclass(frozen=True)
+class _Sums:
+    """Per-protein quantities a reading sums over each replicate's proteins, at the thresholds it reads.
+
+    ``covered`` (n_cols, n_p) 1.0 where the protein predicts something; ``sums`` the metric's
+    per-protein sums (:data:`_SUMS`), (n_cols, n_p) each; n_cols is 1 for a fixed threshold, else every
+    threshold of the grid.
+    """
+
+    covered: np.ndarray
+    sums: dict[str, np.ndarray]
+
+
+def _sums_of(c: _Contrib, reading: _Reading) -> _Sums:
+    """The per-protein sums of ``reading``, built once per (method, reading) and reused by every replicate."""
+    cols = slice(None) if reading.column is None else [reading.column]
+    valid = c.n_pred[cols] > 0  # (n_cols, n_p)
+    sums = {}
+    for key in _SUMS[reading.kind]:
+        if key == "pr":
+            sums[key] = np.divide(c.tp[cols], c.n_pred[cols], out=np.zeros(valid.shape), where=valid)
+        elif key == "rc":
+            sums[key] = np.divide(c.tp[cols], c.n_gt[None, :], out=np.zeros(valid.shape),
+                                  where=(c.n_gt > 0)[None, :])
+        else:
+            sums[key] = getattr(c, key)[cols].astype(float)
+    return _Sums(valid.astype(float), sums)
+
+
+def _values(sums: _Sums, counts: np.ndarray, reading: _Reading) -> np.ndarray:
+    """The metric of each replicate: the best threshold's (or, with ``reading.column``, that threshold's).
 
     ``counts`` (n_rep, n_proteins) multiplicities. At a fixed threshold no protein may be covered
     in a replicate: F is then 0 (nothing predicted), S undefined (NaN).
     """
-    valid = c.n_pred > 0  # (n_tau, n_p)
+    kind, norm = reading.kind, reading.norm
     cnt = counts.astype(float)
-    n = cnt @ valid.T.astype(float)  # (n_rep, n_tau)
+    n = cnt @ sums.covered.T  # (n_rep, n_cols)
     ne = cnt.sum(axis=1, keepdims=True)
-    # only the sums the metric reads (each computed exactly as when all five were)
-    sums = {}
-    for key in _SUMS[kind]:
-        if key == "pr":
-            sums[key] = cnt @ np.divide(c.tp, c.n_pred, out=np.zeros(c.tp.shape), where=valid).T
-        elif key == "rc":
-            sums[key] = cnt @ np.divide(c.tp, c.n_gt[None, :], out=np.zeros(c.tp.shape),
-                                        where=(c.n_gt > 0)[None, :]).T
-        else:
-            sums[key] = cnt @ getattr(c, key).T.astype(float)
 
     def div(a, b):
         b = np.broadcast_to(b, a.shape)
         return np.divide(a, b, out=np.zeros_like(a), where=b > 0)
 
-    norm_sums = {}
-    for key, value in sums.items():
-        den = n if (norm == "pred" or (norm == "cafa" and key == "pr")) else ne
-        norm_sums[key] = div(value, den)
+    norm_sums = {key: div(cnt @ value.T, n if (norm == "pred" or (norm == "cafa" and key == "pr")) else ne)
+                 for key, value in sums.sums.items()}
     if kind == "f":
         values = _f(norm_sums["pr"], norm_sums["rc"])
     elif kind == "s":
@@ -69,14 +105,22 @@ def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
         tp, fp, fn = norm_sums["tp"], norm_sums["fp"], norm_sums["fn"]
         values = _f(div(tp, tp + fp), div(tp, tp + fn))
     covered = n > 0
-    if column is not None:
-        if column < 0:  # the threshold is off the grid: nothing is predicted there
-            return np.full(counts.shape[0], np.nan if kind == "s" else 0.0)
-        return np.where(covered[:, column], values[:, column], np.nan if kind == "s" else 0.0)
+    if reading.column is not None:
+        return np.where(covered[:, 0], values[:, 0], np.nan if kind == "s" else 0.0)
     fill = -np.inf if kind != "s" else np.inf
     values = np.where(covered, values, fill)
     best = values.max(axis=1) if kind != "s" else values.min(axis=1)
     return np.where(np.isfinite(best), best, np.nan)
+
+
+def _replicate_metric(c: _Contrib, counts: np.ndarray, kind: str, norm: str,
+                      column: int | None = None) -> np.ndarray:
+    """The metric of ``c`` in each replicate of ``counts`` (n_rep, n_proteins) (see :func:`_values`);
+    a ``column`` below 0 is a threshold off the grid: nothing is predicted there."""
+    reading = _Reading(kind, norm, column)
+    if column is not None and column < 0:
+        return np.full(counts.shape[0], np.nan if kind == "s" else 0.0)
+    return _values(_sums_of(c, reading), counts, reading)
 
 
 def _check_metric(eval_ontology, metric: str) -> tuple[bool, str]:
@@ -108,48 +152,135 @@ def _split_options(options: Mapping[str, Any]) -> tuple[Resampling, EvalOptions]
     return resampling, EvalOptions.of({k: v for k, v in options.items() if k not in _RESAMPLING_KEYS})
 
 
-@dataclass(frozen=True)
-class _Reading:
-    """What a replicate reads: the metric ``kind`` under ``norm``, at threshold ``column`` (None: best)."""
+@functools.lru_cache(maxsize=64)
+def _cluster_draws(seed: int, n_boot: int, before: tuple[int, ...], n_clusters: int) -> np.ndarray:
+    """(n_boot, n_clusters) times each cluster is drawn in each replicate (read-only, smallest integer type).
 
-    kind: str
-    norm: str
-    column: int | None
-
-
-def _contribs_of(eval_ontology, setup, predictions: pd.DataFrame, options: EvalOptions, weighted: bool) -> dict:
-    """``{namespace: (contributions, protein rows)}`` of one method's predictions."""
-    preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions),
-                               setup.tau, options.prop, options.max_terms)
-    return {name: _namespace_contribs(setup, name, preds.get(name, _Cells.empty()), weighted)
-            for name in setup.truths}
-
-
-def _bootstrap_setup(eval_ontology, ground_truth, predictions_list, metric, options: EvalOptions):
-    """(setup, kind, norm, [contributions of each predictions frame])."""
-    weighted, kind = _check_metric(eval_ontology, metric)
-    setup = _setup_of(eval_ontology, ground_truth, options)
-    per_method = [_contribs_of(eval_ontology, setup, predictions, options, weighted)
-                  for predictions in predictions_list]
-    return setup, kind, options.norm, per_method
-
-
-def _resampled_counts(codes: np.ndarray, n_boot: int, rng: np.random.Generator):
-    """Multiplicity matrices (size, n_units) of ``n_boot`` resamples, 100 replicates at a time.
-
-    ``codes`` are the units' cluster codes (``core.homology.cluster_codes``): clusters are drawn
-    with replacement and every protein of a drawn cluster counts as often as its cluster was
-    drawn. With one protein per cluster (``arange(n)``) it is the protein bootstrap: one code path
-    for both levels, and the draws are identical for every caller with one seed.
+    The generator of ``seed`` first draws the replicates of ``before`` (the cluster counts of the
+    namespaces an interval read earlier from the same generator), then these: per chunk of 100
+    replicates ``rng.integers(0, n_clusters, size=(chunk, n_clusters))``, the very draws of
+    ``core.homology.cluster_resample_counts``, counted by one ``np.bincount`` over
+    ``replicate * n_clusters + cluster``. Generated once per process for every method and pair.
     """
-    progress = Progress("bootstrap", n_boot, "replicates")
-    for counts in cluster_resample_counts(codes, n_boot, rng):
-        yield counts
-        progress.advance(len(counts))
+    rng = np.random.default_rng(seed)
+    chunks = [min(_CHUNK, n_boot - start) for start in range(0, n_boot, _CHUNK)]
+    for earlier in before:
+        for size in chunks:
+            rng.integers(0, earlier, size=(size, earlier))
+    parts = []
+    for size in chunks:
+        draws = rng.integers(0, n_clusters, size=(size, n_clusters))
+        draws += (np.arange(size, dtype=draws.dtype) * n_clusters)[:, None]
+        parts.append(np.bincount(draws.ravel(), minlength=size * n_clusters).reshape(size, n_clusters))
+    picked = np.concatenate(parts)
+    picked = picked.astype(np.min_scalar_type(int(picked.max(initial=0))))
+    picked.flags.writeable = False
+    return picked
 
 
-def _unit_codes(proteins: list[str], clusters) -> np.ndarray:
-    return cluster_codes(proteins, clusters)
+@dataclass(frozen=True, eq=False)
+class _Draws:
+    """The replicates of one namespace at one level: each unit's cluster ``codes`` and the draws'
+    ``key`` (clusters, n_boot, seed, clusterings drawn before from the same generator)."""
+
+    codes: np.ndarray
+    n_boot: int
+    seed: int
+    before: tuple[int, ...]
+    key: tuple
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.codes.max()) + 1
+
+    def counts(self) -> Iterator[np.ndarray]:
+        """Multiplicity matrices (size, n_units) float, 100 replicates at a time.
+
+        Every protein of a drawn cluster counts as often as its cluster was drawn; with one protein
+        per cluster it is the protein bootstrap: one code path for both levels.
+        """
+        if self.n_boot < 1:
+            raise EvaluationInputError(f"n_boot must be >= 1, got {self.n_boot!r}")
+        picked = _cluster_draws(self.seed, self.n_boot, self.before, self.n_clusters)
+        progress = Progress("bootstrap", self.n_boot, "replicates")
+        for start in range(0, self.n_boot, _CHUNK):
+            counts = picked[start:start + _CHUNK][:, self.codes].astype(float)
+            yield counts
+            progress.advance(len(counts))
+
+
+@dataclass(frozen=True)
+class _Level:
+    """One level of a bootstrap: the column ``prefix`` ("" proteins, "cluster_" clusters), the
+    ``clusters`` and their content key."""
+
+    prefix: str
+    clusters: Any
+    key: tuple
+
+
+def _levels(clusters) -> list[_Level]:
+    """Each bootstrap level: proteins, then clusters when given."""
+    plain = _Level("", None, (None,))
+    return [plain] + ([_Level("cluster_", clusters, content_key(clusters, ("protein", "cluster")))]
+                      if clusters is not None else [])
+
+
+@dataclass
+class _Scored:
+    """One method's predictions on a setup, read through the setup's caches: prepared once, each
+    reading's estimate and replicate values computed once (:attr:`_Setup.replicates`)."""
+
+    setup: _Setup
+    predictions: pd.DataFrame
+    options: EvalOptions
+    raw: Any = field(init=False, repr=False)
+    key: tuple = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.raw = _frame_raw(self.predictions)
+        self.key = raw_key(self.raw, self.options)
+
+    def contribs(self, weighted: bool) -> dict[str, tuple[_Contrib, np.ndarray]]:
+        return prepared_predictions(self.setup, self.raw, self.options, self.key).contribs(weighted)
+
+    def rows(self, name: str, weighted: bool) -> np.ndarray:
+        """The namespace's evaluated ground-truth rows (the setup's, whatever the predictions)."""
+        key = (name, weighted)
+        if key not in self.setup.rows:
+            self.setup.rows[key] = self.contribs(weighted)[name][1]
+        return self.setup.rows[key]
+
+    def _cached(self, what: tuple, compute: Callable[[], Any]) -> Any:
+        key = (self.key, *what)
+        if key not in self.setup.replicates:
+            self.setup.replicates[key] = compute()
+        return self.setup.replicates[key]
+
+    def estimate(self, name: str, weighted: bool, reading: _Reading) -> float:
+        """The metric on the namespace's proteins, each counted once."""
+        n_p = self.rows(name, weighted).size
+        return self._cached((name, weighted, reading, None), lambda: float(_replicate_metric(
+            self.contribs(weighted)[name][0], np.ones((1, n_p)), reading.kind, reading.norm, reading.column)[0]))
+
+    def replicates(self, name: str, weighted: bool, reading: _Reading, draws: _Draws) -> np.ndarray:
+        """(n_boot,) the metric in each replicate of ``draws``."""
+        def compute() -> np.ndarray:
+            if reading.column is not None and reading.column < 0:
+                return _replicate_metric(None, np.zeros((draws.n_boot, 0)), reading.kind, reading.norm, -1)
+            sums = _sums_of(self.contribs(weighted)[name][0], reading)
+            return np.concatenate([_values(sums, counts, reading) for counts in draws.counts()])
+        return self._cached((name, weighted, reading, draws.key), compute)
+
+    def draws(self, name: str, weighted: bool, level: _Level, resampling: Resampling,
+              before: tuple[int, ...] = ()) -> _Draws:
+        """The namespace's draws at ``level`` (cluster codes computed once per setup)."""
+        key = (name, weighted, level.key)
+        if key not in self.setup.codes:
+            proteins = self.setup.truths[name].proteins
+            self.setup.codes[key] = cluster_codes([proteins[r] for r in self.rows(name, weighted)], level.clusters)
+        return _Draws(self.setup.codes[key], int(resampling.n_boot), int(resampling.seed), before,
+                      (level.key, int(resampling.n_boot), int(resampling.seed), before))
 
 
 def _tau_column(tau_grid: np.ndarray, tau: float | None) -> int | None:
@@ -157,11 +288,6 @@ def _tau_column(tau_grid: np.ndarray, tau: float | None) -> int | None:
         return None
     hit = np.flatnonzero(np.isclose(tau_grid, float(tau), rtol=0, atol=1e-9))
     return int(hit[0]) if hit.size else -1
-
-
-def _levels(clusters) -> list[tuple[str, Any]]:
-    """(column prefix, clusters) of each bootstrap level: proteins, then clusters when given."""
-    return [("", None)] + ([("cluster_", clusters)] if clusters is not None else [])
 
 
 def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", tau=None, subsets=None,
@@ -191,19 +317,13 @@ def bootstrap_cis(eval_ontology, ground_truth, predictions, requests, **options)
     ``seed``, so every result equals the corresponding :func:`bootstrap_ci` call.
     """
     resampling, opts = _split_options(options)
-    checked = [(metric, tau, subsets, *_check_metric(eval_ontology, metric)) for metric, tau, subsets in requests]
+    checked = [(tau, subsets, *_check_metric(eval_ontology, metric)) for metric, tau, subsets in requests]
     setup = _setup_of(eval_ontology, ground_truth, opts)
-    preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions),
-                               setup.tau, opts.prop, opts.max_terms)
-    contribs: dict[bool, dict] = {}
-    results = []
-    for metric, tau, subsets, weighted, kind in checked:
-        if weighted not in contribs:
-            contribs[weighted] = {name: _namespace_contribs(setup, name, preds.get(name, _Cells.empty()), weighted)
-                                  for name in setup.truths}
-        reading = _Reading(kind, opts.norm, _tau_column(setup.tau, tau))
-        results.append(_interval(setup, contribs[weighted], reading, resampling, subsets))
-    return results
+    scored = _Scored(setup, predictions, opts)
+    levels = _levels(resampling.clusters)
+    return [_interval(scored, (weighted, _Reading(kind, opts.norm, _tau_column(setup.tau, tau))), resampling,
+                      levels, subsets)
+            for tau, subsets, weighted, kind in checked]
 
 
 def _subset_estimates(contrib, reading: _Reading, proteins: list[str], subsets) -> dict:
@@ -218,28 +338,29 @@ def _subset_estimates(contrib, reading: _Reading, proteins: list[str], subsets) 
     return out
 
 
-def _interval(setup, per_ns, reading: _Reading, resampling: Resampling, subsets):
-    kind, norm, column = reading.kind, reading.norm, reading.column
-    rngs = {prefix: np.random.default_rng(resampling.seed) for prefix, _ in _levels(resampling.clusters)}
-    alpha = resampling.alpha
+def _interval(scored: _Scored, read: tuple[bool, _Reading], resampling: Resampling, levels: list[_Level],
+              subsets) -> dict:
+    """``{ns: {estimate, low, high, n_proteins, ...}}`` of one request; each level's generator of ``seed``
+    runs on through the namespaces in order (``before``), as one generator per request does."""
+    weighted, reading = read
+    before: dict[str, tuple[int, ...]] = {level.prefix: () for level in levels}
     out = {}
-    for name, (contrib, rows) in per_ns.items():
-        n_p = rows.size
-        if n_p == 0:
+    for name in scored.setup.truths:
+        rows = scored.rows(name, weighted)
+        if rows.size == 0:
             continue
-        proteins = [setup.truths[name].proteins[r] for r in rows]
-        estimate = _replicate_metric(contrib, np.ones((1, n_p)), kind, norm, column)[0]
-        result = {"estimate": float(estimate), "n_proteins": int(n_p)}
-        for prefix, level in (_levels(resampling.clusters) if resampling.n_boot else []):
-            codes = _unit_codes(proteins, level)
-            values = np.concatenate([_replicate_metric(contrib, counts, kind, norm, column)
-                                     for counts in _resampled_counts(codes, resampling.n_boot, rngs[prefix])])
-            result[f"{prefix}low"] = float(np.nanquantile(values, alpha / 2))
-            result[f"{prefix}high"] = float(np.nanquantile(values, 1 - alpha / 2))
-            if prefix:
-                result["n_clusters"] = int(codes.max()) + 1
+        result = {"estimate": scored.estimate(name, weighted, reading), "n_proteins": int(rows.size)}
+        for level in (levels if resampling.n_boot else []):
+            draws = scored.draws(name, weighted, level, resampling, before[level.prefix])
+            values = scored.replicates(name, weighted, reading, draws)
+            result[f"{level.prefix}low"] = float(np.nanquantile(values, resampling.alpha / 2))
+            result[f"{level.prefix}high"] = float(np.nanquantile(values, 1 - resampling.alpha / 2))
+            if level.prefix:
+                result["n_clusters"] = draws.n_clusters
+            before[level.prefix] += (draws.n_clusters,)
         if subsets is not None:
-            result["subsets"] = _subset_estimates(contrib, reading, proteins, subsets)
+            proteins = [scored.setup.truths[name].proteins[r] for r in rows]
+            result["subsets"] = _subset_estimates(scored.contribs(weighted)[name][0], reading, proteins, subsets)
         out[name] = result
     return out
 
@@ -265,62 +386,30 @@ def paired_bootstrap(eval_ontology, ground_truth, predictions_a, predictions_b, 
     return result[0]
 
 
-@dataclass
-class _Paired:
-    """The paired bootstrap of one ground truth: each method's contributions and replicate values,
-    computed once for every pair the method is in (each key's replicates start from the seed)."""
-
-    eval_ontology: Any
-    setup: Any
-    predictions: Mapping[str, pd.DataFrame]
-    options: EvalOptions
-    metric: str
-    resampling: Resampling
-    contribs: dict = field(default_factory=dict)
-    replicates: dict = field(default_factory=dict)
-
-    def contrib(self, method: str) -> dict:
-        if method not in self.contribs:
-            self.contribs[method] = _contribs_of(self.eval_ontology, self.setup, self.predictions[method],
-                                                 self.options, _METRICS[self.metric][0])
-        return self.contribs[method]
-
-    def values(self, method: str, name: str, column, prefix: str, codes: np.ndarray) -> np.ndarray:
-        key = (method, name, column, prefix)
-        if key not in self.replicates:
-            c, kind = self.contrib(method)[name][0], _METRICS[self.metric][1]
-            rng = np.random.default_rng(self.resampling.seed)
-            self.replicates[key] = np.concatenate([
-                _replicate_metric(c, counts, kind, self.options.norm, column)
-                for counts in _resampled_counts(codes, self.resampling.n_boot, rng)])
-        return self.replicates[key]
-
-    def namespace(self, name: str, pair: tuple, columns: tuple) -> dict | None:
-        """``{delta, low, high, p_value, n_proteins, ...}`` of one pair in one namespace."""
-        (a, b), (col_a, col_b) = pair, columns
-        kind, norm, alpha = _METRICS[self.metric][1], self.options.norm, self.resampling.alpha
-        ca, rows = self.contrib(a)[name]
-        cb, rows_b = self.contrib(b)[name]
-        if not np.array_equal(rows, rows_b):
-            raise EvaluationInputError(f"{name}: the two methods are scored on different proteins")
-        if rows.size == 0:
-            return None
-        proteins = [self.setup.truths[name].proteins[r] for r in rows]
-        ones = np.ones((1, rows.size))
-        delta = (_replicate_metric(ca, ones, kind, norm, col_a)[0] - _replicate_metric(cb, ones, kind, norm, col_b)[0])
-        result = {"delta": float(delta)}
-        for prefix, level in _levels(self.resampling.clusters):
-            codes = _unit_codes(proteins, level)
-            values = self.values(a, name, col_a, prefix, codes) - self.values(b, name, col_b, prefix, codes)
-            values = values[~np.isnan(values)]
-            p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
-            result.update({f"{prefix}low": float(np.quantile(values, alpha / 2)),
-                           f"{prefix}high": float(np.quantile(values, 1 - alpha / 2)),
-                           f"{prefix}p_value": float(min(1.0, p))})
-            if prefix:
-                result["n_clusters"] = int(codes.max()) + 1
-        result["n_proteins"] = int(rows.size)
-        return result
+def _pair_namespace(pair: tuple[_Scored, _Scored], name: str, readings: tuple[_Reading, _Reading],
+                    weighted: bool, resampling: Resampling, levels: list[_Level]) -> dict | None:
+    """``{delta, low, high, p_value, n_proteins, ...}`` of one pair in one namespace: both methods
+    read on the same draws (each level's generator of ``seed`` starts afresh per namespace)."""
+    (a, b), (reading_a, reading_b) = pair, readings
+    rows = a.rows(name, weighted)
+    if not np.array_equal(rows, b.rows(name, weighted)):
+        raise EvaluationInputError(f"{name}: the two methods are scored on different proteins")
+    if rows.size == 0:
+        return None
+    result = {"delta": float(a.estimate(name, weighted, reading_a) - b.estimate(name, weighted, reading_b))}
+    alpha = resampling.alpha
+    for level in levels:
+        draws = a.draws(name, weighted, level, resampling)
+        values = a.replicates(name, weighted, reading_a, draws) - b.replicates(name, weighted, reading_b, draws)
+        values = values[~np.isnan(values)]
+        p = 2 * min(np.mean(values <= 0), np.mean(values >= 0)) if values.size else math.nan
+        result.update({f"{level.prefix}low": float(np.quantile(values, alpha / 2)),
+                       f"{level.prefix}high": float(np.quantile(values, 1 - alpha / 2)),
+                       f"{level.prefix}p_value": float(min(1.0, p))})
+        if level.prefix:
+            result["n_clusters"] = draws.n_clusters
+    result["n_proteins"] = int(rows.size)
+    return result
 
 
 def paired_bootstraps(eval_ontology, ground_truth, predictions, pairs, metric="f", strict=False,
@@ -328,21 +417,28 @@ def paired_bootstraps(eval_ontology, ground_truth, predictions, pairs, metric="f
     """:func:`paired_bootstrap` of several ``(a, b, tau_a, tau_b)`` pairs of ``predictions`` (name -> frame).
 
     The ground truth is set up once, each method's predictions once, and each (method, threshold)
-    is evaluated on the resampled proteins once for all the pairs it is in: every replicate of a
-    pair sees the draws a separate :func:`paired_bootstrap` call would (each pair starts from the
-    seed), so the results are those calls'. A pair whose interval is undefined (a method covering
-    no protein at any threshold) is None, or raises with ``strict``. ``options`` as in
-    :func:`paired_bootstrap` (without the taus).
+    is evaluated on the resampled proteins once for all the pairs it is in (and for the
+    :func:`bootstrap_cis` of the same method, threshold and draws): every replicate of a pair sees
+    the draws a separate :func:`paired_bootstrap` call would (each pair starts from the seed), so
+    the results are those calls'. A pair whose interval is undefined (a method covering no protein
+    at any threshold) is None, or raises with ``strict``. ``options`` as in :func:`paired_bootstrap`
+    (without the taus).
     """
-    _check_metric(eval_ontology, metric)
+    weighted, kind = _check_metric(eval_ontology, metric)
     resampling, opts = _split_options(options)
-    paired = _Paired(eval_ontology, _setup_of(eval_ontology, ground_truth, opts), predictions, opts, metric,
-                     resampling)
+    setup = _setup_of(eval_ontology, ground_truth, opts)
+    scored: dict[str, _Scored] = {}
+    levels = _levels(resampling.clusters)
     out: list = []
     for a, b, tau_a, tau_b in pairs:
-        columns = (_tau_column(paired.setup.tau, tau_a), _tau_column(paired.setup.tau, tau_b))
+        for m in (a, b):
+            if m not in scored:
+                scored[m] = _Scored(setup, predictions[m], opts)
+        readings = (_Reading(kind, opts.norm, _tau_column(setup.tau, tau_a)),
+                    _Reading(kind, opts.norm, _tau_column(setup.tau, tau_b)))
         try:
-            per_ns = {name: paired.namespace(name, (a, b), columns) for name in paired.setup.truths}
+            per_ns = {name: _pair_namespace((scored[a], scored[b]), name, readings, weighted, resampling, levels)
+                      for name in setup.truths}
             out.append({name: result for name, result in per_ns.items() if result is not None})
         except IndexError:
             # np.quantile of no replicate: one method covers no protein at any threshold

@@ -4,23 +4,25 @@ Part of the evaluator package (see ``tempo_assets/core/evaluation/__init__.py``)
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from tempo_assets.core.base.io import open_text
 from tempo_assets.core.evaluation.ontology import (
     BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
 )
 from tempo_assets.core.evaluation.predictions import (
-    _Truth, _build_truths, _frame_truth, _group_pairs, _read_pairs,
+    _Raw, _Truth, _build_predictions, _build_truths, _frame_truth, _known_keys, _toi_masks,
 )
-from tempo_assets.core.evaluation.propagation import _Cells, _propagated_keys
+from tempo_assets.core.evaluation.propagation import _Cells
 
 logger = logging.getLogger(__name__)
 
@@ -286,8 +288,37 @@ def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: s
     return frame
 
 
+class _Lru(OrderedDict):
+    """A dict that keeps its ``limit`` most recently used entries."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def recent(self, key) -> Any:
+        """The entry under ``key`` (now the most recently used), or None."""
+        if key not in self:
+            return None
+        self.move_to_end(key)
+        return self[key]
+
+    def put(self, key, value) -> None:
+        self[key] = value
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
 @dataclass
 class _Setup:
+    """A ground truth set up for scoring, with what is derived from it once for every method.
+
+    ``key`` says what it was built from (:func:`_setup_key`); ``prepared`` is the least recently used
+    store of prepared predictions (:func:`prepared_predictions`) it shares with the other setups
+    of its :class:`SetupCache`; ``rows`` ``(namespace, weighted) -> evaluated rows``, ``codes``
+    ``(namespace, weighted, clusters key) -> cluster codes`` and ``replicates`` (bootstrap values per
+    method, reading and draws) are filled by the bootstrap.
+    """
+
     ontology: EvalOntology
     truths: dict[str, _Truth]
     tau: np.ndarray
@@ -295,65 +326,11 @@ class _Setup:
     known: dict[str, np.ndarray] | None
     lafa: bool
     norm: str
-
-
-def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
-    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms.
-
-    The masks of a set of terms (not a file) are built once per ontology and shared: never write to them.
-    """
-    if isinstance(toi, (str, Path)):
-        return _read_toi_masks(ontology, toi)
-    key = frozenset(toi)
-    if key not in ontology.toi_masks:
-        ontology.toi_masks[key] = _read_toi_masks(ontology, key)
-    return ontology.toi_masks[key]
-
-
-def _read_toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
-    if isinstance(toi, (str, Path)):
-        terms = []
-        with open_text(toi) as handle:
-            for raw in handle:
-                parts = raw.split()
-                if parts:
-                    terms.append(parts[0])
-        if not terms:
-            raise EvaluationInputError("empty terms-of-interest file", toi)
-    else:
-        terms = list(toi)
-    masks = {name: np.zeros(ns.n_terms, dtype=bool) for name, ns in ontology.namespaces.items()}
-    for term in terms:
-        for name, ns in ontology.namespaces.items():
-            i = ns.index.get(term)
-            if i is not None:
-                masks[name][i] = True
-            elif term in ns.alt:
-                masks[name][list(ns.alt[term])] = True
-    return masks
-
-
-def _known_keys(ontology: EvalOntology, truths: dict[str, _Truth], known) -> dict[str, np.ndarray]:
-    if isinstance(known, (str, Path)):
-        proteins, terms = _read_pairs(known, "known-terms")
-    else:
-        if not {"protein", "term"} <= set(known.columns):
-            raise EvaluationInputError("known frame needs 'protein' and 'term' columns")
-        proteins, terms = known["protein"].tolist(), known["term"].tolist()
-    grouped = _group_pairs(ontology, proteins, terms)
-    out: dict[str, np.ndarray] = {}
-    for name, truth in truths.items():
-        ns = ontology.namespaces[name]
-        if name not in grouped:
-            out[name] = np.zeros(0, dtype=np.int64)
-            continue
-        ids, rows, cols = grouped[name]
-        # known rows -> ground-truth rows; pairs of proteins without ground truth are dropped
-        truth_row = np.array([truth.row_of.get(p, -1) for p in ids], dtype=np.int64)
-        rows = truth_row[rows]
-        keep = rows >= 0
-        out[name] = _propagated_keys(rows[keep], cols[keep], ns)
-    return out
+    key: tuple = ()
+    prepared: _Lru = field(default_factory=lambda: _Lru(0), repr=False)
+    rows: dict = field(default_factory=dict, repr=False)
+    codes: dict = field(default_factory=dict, repr=False)
+    replicates: dict = field(default_factory=dict, repr=False)
 
 
 def _namespace_contribs(setup: _Setup, name: str, pred: _Cells, weighted: bool):
@@ -367,20 +344,19 @@ def _namespace_contribs(setup: _Setup, name: str, pred: _Cells, weighted: bool):
     return _contributions(ns, len(truth.proteins), truth.keys, pred, setup.tau.size, scope)
 
 
-def _evaluate_setup(setup: _Setup, preds: dict[str, _Cells]) -> pd.DataFrame | None:
+def _evaluate_setup(setup: _Setup, prepared: _Prepared) -> pd.DataFrame | None:
     frames, frames_w = [], []
     for name in setup.truths:
-        pred = preds.get(name)
-        if pred is None:
+        if name not in prepared.preds:
             continue
-        contrib, rows = _namespace_contribs(setup, name, pred, weighted=False)
+        contrib, rows = prepared.contribs(weighted=False)[name]
         ne = rows.size
         if ne == 0:
             logger.warning("%s: no protein with ground truth left to evaluate", name)
             continue
         frames.append(_normalize(_sum_metrics(contrib), name, setup.tau, ne, setup.norm))
         if setup.ontology.has_ia:
-            contrib_w, rows_w = _namespace_contribs(setup, name, pred, weighted=True)
+            contrib_w, rows_w = prepared.contribs(weighted=True)[name]
             frames_w.append(_normalize(_sum_metrics(contrib_w), name, setup.tau, rows_w.size,
                                        setup.norm))
     if not frames:
@@ -401,37 +377,101 @@ def _setup(ontology: EvalOntology, truth_pairs, th_step, toi, known, norm) -> _S
                   lafa=toi is not None or known is not None, norm=norm)
 
 
+def content_key(value: Any, columns: tuple[str, ...] = ("protein", "term")) -> tuple:
+    """What a cache entry built from ``value`` is keyed by: its content, never its identity.
+
+    A frame: a 128-bit digest of its row count and ``columns``' values in row order (those it has);
+    a mapping: of its items; a file: its path, size and modification time; an iterable of terms:
+    the set of them; None: None.
+    """
+    if value is None:
+        return (None,)
+    if isinstance(value, (str, Path)):
+        stat = Path(value).stat()
+        return ("file", str(value), stat.st_size, stat.st_mtime_ns)
+    if isinstance(value, Mapping):
+        value = pd.DataFrame({"key": list(value.keys()), "value": list(value.values())})
+        columns = ("key", "value")
+    if isinstance(value, pd.DataFrame):
+        digest = hashlib.blake2b(str(len(value)).encode(), digest_size=16)
+        for column in columns:
+            if column in value.columns:
+                digest.update(column.encode())
+                for part in _column_bytes(value[column]):
+                    digest.update(part)
+        return ("frame", digest.hexdigest())
+    return ("set", frozenset(value))
+
+
+def _column_bytes(column: pd.Series) -> list:
+    """A column's content as bytes: an Arrow-held string column's own buffers (offsets from 0 and the
+    characters they span; hashing them is ~100x faster than hashing each row), else pandas' row hashes."""
+    values = column.array
+    arrow = values.__arrow_array__() if hasattr(values, "__arrow_array__") and not column.hasnans else None
+    chunks = arrow.chunks if isinstance(arrow, pa.ChunkedArray) else []
+    if arrow is None or not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in chunks):
+        return [pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes()]
+    parts = []
+    for chunk in chunks:
+        _, offsets, data = chunk.buffers()
+        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        spans = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + len(chunk) + 1].astype(np.int64)
+        parts += [(spans - spans[0]).tobytes(), memoryview(data)[spans[0]:spans[-1]] if data is not None else b""]
+    return parts
+
+
+def _setup_key(ontology: EvalOntology, ground_truth: pd.DataFrame, options: EvalOptions) -> tuple:
+    """Everything a setup is built from: the ontology (and its IA), ground truth, known, toi, grid, norm."""
+    return (id(ontology), ontology.ia_version, content_key(ground_truth), content_key(options.known),
+            content_key(options.toi), float(options.th_step), options.norm)
+
+
 class SetupCache:
-    """The set-up ground truth of one cell, built once for every method scored on it.
+    """Set-up ground truths, each built once for every method, replicate and call that scores on it.
 
     Setting up a ground truth (grouping, propagating, the known terms and the terms of interest)
-    does not depend on the predictions. Scoring several methods on one cell passes the same cache
-    and the very same ``ground_truth``, ``known`` and ``toi`` objects to :func:`evaluate_frames`,
-    :func:`bootstrap_cis` and :func:`paired_bootstraps`; an entry is reused only for those same
-    objects (by identity, which the cache keeps alive) and the same ``th_step`` and ``norm``.
+    does not depend on the predictions. An entry is keyed by what it was built from
+    (:func:`_setup_key`: the ontology object and its IA, the content of ``ground_truth``, ``known``
+    and ``toi``, ``th_step`` and ``norm``), so a changed frame, or another window's ontology, never
+    reads a stale entry; the ``limit`` least recently used setups are kept, with the
+    ``prepared_limit`` least recently prepared predictions among them (:func:`prepared_predictions`).
+    Every :class:`EvalOntology` holds one (``ontology.caches``), used when no other is passed.
     The results are those of uncached calls.
     """
 
-    def __init__(self) -> None:
-        self._entries: list[tuple[tuple, _Setup]] = []
+    def __init__(self, limit: int = 32, prepared_limit: int = 3) -> None:
+        self._entries = _Lru(limit)
+        self.prepared = _Lru(prepared_limit)
 
-    def get(self, ontology: EvalOntology, ground_truth: pd.DataFrame, th_step, toi, known, norm) -> _Setup:
-        key = (ontology, ground_truth, toi, known, float(th_step), norm)
-        for held, setup in self._entries:
-            if all(a is b for a, b in zip(held[:4], key[:4])) and held[4:] == key[4:]:
-                return setup
-        setup = _setup(ontology, _frame_truth(ground_truth), th_step, toi, known, norm)
-        self._entries.append((key, setup))
+    def get(self, ontology: EvalOntology, ground_truth: pd.DataFrame, options: EvalOptions) -> _Setup:
+        key = _setup_key(ontology, ground_truth, options)
+        held = self._entries.recent(key)
+        if held is not None:
+            return held[1]
+        setup = _setup(ontology, _frame_truth(ground_truth), options.th_step, options.toi, options.known,
+                       options.norm)
+        setup.key, setup.prepared = key, self.prepared
+        self._entries.put(key, (ontology, setup))  # the ontology kept alive: its id stays its own
         return setup
+
+
+def from_keywords(cls, values: Mapping[str, Any], unknown: str, error: type[Exception] = EvaluationInputError):
+    """``cls(**values)`` for a dataclass ``cls``; keys that are none of its fields are named in one
+    error: ``"<unknown> [keys]; expected some of [fields]"``."""
+    allowed = {f.name for f in fields(cls)}
+    extra = sorted(set(values) - allowed)
+    if extra:
+        raise error(f"{unknown} {extra}; expected some of {sorted(allowed)}")
+    return cls(**values)
 
 
 @dataclass(frozen=True, eq=False)
 class EvalOptions:
-    """How predictions are scored against a ground truth: cafaeval's options and the cell's cache.
+    """How predictions are scored against a ground truth: cafaeval's options and a setup cache.
 
     ``known``: frame ``protein, term`` (or a file) of terms known before (LAFA's PK/LK rule);
     ``toi``: the terms of interest (iterable or file); ``norm``, ``prop``, ``max_terms``,
-    ``th_step``: as cafaeval's; ``setups``: a :class:`SetupCache` shared by one cell's methods.
+    ``th_step``: as cafaeval's; ``setups``: a :class:`SetupCache` (None: the ontology's own).
     """
 
     known: Any = None
@@ -445,16 +485,63 @@ class EvalOptions:
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> EvalOptions:
         """The options from keyword arguments; an unknown key is named in the error."""
-        allowed = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise EvaluationInputError(f"unknown evaluation option(s) {unknown}; expected some of {sorted(allowed)}")
-        return cls(**options)
+        return from_keywords(cls, options, "unknown evaluation option(s)")
 
 
 def _setup_of(ontology: EvalOntology, ground_truth: pd.DataFrame, options: EvalOptions) -> _Setup:
-    """The setup of ``ground_truth`` under ``options`` (from ``options.setups`` when given)."""
-    args = (options.th_step, options.toi, options.known, options.norm)
-    if options.setups is not None:
-        return options.setups.get(ontology, ground_truth, *args)
-    return _setup(ontology, _frame_truth(ground_truth), *args)
+    """The setup of ``ground_truth`` under ``options``, from ``options.setups`` or the ontology's cache."""
+    cache = options.setups
+    if cache is None:
+        cache = ontology.caches.get("setups")
+        if cache is None:
+            cache = ontology.caches["setups"] = SetupCache()
+    return cache.get(ontology, ground_truth, options)
+
+
+@dataclass
+class _Prepared:
+    """One method's predictions routed, binned and propagated on a setup, with their per-protein
+    contributions per weighting, computed when first read."""
+
+    setup: _Setup
+    preds: dict[str, _Cells]
+    by_weight: dict = field(default_factory=dict)
+
+    def contribs(self, weighted: bool) -> dict[str, tuple[_Contrib, np.ndarray]]:
+        """``{namespace: (contributions, evaluated rows)}`` for every namespace of the setup."""
+        if weighted not in self.by_weight:
+            self.by_weight[weighted] = {
+                name: _namespace_contribs(self.setup, name, self.preds.get(name, _Cells.empty()), weighted)
+                for name in self.setup.truths}
+        return self.by_weight[weighted]
+
+
+def raw_key(raw: _Raw, options: EvalOptions) -> tuple:
+    """What one method's prepared predictions are built from besides the setup: the content of its
+    rows (protein and term codes with their distinct values, scores) and ``prop``, ``max_terms``.
+
+    Digested from the factorised rows the build reads anyway, so a key costs no string hashing."""
+    digest = hashlib.blake2b(digest_size=16)
+    scores = raw.scores if raw.scores is not None else raw.score_codes
+    for codes in (raw.protein_codes, raw.term_codes, scores):
+        digest.update(f"{codes.dtype}:{codes.size};".encode())
+        digest.update(np.ascontiguousarray(codes).tobytes())
+    for uniques in (raw.proteins, raw.terms, raw.score_text):
+        if uniques is not None:
+            digest.update(f"{uniques.size};".encode())
+            digest.update(pd.util.hash_array(np.asarray(uniques, dtype=object)).tobytes())
+    return (digest.hexdigest(), options.prop, options.max_terms)
+
+
+def prepared_predictions(setup: _Setup, raw: _Raw, options: EvalOptions, key: tuple | None = None) -> _Prepared:
+    """One method's rows ``raw`` (``predictions._frame_raw``) prepared on ``setup``: built once, then
+    read from the setup's shared store by every curve, bootstrap and paired bootstrap of the same
+    content (:class:`SetupCache`); ``key`` is :func:`raw_key`'s, when the caller has it."""
+    key = (setup.key, key or raw_key(raw, options))
+    held = setup.prepared.recent(key)
+    if held is not None:
+        return held
+    preds = _build_predictions(setup.ontology, setup.truths, raw, setup.tau, options.prop, options.max_terms)
+    prepared = _Prepared(setup, preds)
+    setup.prepared.put(key, prepared)
+    return prepared

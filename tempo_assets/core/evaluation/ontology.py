@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -205,10 +206,14 @@ class EvalOntology:
         self.namespaces = namespaces
         self.path = path
         self.has_ia = any(ns.ia is not None for ns in namespaces.values())
-        # terms of interest -> their masks per namespace (read-only): see _toi_masks
+        # terms of interest -> their masks per namespace (read-only): see predictions._toi_masks
         self.toi_masks: dict[frozenset, dict[str, np.ndarray]] = {}
         # namespace names -> {term or alt id: index among them} (cafaeval's ns_dict), built once
         self.routes: dict[tuple[str, ...], dict[str, int]] = {}
+        # what the evaluator derives from this ontology and reuses (``metrics.SetupCache`` under
+        # "setups"); its keys carry ``ia_version``, which set_ia bumps, so IA never goes stale there
+        self.caches: dict[str, Any] = {}
+        self.ia_version = 0
 
     @classmethod
     def from_obo(cls, path: str | Path, ia: str | Path | Mapping | pd.Series | None = None,
@@ -237,6 +242,7 @@ class EvalOntology:
             ns.ia = values
             ns.toi_ia_mask = values > 0
         self.has_ia = True
+        self.ia_version += 1
         logger.debug("IA: %d terms without a weight (weigh 0)", missing)
 
     def term_namespace_first(self, term: str) -> tuple[str, tuple[int, ...]] | None:

@@ -152,16 +152,22 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
                     label=f"{method} ({kind} \u03c4={tau:.2f}: {f:.3f})")
             ax.axvline(tau, color=colors[method], ls=":", lw=1)
             ax.plot([tau], [f], "o", color=colors[method], ms=7)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("threshold \u03c4")
-        ax.set_ylabel("weighted F" if weighted else "F")
-        ax.set_title(f"{'Weighted F' if weighted else 'F'} over threshold \u2014 {aspect}"
-                     + _oracle_subtitle(series, taus))
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
-        figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
+        _finish_unit_axes(figure, ax, ("threshold \u03c4", "weighted F" if weighted else "F"),
+                          f"{'Weighted F' if weighted else 'F'} over threshold \u2014 {aspect}"
+                          + _oracle_subtitle(series, taus))
         return _emit(_png_bytes(figure), path)
+
+
+def _finish_unit_axes(figure: Figure, ax, labels: tuple[str, str], title: str) -> None:
+    """A curve plot's axes: both from 0 to 1, ``labels`` (x, y), ``title``, a light grid, the legend."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
 
 
 def _oracle_subtitle(series: Mapping[str, Any], taus: Mapping[str, float] | None) -> str:
@@ -199,14 +205,9 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
             ax.plot(rows["rc"], rows["pr"], color=colors[method], lw=1.8,
                     label=f"{method} ({kind}\u03c4={tau:.2f}, F={f:.3f})")
             ax.plot([rc], [pr], "o", color=colors[method], ms=7)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("weighted recall" if weighted else "recall")
-        ax.set_ylabel("weighted precision" if weighted else "precision")
-        ax.set_title(f"Precision\u2013recall \u2014 {aspect}" + _oracle_subtitle(series, taus))
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
-        figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
+        _finish_unit_axes(figure, ax, ("weighted recall" if weighted else "recall",
+                                       "weighted precision" if weighted else "precision"),
+                          f"Precision\u2013recall \u2014 {aspect}" + _oracle_subtitle(series, taus))
         return _emit(_png_bytes(figure), path)
 
 

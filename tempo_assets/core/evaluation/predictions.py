@@ -413,3 +413,66 @@ def _frame_raw(predictions: pd.DataFrame) -> _Raw:
         predictions["term"].astype(str).to_numpy(dtype=object),
         pd.to_numeric(predictions["score"], errors="raise").to_numpy(dtype=np.float64),
         np.arange(len(predictions), dtype=np.int64), "<predictions frame>")
+
+
+# --------------------------------------------------------------------------------------------
+# terms of interest and known terms (LAFA)
+
+
+def _toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
+    """cafaeval-protea's ``update_toi``: per namespace, a mask of the listed terms.
+
+    The masks of a set of terms (not a file) are built once per ontology and shared: never write to them.
+    """
+    if isinstance(toi, (str, Path)):
+        return _read_toi_masks(ontology, toi)
+    key = frozenset(toi)
+    if key not in ontology.toi_masks:
+        ontology.toi_masks[key] = _read_toi_masks(ontology, key)
+    return ontology.toi_masks[key]
+
+
+def _read_toi_masks(ontology: EvalOntology, toi) -> dict[str, np.ndarray]:
+    if isinstance(toi, (str, Path)):
+        terms = []
+        with open_text(toi) as handle:
+            for raw in handle:
+                parts = raw.split()
+                if parts:
+                    terms.append(parts[0])
+        if not terms:
+            raise EvaluationInputError("empty terms-of-interest file", toi)
+    else:
+        terms = list(toi)
+    masks = {name: np.zeros(ns.n_terms, dtype=bool) for name, ns in ontology.namespaces.items()}
+    for term in terms:
+        for name, ns in ontology.namespaces.items():
+            i = ns.index.get(term)
+            if i is not None:
+                masks[name][i] = True
+            elif term in ns.alt:
+                masks[name][list(ns.alt[term])] = True
+    return masks
+
+
+def _known_keys(ontology: EvalOntology, truths: dict[str, _Truth], known) -> dict[str, np.ndarray]:
+    if isinstance(known, (str, Path)):
+        proteins, terms = _read_pairs(known, "known-terms")
+    else:
+        if not {"protein", "term"} <= set(known.columns):
+            raise EvaluationInputError("known frame needs 'protein' and 'term' columns")
+        proteins, terms = known["protein"].tolist(), known["term"].tolist()
+    grouped = _group_pairs(ontology, proteins, terms)
+    out: dict[str, np.ndarray] = {}
+    for name, truth in truths.items():
+        ns = ontology.namespaces[name]
+        if name not in grouped:
+            out[name] = np.zeros(0, dtype=np.int64)
+            continue
+        ids, rows, cols = grouped[name]
+        # known rows -> ground-truth rows; pairs of proteins without ground truth are dropped
+        truth_row = np.array([truth.row_of.get(p, -1) for p in ids], dtype=np.int64)
+        rows = truth_row[rows]
+        keep = rows >= 0
+        out[name] = _propagated_keys(rows[keep], cols[keep], ns)
+    return out

@@ -21,7 +21,7 @@ evaluator; a target whose true terms were never predicted scores zero and stays 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
@@ -31,7 +31,7 @@ import pandas as pd
 from tempo_assets.core.labels.annotations import require_columns
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
-from tempo_assets.core.evaluation.metrics import SetupCache
+from tempo_assets.core.evaluation.metrics import from_keywords
 from tempo_assets.core.evaluation.tables import evaluate_frames
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
@@ -115,8 +115,9 @@ class ScoringOptions:
 class Cell:
     """One (mode, aspect) of a growth: its targets, their ground truth and (PK) known terms.
 
-    ``setups`` holds the evaluator's set-up ground truth, built once for every method scored on
-    the cell (``core.evaluation.SetupCache``).
+    ``setups``: a ``core.evaluation.SetupCache`` for the evaluator's set-up ground truth; None uses
+    the evaluation ontology's own, keyed by content, so every method, bootstrap and paired bootstrap
+    scored on an equal cell (from this or another ``evaluation_cells`` call) shares one setup.
     """
 
     mode: str
@@ -125,10 +126,6 @@ class Cell:
     truth: pd.DataFrame
     known: pd.DataFrame | None
     setups: Any = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self):
-        if self.setups is None:
-            object.__setattr__(self, "setups", SetupCache())
 
     @property
     def proteins(self) -> pd.Series:
@@ -191,7 +188,7 @@ def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.
     """The evaluator's all-threshold rows of one cell (``tau`` and cafaeval's columns); empty if none.
 
     ``options``: the evaluator's (``core.evaluation.metrics.EvalOptions``: ``known``, ``toi``,
-    ``prop``, ``setups`` the cell's ``SetupCache`` (``Cell.setups``), shared by its methods).
+    ``prop``, ``setups``: None for the ontology's own cache, keyed by content).
     """
     ns = NAMESPACES[aspect]
     df_all = evaluate_frames(eval_ontology, truth, predictions, **options)
@@ -339,12 +336,8 @@ class ScoringExtras:
     @classmethod
     def of(cls, extras: Mapping[str, Any]) -> ScoringExtras:
         """The extras from keyword arguments; an unknown key is named in the error."""
-        allowed = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - allowed)
-        if unknown:
-            raise TempoInputError(f"score_profile: unknown argument(s) {unknown}; expected some of {sorted(allowed)}")
-        made = cls(**extras)
-        # one sorted list for every cell: the cells' SetupCache recognises toi by identity
+        made = from_keywords(cls, extras, "score_profile: unknown argument(s)", TempoInputError)
+        # one sorted list for every cell (the setups are keyed by the set of terms)
         return made if made.toi is None else replace(made, toi=sorted(set(made.toi)))
 
 

@@ -18,7 +18,9 @@ from tempo_assets.core.evaluation.ontology import (
 from tempo_assets.core.evaluation.predictions import (
     _build_predictions, _frame_raw, _read_pairs, _read_prediction_file,
 )
-from tempo_assets.core.evaluation.metrics import EvalOptions, _evaluate_setup, _setup, _setup_of
+from tempo_assets.core.evaluation.metrics import (
+    EvalOptions, _Prepared, _evaluate_setup, _setup, _setup_of, prepared_predictions,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ def cafa_eval(obo_file, pred_dir, gt_file, ia=None, no_orphans=False, n_cpu=1, *
             logger.warning("Prediction: %s, not evaluated (no overlap with the ground truth)",
                            file_name)
             continue
-        df = _evaluate_setup(setup, preds)
+        df = _evaluate_setup(setup, _Prepared(setup, preds))
         if df is None:
             continue
         df["filename"] = file_name.replace(pred_folder, "").replace("/", "_")
@@ -110,14 +112,13 @@ def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
     ``ground_truth``: DataFrame ``protein, term`` (row order = file order);
     ``predictions``: DataFrame ``protein, term, score``; ``options``: :class:`EvalOptions`
     (``known``: DataFrame ``protein, term`` or a file; ``toi``: an iterable of terms or a file;
-    ``setups``: a :class:`SetupCache` shared by the methods scored on this ground truth; ``norm``,
+    ``setups``: a :class:`SetupCache`, None for the ontology's own (keyed by content); ``norm``,
     ``prop``, ``max_terms``, ``th_step``).
     """
     opts = EvalOptions.of(options)
     setup = _setup_of(eval_ontology, ground_truth, opts)
-    preds = _build_predictions(eval_ontology, setup.truths, _frame_raw(predictions), setup.tau,
-                               opts.prop, opts.max_terms)
-    df = _evaluate_setup(setup, preds) if preds else None
+    prepared = prepared_predictions(setup, _frame_raw(predictions), opts)
+    df = _evaluate_setup(setup, prepared) if prepared.preds else None
     if df is None:
         columns = FRAME_COLUMNS.copy()
         return pd.DataFrame(columns=columns).set_index(["ns", "tau"])

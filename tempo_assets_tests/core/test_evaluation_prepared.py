@@ -1,0 +1,138 @@
+"""The evaluator prepares once: setups keyed by content, predictions prepared once, draws and replicates shared.
+
+Every cached call equals an uncached one (a fresh ontology starts with empty caches).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, bootstrap_cis, evaluate_frames, paired_bootstraps
+from tempo_assets.core.evaluation import bootstrap, metrics
+from tempo_assets.core.evaluation.benchmark import paired_differences
+from tempo_assets.core.evaluation.scoring import ScoringOptions, score_profile
+from tempo_assets.core.neighbours.homology import cluster_resample_counts
+from tempo_assets_tests.core.test_evaluation import NAMES, toy, toy_ia, toy_inputs  # noqa: F401 (toy is a fixture)
+
+
+def _other_term(parents, term: str) -> str:
+    """Another term of ``term``'s namespace."""
+    terms = next(list(t) for t in parents.values() if term in t)
+    return next(t for t in terms[1:] if t != term)
+
+
+def test_a_ground_truth_changed_in_place_is_set_up_again(toy):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 0, n_proteins=10)
+    gt = gt[gt["term"].isin({t for ts in parents.values() for t in ts})].reset_index(drop=True)
+    eo = EvalOntology.from_obo(path)
+    first = metrics._setup_of(eo, gt, metrics.EvalOptions())
+    assert metrics._setup_of(eo, gt.copy(), metrics.EvalOptions()) is first  # equal content: one setup
+    evaluate_frames(eo, gt, preds)
+    gt.loc[0, "term"] = _other_term(parents, gt.loc[0, "term"])  # the same object, other content
+    pd.testing.assert_frame_equal(evaluate_frames(eo, gt, preds), evaluate_frames(EvalOntology.from_obo(path), gt, preds))
+
+
+def test_new_ia_weights_are_never_read_from_a_stale_cache(toy):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 1, n_proteins=10)
+    eo = EvalOntology.from_obo(path, ia=toy_ia(parents, seed=5))
+    evaluate_frames(eo, gt, preds)
+    eo.set_ia(toy_ia(parents, seed=6))
+    fresh = EvalOntology.from_obo(path, ia=toy_ia(parents, seed=6))
+    pd.testing.assert_frame_equal(evaluate_frames(eo, gt, preds), evaluate_frames(fresh, gt, preds))
+
+
+def test_each_method_is_prepared_once_for_its_curve_intervals_and_pairs(toy, monkeypatch):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 2, n_proteins=10)
+    worse = preds.assign(score=np.random.default_rng(0).random(len(preds)))
+    built = []
+    real = metrics._build_predictions
+    monkeypatch.setattr(metrics, "_build_predictions", lambda *a, **k: built.append(1) or real(*a, **k))
+    eo = EvalOntology.from_obo(path)
+    evaluate_frames(eo, gt, preds)
+    bootstrap_cis(eo, gt.copy(), preds.copy(), [("f", None, None), ("s", 0.5, None)], n_boot=20)
+    evaluate_frames(eo, gt, worse)
+    paired_bootstraps(eo, gt, {"a": preds, "b": worse}, [("a", "b", 0.5, 0.3)], n_boot=20)
+    assert len(built) == 2
+
+
+def test_a_paired_bootstrap_reads_the_replicates_of_the_intervals(toy, monkeypatch):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 3, n_proteins=12)
+    # one namespace, as a cell has (a later namespace of one interval reads on from the generator)
+    gt = gt[gt["term"].isin(parents["biological_process"])]
+    worse = preds.assign(score=np.random.default_rng(1).random(len(preds)))
+    proteins = sorted(set(gt["protein"]))
+    clusters = {p: i // 3 for i, p in enumerate(proteins)}
+    options = {"n_boot": 50, "seed": 4, "clusters": clusters}
+    expected = paired_bootstraps(EvalOntology.from_obo(path), gt, {"a": preds, "b": worse}, [("a", "b", 0.4, 0.6)],
+                                 **options)
+    eo = EvalOntology.from_obo(path)
+    bootstrap_ci(eo, gt, preds, metric="f", tau=0.4, **options)
+    bootstrap_ci(eo, gt, worse, metric="f", tau=0.6, **options)
+    computed = []
+    real = bootstrap._values
+    monkeypatch.setattr(bootstrap, "_values", lambda *a: computed.append(1) or real(*a))
+    assert paired_bootstraps(eo, gt, {"a": preds, "b": worse}, [("a", "b", 0.4, 0.6)], **options) == expected
+    assert computed == []
+
+
+@pytest.mark.parametrize("before", [(), (7,), (3, 11)])
+def test_the_draws_are_the_cluster_bootstrap_draws(before):
+    codes = np.array([0, 1, 1, 2, 3, 3, 3, 4, 0, 5])
+    rng = np.random.default_rng(9)
+    for earlier in before:  # an interval's generator runs on through the namespaces before this one
+        list(cluster_resample_counts(np.arange(earlier), 250, rng))
+    expected = np.concatenate(list(cluster_resample_counts(codes, 250, rng)))
+    draws = bootstrap._Draws(codes, 250, 9, before, ("test", before))
+    np.testing.assert_array_equal(np.concatenate(list(draws.counts())), expected)
+
+
+def test_the_interval_at_a_fixed_threshold_is_its_resamples_reevaluated(toy):
+    """The VALID-tau reading sums its own column only: its bounds equal re-evaluating each resample
+    with the full evaluator within 1e-12 (the sums' order differs from an all-threshold product in
+    the last bits; the draws are the same)."""
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 4, n_proteins=8, grid_scores=True)  # scores at 0.5: tau 0.5 reads them
+    eo, tau, n_boot, seed = EvalOntology.from_obo(path), 0.5, 20, 3
+    result = bootstrap_ci(eo, gt, preds, metric="f", tau=tau, n_boot=n_boot, seed=seed)
+    name = next(iter(result))
+    proteins = list(dict.fromkeys(p for p, t in zip(gt["protein"], gt["term"])
+                                  if t in parents[name] or alts.get(t) in parents[name]))
+    counts = np.concatenate(list(cluster_resample_counts(np.arange(len(proteins)), n_boot, np.random.default_rng(seed))))
+    values = []
+    for replicate in counts:
+        gt_rows, pred_rows = [], []
+        for i, p in enumerate(proteins):
+            for k in range(int(replicate[i])):
+                gt_rows += [(f"{p}_{k}", t) for t in gt.loc[gt["protein"] == p, "term"]
+                            if t in parents[name] or alts.get(t) in parents[name]]
+                pred_rows += [(f"{p}_{k}", t, s) for t, s in preds.loc[preds["protein"] == p, ["term", "score"]]
+                              .itertuples(index=False)]
+        curve = evaluate_frames(EvalOntology.from_obo(path), pd.DataFrame(gt_rows, columns=["protein", "term"]),
+                                pd.DataFrame(pred_rows, columns=["protein", "term", "score"])).loc[name].reset_index()
+        at = curve[np.isclose(curve["tau"], tau, rtol=0, atol=1e-9)]
+        values.append(float(at["f"].iloc[0]) if len(at) else 0.0)
+    assert result[name]["low"] == pytest.approx(np.nanquantile(values, 0.025), abs=1e-12)
+    assert result[name]["high"] == pytest.approx(np.nanquantile(values, 0.975), abs=1e-12)
+
+
+def test_a_window_sets_up_each_cell_once_for_every_method_profile_pass_and_pair(toy, monkeypatch):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 5, n_proteins=12)
+    aspect_of = {t: aspect for aspect, name in NAMES.items() for t in parents[name]}
+    gt = gt[gt["term"].isin(aspect_of)].assign(aspect=lambda f: f["term"].map(aspect_of))
+    preds = preds[preds["term"].isin(aspect_of)].assign(aspect=lambda f: f["term"].map(aspect_of))
+    targets = gt[["protein", "aspect"]].drop_duplicates().assign(mode="NK")
+    methods = {"a": preds, "b": preds.assign(score=np.random.default_rng(2).random(len(preds)))}
+    taus = {(m, "NK", aspect): 0.5 for m in methods for aspect in NAMES}
+    set_up = []
+    real = metrics._setup
+    monkeypatch.setattr(metrics, "_setup", lambda *a: set_up.append(1) or real(*a))
+    eo, options = EvalOntology.from_obo(path), ScoringOptions(n_boot=10)
+    score_profile(eo, targets, gt, None, methods, options=options, taus=taus)
+    paired_differences(eo, (targets, gt, None), methods, [("a", "b")], options=options, taus=taus)
+    assert len(set_up) == targets["aspect"].nunique()
