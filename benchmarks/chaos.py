@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dagster as dg
+
 REPO = Path(__file__).resolve().parents[1]
 TEMPO = str(Path(sys.executable).with_name("tempo"))
 
@@ -53,17 +55,17 @@ def fresh_copy(archive: Path, folder: Path) -> dict[str, str]:
 STEP_LINE = re.compile(r"^\[\d+/\d+\] (\S+) (\S+): (.*)$")
 STEP_ENDS = ("ok in ", "already materialised and current, skipped", "blocked, not run", "waiting, not run",
              "FAILED in ", "refused in ")
-# a window step's TEST phase begins: valid_selection's closing progress line (frozen_recipe and
-# test_growth's TEST claim follow), a progress line of test_growth or test_score, or a re-run of the
-# step that starts there
-TEST_PHASE = re.compile(r"^valid_selection: progress .*, done$|^test_(growth|score): |^started run \S+ \((frozen_recipe|test_)")
+STARTED_RUN = re.compile(r"^started run (\S+) ")
+TEST_ASSETS = ("test_growth", "test_score")  # a window's TEST phase: TEST read by the one, scored by the other
+TEST_DELAY_SHARE = 0.5  # a TEST phase is short (about 20 s on data/): its kills come within half the max delay
 
 
 @dataclass(frozen=True)
 class KillTarget:
-    """Where an attempt is killed: ``delay`` seconds after ``anchor`` of ``step`` (``"job partition"``)
-    shows in its output (``start``: the step's start line; ``test``: a window step's TEST phase), or,
-    when the anchor never shows (the step had less to do), after the step's last line."""
+    """Where an attempt is killed: ``delay`` seconds after ``anchor`` of ``step`` (``"job partition"``):
+    ``start``, the step's start line in the output; ``test``, the start of test_growth or test_score
+    in the window step's run (its event log); when the anchor never comes (the step had less to do),
+    after the step's last line."""
     step: str
     anchor: str
     delay: float
@@ -91,7 +93,8 @@ def plan_kills(rng: random.Random, plan: list[str], kills: int, max_delay: float
         low = i * len(anchors) // kills
         high = max(low + 1, (i + 1) * len(anchors) // kills)
         step, anchor = anchors[rng.randrange(low, high)]
-        targets.append(KillTarget(step, anchor, round(rng.uniform(0.0, max_delay), 1)))
+        longest = max_delay * (TEST_DELAY_SHARE if anchor == "test" else 1.0)
+        targets.append(KillTarget(step, anchor, round(rng.uniform(0.0, longest), 1)))
     return targets
 
 
@@ -104,14 +107,53 @@ def still_ahead(target: KillTarget, plan: list[str], remaining: list[str]) -> Ki
     return KillTarget(later[0], "start", target.delay)
 
 
-def arms(target: KillTarget, line: str) -> bool:
-    """Whether ``line`` starts ``target``'s countdown: its anchor, else its step's last line."""
+def reaction(target: KillTarget, line: str) -> tuple[str, str] | None:
+    """What ``line`` of the output does to ``target``'s countdown: ``("arm", why)`` starts it (its
+    step's start for a ``start`` anchor; the step's last line when the anchor never came), ``("watch",
+    run_id)`` has the TEST phase of the window step's run watched for; None when nothing."""
     match = STEP_LINE.match(line.rstrip("\n"))
     if match is None or f"{match.group(1)} {match.group(2)}" != target.step:
-        return False
+        return None
     said = match.group(3)
-    anchored = said.startswith("started ") if target.anchor == "start" else bool(TEST_PHASE.search(said))
-    return anchored or said.startswith(STEP_ENDS)
+    started = STARTED_RUN.match(said)
+    if started and target.anchor == "start":
+        return "arm", "the step started"
+    if started:
+        return "watch", started.group(1)
+    if said.startswith(STEP_ENDS):
+        return "arm", "the step ended before its TEST phase came" if target.anchor == "test" else "the step ended"
+    return None
+
+
+class Countdown:
+    """SIGKILL a process group ``delay`` seconds after the first ``arm`` (later ones change nothing)."""
+
+    def __init__(self, group: int, delay: float):
+        self.group, self.delay, self.why = group, delay, None
+        self.lock, self.timer, self.stop = threading.Lock(), None, threading.Event()
+
+    def arm(self, why: str) -> None:
+        with self.lock:
+            if self.timer is None:
+                self.why = why
+                self.timer = threading.Timer(self.delay, os.killpg, (self.group, signal.SIGKILL))
+                self.timer.start()
+
+    def watch_test_phase(self, home: str, run_id: str, poll: float = 0.5) -> None:
+        """Arm when the run ``run_id`` starts test_growth or test_score (a thread reading its event log)."""
+        def watch() -> None:
+            instance = dg.DagsterInstance.from_config(home)
+            while self.timer is None and not self.stop.wait(poll):
+                found = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
+                steps = {r.event_log_entry.step_key for r in found}
+                if steps & set(TEST_ASSETS):
+                    self.arm(f"{'/'.join(sorted(steps & set(TEST_ASSETS)))} started (run {run_id[:8]})")
+        threading.Thread(target=watch, name="chaos-test-phase", daemon=True).start()
+
+    def cancel(self) -> None:
+        self.stop.set()
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 def finished_steps(output: str) -> set[str]:
@@ -131,21 +173,23 @@ def attempt(env: dict, target: KillTarget | None, log) -> tuple[bool, str]:
     process = subprocess.Popen([TEMPO, "materialize", "--all"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=REPO)
     lines: list[str] = []
-    timer = None
+    countdown = Countdown(process.pid, target.delay) if target else None
     for line in process.stdout:
         lines.append(line)
-        if target and timer is None and arms(target, line):
-            timer = threading.Timer(target.delay, os.killpg, (process.pid, signal.SIGKILL))
-            timer.start()
+        react = reaction(target, line) if target else None
+        if react and react[0] == "arm":
+            countdown.arm(react[1])
+        elif react:
+            countdown.watch_test_phase(env["DAGSTER_HOME"], react[1])
     process.wait()
-    if timer is not None:
-        timer.cancel()
+    if countdown is not None:
+        countdown.cancel()
     killed = process.returncode == -signal.SIGKILL
     last = ([l for l in lines if l.startswith("[")][-1:] or ["(before the first step)"])[0].strip()[:160]
     if killed:
-        log(f"  killed {target.describe()}; last line: {last}")
+        log(f"  killed {countdown.delay:.1f}s after {countdown.why}; last line: {last}")
     elif target:
-        log(f"  FINISHED before its kill ({target.describe()}); last line: {last}")
+        log(f"  FINISHED before its kill ({target.describe()}; armed: {countdown.why or 'never'}); last line: {last}")
     return killed, "".join(lines)
 
 

@@ -40,6 +40,8 @@ def test_every_kill_falls_on_a_step_still_to_run_and_they_spread_along_the_job()
 def test_some_seeds_kill_inside_a_window_s_test_phase_and_a_seed_repeats_its_moments():
     phases = {seed: [t.step for t in attempts(seed, 10) if t.anchor == "test"] for seed in range(50)}
     assert any(phases.values()) and all(s in WINDOWS for steps in phases.values() for s in steps)
+    tests = [t for seed in range(50) for t in attempts(seed, 10) if t.anchor == "test"]
+    assert all(t.delay <= 20.0 * chaos.TEST_DELAY_SHARE for t in tests)  # the kill comes inside the short phase
     assert attempts(22, 10) == attempts(22, 10)
     assert len(attempts(3, kills=40)) == 40  # more kills than moments: some steps are killed twice
 
@@ -54,13 +56,13 @@ def test_the_lines_that_arm_a_kill():
     start = chaos.KillTarget("window_job W1", "start", 1.0)
     test = chaos.KillTarget("window_job W1", "test", 1.0)
     started = "[18/20] window_job W1: started run 1a2b (valid_evaluation_set, valid_selection, test_growth)"
-    selected = "[18/20] window_job W1: valid_selection: progress lightgbm grid: 8/8 (100.0%), elapsed 9s, 0.9/s, done"
-    relaunch = "[18/20] window_job W1: started run 3c4d (test_growth, test_score, benchmark)"
+    progress = "[18/20] window_job W1: valid_selection: progress lightgbm grid: 4/8 (50.0%), elapsed 9s, 0.4/s"
     ended = "[18/20] window_job W1: ok in 80.0s (run 1a2b)"
-    assert chaos.arms(start, started) and not chaos.arms(test, started)
-    assert chaos.arms(test, selected) and chaos.arms(test, relaunch)
-    assert chaos.arms(test, ended)  # the TEST phase never showed: the kill lands in the next step
-    assert not chaos.arms(start, "[19/20] window_job W2: started run 5e6f (valid_evaluation_set)")
+    assert chaos.reaction(start, started) == ("arm", "the step started")
+    assert chaos.reaction(test, started) == ("watch", "1a2b")  # its run's event log says when TEST begins
+    assert chaos.reaction(test, progress) is None and chaos.reaction(start, progress) is None
+    assert chaos.reaction(test, ended)[0] == "arm"  # the TEST phase never came: the kill lands in the next step
+    assert chaos.reaction(start, "[19/20] window_job W2: started run 5e6f (valid_evaluation_set)") is None
     output = "\n".join(["[1/20] release_job r0: already materialised and current, skipped",
                         "[2/20] release_job r1: ok in 3.0s (run 9)", started])
     assert chaos.finished_steps(output) == {"release_job r0", "release_job r1"}
