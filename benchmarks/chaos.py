@@ -299,6 +299,9 @@ def report(env: dict, tally: Tally, output: str, reference: str, seconds: float,
     log(f"kills: {tally.kills}; attempts: {tally.attempts}; finished before their kill: {tally.early}; "
         f"recoveries: {tally.recoveries}; wall {seconds:.0f}s; last attempt "
         f"{'finished' if finished_ok else 'did NOT finish'}")
+    summary = output[output.find("summary:"):] if "summary:" in output else ""
+    for line in summary.splitlines():  # what the last attempt left blocked, burned or failed, and why
+        log(f"  last attempt's {line.strip()[:200]}")
     for test in tests:
         burn = f" ({test['burn']['reason']})" if test.get("burn") else ""
         log(f"window {test['window']}: TEST {test['state']}{burn}")
