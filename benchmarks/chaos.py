@@ -216,6 +216,14 @@ def release_dead_claims(env: dict, log) -> list[str]:
     return released
 
 
+def summary_lines(output: str) -> list[str]:
+    """``tempo materialize``'s closing summary: its ``summary:`` line and the indented lines under it."""
+    lines = output.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("summary:")), len(lines))
+    tail = lines[first + 1:]
+    return lines[first:first + 1] + tail[:next((i for i, l in enumerate(tail) if not l.startswith("  ")), len(tail))]
+
+
 def submission_sha(output: str) -> str | None:
     match = re.search(r"CAFA submission for cutoff \S+: (\S+)", output)
     return hashlib.sha256(Path(match.group(1)).read_bytes()).hexdigest() if match else None
@@ -299,8 +307,7 @@ def report(env: dict, tally: Tally, output: str, reference: str, seconds: float,
     log(f"kills: {tally.kills}; attempts: {tally.attempts}; finished before their kill: {tally.early}; "
         f"recoveries: {tally.recoveries}; wall {seconds:.0f}s; last attempt "
         f"{'finished' if finished_ok else 'did NOT finish'}")
-    summary = output[output.find("summary:"):] if "summary:" in output else ""
-    for line in summary.splitlines():  # what the last attempt left blocked, burned or failed, and why
+    for line in summary_lines(output):  # what the last attempt left blocked, waiting or failed, and why
         log(f"  last attempt's {line.strip()[:200]}")
     for test in tests:
         burn = f" ({test['burn']['reason']})" if test.get("burn") else ""

@@ -66,3 +66,6 @@ def test_the_lines_that_arm_a_kill():
     output = "\n".join(["[1/20] release_job r0: already materialised and current, skipped",
                         "[2/20] release_job r1: ok in 3.0s (run 9)", started])
     assert chaos.finished_steps(output) == {"release_job r0", "release_job r1"}
+    closing = "summary: 2 ok, 21 skipped, 1 waiting\n  waiting: window_job W1: claimed\nmethod m at cutoff c0: ok\n"
+    assert chaos.summary_lines(output + "\n" + closing) == ["summary: 2 ok, 21 skipped, 1 waiting",
+                                                           "  waiting: window_job W1: claimed"]
