@@ -1,27 +1,17 @@
 """benchmarks/bench_scale.py on a tiny FASTA cut from data/: every stage runs and prints its row."""
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from tempo_assets.core.inputs.fasta import read_fasta, write_fasta
-from tempo_assets_tests.toolkit import needs_diamond
+from tempo_assets_tests.toolkit import load_benchmark, needs_diamond
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASES = REPO / "data" / "releases"
 
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_scale", REPO / "benchmarks" / "bench_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def tiny_args(tmp_path: Path, proteins: str) -> list[str]:
@@ -37,7 +27,7 @@ def tiny_args(tmp_path: Path, proteins: str) -> list[str]:
 
 @needs_diamond
 def test_small_run_prints_every_stage_row(tmp_path, capsys):
-    bench = load_bench()
+    bench = load_benchmark("bench_scale")
     assert bench.main(tiny_args(tmp_path, "200")) == 0
     out = capsys.readouterr().out
     assert re.search(r"corpus 400 sequences, .*; 200 queries, of which \d+ growth targets", out)
@@ -62,7 +52,7 @@ def test_small_run_prints_every_stage_row(tmp_path, capsys):
 
 
 def test_bad_options_are_refused(tmp_path, capsys):
-    bench = load_bench()
+    bench = load_benchmark("bench_scale")
     with pytest.raises(SystemExit):
         bench.main(tiny_args(tmp_path, "many"))
     assert "--proteins must be a positive number or 'all'" in capsys.readouterr().err

@@ -6,7 +6,6 @@ numbers are real scores on shared targets, TEST refuses a second score, a VALID 
 TEST data, and the submission reads nothing after its cutoff and is rebuilt byte for byte, also
 by the ``dagster`` CLI in a subprocess.
 """
-import importlib.util
 
 import dagster as dg
 import pytest
@@ -16,7 +15,7 @@ from tempo_assets.core.base.io import sha256_file
 from tempo_assets.definitions import ASSETS
 from tempo_assets.partitions import parse_window_key
 from tempo_assets_tests.conftest import REPO
-from tempo_assets_tests.toolkit import dagster
+from tempo_assets_tests.toolkit import dagster, load_benchmark
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +32,6 @@ EXPECTED_CHECKS = {  # check -> partition kind it runs on
     "stg_annotations__no_not_qualifier": "releases", "stg_term_closure__reflexive": "releases",
     "annotation_growth__targets_have_sequence": "cutoffs", "evaluation_sets__valid_precedes_test": "windows",
 }
-
-
-def load_benchmark(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def check_evaluations(instance) -> list:

@@ -1,23 +1,13 @@
 """benchmarks/nk_table.py: the NK rows of docs/results/ from a benchmark's summary and paired tables."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("nk_table", REPO / "benchmarks" / "nk_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tempo_assets_tests.toolkit import load_benchmark
 
 
 def test_one_row_per_aspect_with_the_paired_difference_and_every_baseline():
-    nk_table = load()
+    nk_table = load_benchmark("nk_table")
     f = {"recipe": 0.5, "naive": 0.4, "blast": 0.3, "goa_nonexp": 0.2, "knn": 0.1}
     summary = pd.DataFrame([{"profile": p, "mode": m, "aspect": "MF", "method": k, "n_targets": 7,
                              "f_at_valid_tau": v + (0.01 if p == "cafaeval" else 0.0)}
@@ -34,7 +24,7 @@ def test_one_row_per_aspect_with_the_paired_difference_and_every_baseline():
 
 
 def test_the_verdict_says_where_both_intervals_exclude_zero():
-    nk_table = load()
+    nk_table = load_benchmark("nk_table")
     assert nk_table.verdict(0.1, 0.02, 0.2, 0.01, 0.25) == "+0.100 above"
     assert nk_table.verdict(-0.1, -0.2, -0.02, -0.3, -0.01) == "-0.100 below"
     assert nk_table.verdict(0.01, -0.01, 0.03, -0.02, 0.04) == "+0.010 holds 0"

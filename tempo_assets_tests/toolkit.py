@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -139,6 +140,15 @@ def script(name: str) -> str:
     if not path.exists():
         raise FileNotFoundError(f"{path}: install the project (`bash scripts/setup.sh --test`)")
     return str(path)
+
+
+def load_benchmark(name: str):
+    """The module ``benchmarks/<name>.py`` (registered in ``sys.modules``: its dataclasses look it up there)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _run(command: list[str], env: Mapping[str, str] | None, cwd: Path | str | None,
