@@ -6,7 +6,7 @@ Scores the BLAST baseline (DIAMOND hits against the corpus at ``old``) on the gr
 ``(old, new]`` (by default VALID growth of the first window of ``data/``: no TEST ground truth is
 read) with cafaeval's defaults (no known-term handling), per mode and aspect, and prints F with
 its 95 % percentile CI from resampling proteins and from resampling sequence clusters
-(core.homology), plus whether the protein-level interval through ``bootstrap_interval`` equals
+(core.neighbours.homology), plus whether the protein-level interval through ``bootstrap_interval`` equals
 ``core.evaluation.bootstrap_ci`` exactly. This is how the one scorer calls the cluster bootstrap.
 """
 from __future__ import annotations

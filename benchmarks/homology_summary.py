@@ -1,4 +1,4 @@
-"""Sequence clusters and identity strata of one growth's targets (core.homology), per mode/aspect.
+"""Sequence clusters and identity strata of one growth's targets (core.neighbours.homology), per mode/aspect.
 
     python benchmarks/homology_summary.py [--archive data] [--old 2014-09-29 --new 2016-01-15]
 

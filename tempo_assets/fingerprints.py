@@ -5,7 +5,7 @@ by hand when what the asset writes changes, never derived from its source text, 
 (a function moved or renamed) makes nothing stale. ``tempo_assets_tests/test_numbers_unchanged.py``
 says when a bump is due: an output that changed under an unchanged code version fails there.
 
-The fingerprint (``core.staleness.fingerprint``) hashes what the asset read: every upstream
+The fingerprint (``core.storage.staleness.fingerprint``) hashes what the asset read: every upstream
 artefact reference (``asset[partition]`` and sha256) and raw release file (its path inside the
 archive and sha256) in its ``sources``, the recipe hash it applied, and its code version. Nothing
 in it depends on where the archive, the store or the checkout live, on the host or on the clock.

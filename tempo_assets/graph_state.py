@@ -1,5 +1,5 @@
 """The state of every artefact of the graph, and which runs are ready: the store and the instance
-read into ``core.staleness``.
+read into ``core.storage.staleness``.
 
 Used by ``tempo status``, ``tempo materialize`` and the archive sensor, so all three agree: an
 artefact is rebuilt when it is missing or stale; a run is ready only when every upstream
@@ -379,7 +379,7 @@ class GraphState:
 
 def registered_methods(archive, plan: PartitionPlan) -> tuple[list[str] | None, dict[str, list[str]] | None]:
     """The methods of ``ARCHIVE/methods.yaml`` and, per window of ``plan``, those its benchmark scores
-    (``core.staleness.Plan.methods`` / ``window_methods``); ``(None, None)`` without an archive."""
+    (``core.storage.staleness.Plan.methods`` / ``window_methods``); ``(None, None)`` without an archive."""
     if archive is None:
         return None, None
     specs = load_registry(archive.root).methods

@@ -129,10 +129,10 @@ class GridResource(dg.ConfigurableResource):
     """The VALID selection grid: small by default so the demo stays fast; widen it by config.
 
     ``lgbm_params_json`` is a JSON list of LightGBM hyperparameter sets (``[]`` = KNN only);
-    ``candidate_sets`` the candidate sources united (``core.candidates.parse_sources``) and
-    ``feature_sets`` the feature sets (``core.candidates.FEATURE_SETS``) each setting is tried with;
+    ``candidate_sets`` the candidate sources united (``core.recipe.candidates.parse_sources``) and
+    ``feature_sets`` the feature sets (``core.recipe.candidates.FEATURE_SETS``) each setting is tried with;
     ``prior_weights`` the weights of the naive prior blended into each aspect's chosen cell (0 keeps
-    the cell as it is, 1 is the naive baseline; ``core.selection`` step 4).
+    the cell as it is, 1 is the naive baseline; ``assets.recipe`` step 4).
     ``profile_name`` is the scoring profile (``core.evaluation.scoring.PROFILES``) VALID selection scores the grid
     under and ``test_score`` scores the frozen recipe under: ``lafa`` (LAFA's conventions, the
     headline profile) by default; ``benchmark`` scores every method under both either way.
@@ -188,7 +188,7 @@ GRIDS = {"default": GridResource, "full": GridResource.full}
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The SQL warehouse (``core.warehouse.Warehouse``) at ``url``."""
+    """The SQL warehouse (``assets.labels.Warehouse``) at ``url``."""
 
     url: str = ""
 

@@ -22,7 +22,7 @@ Issue 11 added the ``lafa`` profile beside ``cafaeval`` (rows with ``profile`` `
 (``profile``, ``f_micro_w_at_valid_tau``, ``*_cluster_low/high``, ``cluster_p_value``, ``n_clusters``); the
 ``cafaeval`` rows did not move. Since the recipe is selected under ``lafa`` the benchmark fixtures hold both
 profiles' rows (keyed by ``profile``).
-The recipe's prior blend (``core.selection`` step 4: each aspect's chosen cell blended with the naive
+The recipe's prior blend (``assets.recipe`` step 4: each aspect's chosen cell blended with the naive
 prior at the weight VALID prefers) changed the recipe's numbers deliberately and the fixtures were
 regenerated from that code: the frozen recipes (``prior_weight`` per aspect, the grid's
 ``prior_weights``; an aspect with ``prior_weight`` > 0 has new ``tau_by_mode``/``valid_fmax_by_mode``/

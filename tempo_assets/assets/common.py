@@ -108,7 +108,7 @@ def scalar_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def removal_metadata(context: dg.AssetExecutionContext, artefact_store, log) -> dict[str, Any]:
-    """Write ``log`` (a ``core.removals.RemovalLog``) beside this output's artefact; its metadata.
+    """Write ``log`` (a ``core.audits.removals.RemovalLog``) beside this output's artefact; its metadata.
 
     The manifest goes to ``<artefact folder>/removals.tsv.gz`` (written even when empty, so a
     rematerialisation never leaves an older manifest behind); the metadata carries

@@ -71,7 +71,7 @@ def annotation_growth(
 def warehouse_evaluation_set(warehouse: WarehouseResource, window, role: str, python_growth) -> tuple[EvaluationSet, int]:
     """Run the growth and ``evaluation_sets`` models for ``role``'s span and read the set back.
 
-    The set is what scoring reads; it must equal the Python growth (``core.workflow.evaluation_set``).
+    The set is what scoring reads; it must equal the Python growth (``core.pipeline.workflow.evaluation_set``).
     """
     old, new = window.growth_span(role)
     wh = warehouse.warehouse()

@@ -35,7 +35,7 @@ def valid_selection(
     growth = valid_evaluation_set.value.growth  # the warehouse's VALID set (window_role 'valid')
     # the grid is scored under the grid's profile (lafa by default), the one test_score scores the
     # frozen recipe under; benchmark's other profile fixes the recipe's threshold on VALID under its
-    # conventions by the rule every method follows (core.workflow.valid_taus)
+    # conventions by the rule every method follows (core.pipeline.workflow.valid_taus)
     lafa = grid.profile() == "lafa"
     onto_new = ontology.get(new) if lafa else None  # LAFA's terms of interest: live at t-1 and at t0
     release = CandidateRelease(corpus.value, onto_old.value, seq_old.value, ann_old.value)

@@ -249,7 +249,7 @@ def audit_instance(instance, archive_root: str, asset_keys=None):
 
 
 def unfinished_tests(instance, archive_root: str) -> list:
-    """``core.test_claims.WindowTest`` of every window of the archive whose TEST is neither unread nor scored."""
+    """``core.storage.claims.WindowTest`` of every window of the archive whose TEST is neither unread nor scored."""
     from tempo_assets.core.inputs.releases import open_archive
     from tempo_assets.graph_state import window_tests
     from tempo_assets.partitions import plan_partitions

@@ -124,7 +124,7 @@ def _all_strata(store, catalog):
 
 def way_forward(store, window: str) -> str:
     """What to run for a window with no benchmark: its TEST state's own command when TEST holds it
-    (``core.test_claims.TEST_STATES``), never a ``tempo materialize`` that would be refused."""
+    (``core.storage.claims.TEST_STATES``), never a ``tempo materialize`` that would be refused."""
     from tempo_assets.graph_state import window_tests
 
     test = window_tests(store, [window], _instance())[window]

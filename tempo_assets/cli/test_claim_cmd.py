@@ -1,4 +1,4 @@
-"""``tempo test-claim list | release``: the per-window TEST claims (``core.test_claims``).
+"""``tempo test-claim list | release``: the per-window TEST claims (``core.storage.claims``).
 
 A window has up to two claims: test_growth's (the one read of its TEST data) and test_score's
 (its one scoring). ``list`` prints one line per claimed window, ``test_score[<window>] <state> <reason>`` with state
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
 
 
 def claim_statuses(artefacts_root: str | None = None, windows=None) -> list:
-    """``core.test_claims.ClaimStatus`` of every claimed window in the artefact store.
+    """``core.storage.claims.ClaimStatus`` of every claimed window in the artefact store.
 
     This is what ``tempo status`` shows as ``claimed`` / ``burned`` lines: a window is ``scored``
     when the store holds its ``test_score`` artefact.

@@ -1,4 +1,4 @@
-"""Sequence clusters, the cluster bootstrap and identity strata (core.homology)."""
+"""Sequence clusters, the cluster bootstrap and identity strata (core.neighbours.homology)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""``core.progress``: lines at most every N seconds, with done/total, elapsed and rate."""
+"""``core.base.progress``: lines at most every N seconds, with done/total, elapsed and rate."""
 from __future__ import annotations
 
 import logging

@@ -322,7 +322,7 @@ def test_the_train_labels_rebuild_the_rerankers_valid_scored():
 
 
 def test_chunks_of_proteins_give_the_predictions_of_all_at_once():
-    # a CAFA submission scores its proteins a chunk at a time (core.workflow.recipe_chunks)
+    # a CAFA submission scores its proteins a chunk at a time (core.pipeline.workflow.recipe_chunks)
     from tempo_assets.core.pipeline.workflow import recipe_chunks
 
     train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}

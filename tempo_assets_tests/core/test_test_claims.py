@@ -1,4 +1,4 @@
-"""``core.test_claims``: one claim per window under concurrency, refusals, release -> burned."""
+"""``core.storage.claims``: one claim per window under concurrency, refusals, release -> burned."""
 from __future__ import annotations
 
 import json

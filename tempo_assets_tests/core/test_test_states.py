@@ -1,4 +1,4 @@
-"""core.test_claims.TEST_STATES: every state of a window's TEST lifecycle is reached, and says its way forward."""
+"""core.storage.claims.TEST_STATES: every state of a window's TEST lifecycle is reached, and says its way forward."""
 from __future__ import annotations
 
 import pytest

@@ -51,7 +51,7 @@ class FeatureInputs:
     term_depth: pd.Series | Mapping[str, float] | None = None
     k: int | None = None
     ia_source: IaCounts | None = None
-    # the recipe's other candidate sources (core.candidates): DIAMOND hits and non-experimental
+    # the recipe's other candidate sources (core.recipe.candidates): DIAMOND hits and non-experimental
     # annotations of the queries, and the sources united (every source: every feature is audited)
     hits: pd.DataFrame | None = None
     nonexp: pd.DataFrame | None = None

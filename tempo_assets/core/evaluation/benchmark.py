@@ -76,7 +76,7 @@ def protein_binding_only_targets(ground_truth: pd.DataFrame, known: pd.DataFrame
     ----------
     ground_truth : DataFrame ``protein, term, aspect`` (propagated, at the newer release)
     known : DataFrame ``protein, term, aspect`` (propagated, at the older release) or None
-    ontology : ``core.ontology.Ontology`` the ground truth is expressed in
+    ontology : ``core.inputs.ontology.Ontology`` the ground truth is expressed in
 
     Returns
     -------
@@ -157,7 +157,7 @@ def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, 
     ``taus[(method, mode, aspect)]`` in every replicate; a pair where either method has no VALID
     threshold gets no delta and a ``note``. The oracle metrics (``fmax_oracle``, ...) re-pick the
     best TEST threshold per replicate. With ``clusters`` (the targets' sequence clusters,
-    ``core.homology.homology_clusters``) both methods also see the same resampled clusters.
+    ``core.neighbours.homology.homology_clusters``) both methods also see the same resampled clusters.
 
     Returns
     -------

@@ -39,7 +39,7 @@ _METRICS = {"f": (False, "f", "max"), "f_w": (True, "f", "max"), "s": (False, "s
 
 
 _SUMS = {"f": ("pr", "rc"), "s": ("fp", "fn"), "f_micro": ("tp", "fp", "fn")}
-_CHUNK = 100  # replicates per multiplicity matrix, as core.homology.cluster_resample_counts draws them
+_CHUNK = 100  # replicates per multiplicity matrix, as core.neighbours.homology.cluster_resample_counts draws them
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def _cluster_draws(seed: int, n_boot: int, before: tuple[int, ...], n_clusters: 
     The generator of ``seed`` first draws the replicates of ``before`` (the cluster counts of the
     namespaces an interval read earlier from the same generator), then these: per chunk of 100
     replicates ``rng.integers(0, n_clusters, size=(chunk, n_clusters))``, the very draws of
-    ``core.homology.cluster_resample_counts``, counted by one ``np.bincount`` over
+    ``core.neighbours.homology.cluster_resample_counts``, counted by one ``np.bincount`` over
     ``replicate * n_clusters + cluster``. Generated once per process for every method and pair.
     """
     rng = np.random.default_rng(seed)
@@ -299,7 +299,7 @@ def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", tau=None,
     read at that threshold instead. ``options``: :class:`Resampling`'s ``n_boot`` (1000),
     ``seed`` (0), ``alpha`` (0.05), ``clusters``, and the evaluator's :class:`EvalOptions`.
     With ``clusters`` (protein -> cluster id, or a frame
-    ``protein, cluster`` of ``core.homology.homology_clusters``) a second interval resamples
+    ``protein, cluster`` of ``core.neighbours.homology.homology_clusters``) a second interval resamples
     clusters (``cluster_low``, ``cluster_high``, ``n_clusters``), drawn by the same code with its
     own generator of ``seed``, so the protein-level interval is unchanged by it. ``subsets``
     (protein -> label, e.g. an identity stratum) adds ``subsets: {label: {estimate, n_proteins}}``,

@@ -194,7 +194,7 @@ def read_ia(source: str | Path | Mapping | pd.Series) -> dict[str, float]:
 
 
 class EvalOntology:
-    """GO graphs per namespace, read with cafaeval 1.3.0's rules (not ``core.ontology``'s).
+    """GO graphs per namespace, read with cafaeval 1.3.0's rules (not ``core.inputs.ontology``'s).
 
     Attributes
     ----------

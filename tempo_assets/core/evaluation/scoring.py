@@ -12,7 +12,7 @@ evaluator); :func:`score_methods` turns each (method, cell) into one row of :dat
   ``fmax_oracle`` (``tau_oracle``, ``coverage`` and ``n_predicted`` at it), ``wfmax``, ``smin``,
   ``f_micro_w``, with percentile-bootstrap CIs ``<metric>_low/_high`` resampling proteins and,
   given the targets' sequence clusters, ``<metric>_cluster_low/_high`` resampling clusters
-  (``core.homology``; one code path: the protein bootstrap is one protein per cluster);
+  (``core.neighbours.homology``; one code path: the protein bootstrap is one protein per cluster);
 * the ``profile`` the cell was scored under (:data:`PROFILES`: ``cafaeval`` or ``lafa``).
 
 Modes are scored separately, never pooled (docs/PROTOCOL.md); PK known terms are removed by the
@@ -64,7 +64,7 @@ SUMMARY_COLUMNS = (("profile",) + COUNT_COLUMNS + AT_TAU_COLUMNS
                    + ("f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
                       "f_at_valid_tau_cluster_high") + ORACLE_COLUMNS)
 # one row per (profile, method, mode, aspect, identity stratum): F at the method's VALID threshold
-IDENTITY_NO_HIT = IDENTITY_ORDER[0]  # a target without a DIAMOND hit in the corpus (core.homology.identity_stratum)
+IDENTITY_NO_HIT = IDENTITY_ORDER[0]  # a target without a DIAMOND hit in the corpus (core.neighbours.homology.identity_stratum)
 STRATA_COLUMNS = ("profile", "method", "mode", "aspect", "identity_stratum", "n_targets", "valid_tau",
                   "f_at_valid_tau")
 
@@ -258,7 +258,7 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
                reading: CellReading = CellReading()) -> tuple[dict[str, Any], pd.DataFrame]:
     """One cell's metric row (see the module docstring) and its curve.
 
-    ``reading.clusters`` (protein -> sequence cluster, or ``core.homology.homology_clusters``' frame)
+    ``reading.clusters`` (protein -> sequence cluster, or ``core.neighbours.homology.homology_clusters``' frame)
     adds the cluster-level twin ``*_cluster_low/high`` of every interval. ``reading.strata``
     (protein -> label) puts ``{label: F at valid_tau on the label's proteins}`` under the row's
     ``"_strata"`` key.
@@ -318,10 +318,10 @@ class ScoringExtras:
     ci_methods : the methods given bootstrap CIs (None: all)
     taus : ``(method, mode, aspect) -> tau`` each method fixed on VALID (the ``*_at_valid_tau``
         columns); rows without one carry NaN there
-    clusters : DataFrame ``protein, cluster`` (``core.homology.homology_clusters`` of the targets)
+    clusters : DataFrame ``protein, cluster`` (``core.neighbours.homology.homology_clusters`` of the targets)
         or a mapping protein -> cluster; every interval gets its cluster-level twin
         ``*_cluster_low/high`` (clusters resampled; None: protein level only)
-    strata : DataFrame ``protein, aspect, identity_stratum`` (``core.homology.max_train_identity``)
+    strata : DataFrame ``protein, aspect, identity_stratum`` (``core.neighbours.homology.max_train_identity``)
         of the targets; each method of ``strata_methods`` (None: all) with a VALID threshold gets
         one :data:`STRATA_COLUMNS` row per (mode, aspect, stratum) holding targets
     """

@@ -74,7 +74,7 @@ def method_eligibility(methods: Iterable[Any], records: Mapping[tuple[str, str],
 
     Parameters
     ----------
-    methods : ``core.method_registry.MethodSpec`` (``key``, ``name``, ``version``, ``kind``,
+    methods : ``core.methods.registry.MethodSpec`` (``key``, ``name``, ``version``, ``kind``,
         ``training_bound``), e.g. ``load_registry(archive).methods``
     records : ``{(cutoff, method_key): stored record}`` of ``method_predictions``
     window : anything with ``key``, ``t0`` and ``t_minus_1`` release ids (``partitions.Window``)
@@ -145,7 +145,7 @@ def collect_records(by_cutoff: Mapping[str, Any], keys: Iterable[str]) -> dict[t
     """``{(cutoff, key): artefact}`` of the stored ``method_predictions`` a window may read.
 
     ``by_cutoff`` maps each cutoff to the role-gated set it is read through (anything with
-    ``exists(partition)`` and ``get(partition)``, e.g. ``core.artefacts.ArtefactSet``): the
+    ``exists(partition)`` and ``get(partition)``, e.g. ``core.storage.artefacts.ArtefactSet``): the
     window's ``t0`` through its refit set, its ``t-1`` through the TRAIN-bounded one. A partition
     never materialised is absent (``pending``).
     """

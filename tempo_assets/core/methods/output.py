@@ -63,7 +63,7 @@ class PredictionCheck:
         return int(sum(self.counts.get(r, 0) for r in DROP_REASONS))
 
     def log_into(self, log) -> None:
-        """Add the records to a ``core.removals.RemovalLog``."""
+        """Add the records to a ``core.audits.removals.RemovalLog``."""
         for reason in DROP_REASONS + KEPT_REASONS:
             log._declare(reason)
         if len(self.removed):
@@ -99,7 +99,7 @@ def validate_predictions(path: str | Path, targets: Iterable[str], ontology: Any
     """Parse and check ``path``; raises :class:`RejectedPredictions` when it is mostly invalid.
 
     ``ontology`` is the bundle's (``core.inputs.go_graph.Ontology``): terms are resolved with
-    ``core.annotations.classify_terms`` (alt_id -> primary id, obsolete / unknown dropped) and
+    ``core.labels.annotations.classify_terms`` (alt_id -> primary id, obsolete / unknown dropped) and
     given their aspect.
     """
 

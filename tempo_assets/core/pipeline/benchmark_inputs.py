@@ -78,7 +78,7 @@ def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: I
 
     ``older`` holds the methods trained at ``t-1`` (predictions of at least the VALID targets);
     each is scored on VALID under the profile (no bootstrap) and its threshold maximising F is
-    kept. Under the profile the recipe was selected under (``core.selection.recipe_profile``) the
+    kept. Under the profile the recipe was selected under (``assets.recipe.recipe_profile``) the
     recipe keeps the thresholds its frozen recipe fixed on VALID by the same rule (``tau_by_mode``,
     so ``test_score`` and the benchmark read the recipe at one threshold). Under the other profile
     the frozen thresholds were chosen under other conventions, so the same rule is applied to
@@ -101,7 +101,7 @@ def valid_taus(valid: TestTargets, older: Mapping[str, pd.DataFrame], methods: I
 
 @dataclass(frozen=True)
 class WindowHomology:
-    """A window's TEST targets' sequence clusters and identity to the t0 corpus (``core.homology``)."""
+    """A window's TEST targets' sequence clusters and identity to the t0 corpus (``core.neighbours.homology``)."""
 
     clusters: pd.DataFrame  # protein, cluster, cluster_size
     identity: pd.DataFrame  # protein, aspect, mode, max_identity, nearest_train, identity_stratum

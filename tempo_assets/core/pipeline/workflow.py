@@ -86,7 +86,7 @@ class Queries:
 
 def candidate_source(release: CandidateRelease, queries: Queries, proteins, k: int,
                      growth: Growth | None = None) -> CandidateSource:
-    """Neighbours of ``proteins`` in ``release``'s corpus with term weights (a ``core.candidates.CandidateSource``).
+    """Neighbours of ``proteins`` in ``release``'s corpus with term weights (a ``core.recipe.candidates.CandidateSource``).
 
     IA and depth come from the release's corpus and ontology, IA as counts so each candidate's IA
     leaves its own protein out (the golden rule). With ``growth`` the source also carries the ground
@@ -94,7 +94,7 @@ def candidate_source(release: CandidateRelease, queries: Queries, proteins, k: i
     DIAMOND hits of ``proteins`` (their sequences from ``queries.sequences``, else from the
     release's) in the corpus proteins' sequences; with its ``annotations`` the proteins'
     non-experimental annotations per evidence group: the recipe's other candidate sources
-    (``core.candidates``).
+    (``core.recipe.candidates``).
     """
 
     corpus, ontology = release.corpus, release.ontology
@@ -274,7 +274,7 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateR
     ``scoring.ontology_t0`` ontologies, ``prop fill``, ``eval_ontology`` built without orphans, MF
     protein-binding-only targets dropped), so the recipe's threshold and choices are made under the
     conventions it is reported under; the recipe records it (``profile``,
-    :func:`core.selection.recipe_profile`) and ``score_test`` scores it under the same.
+    :func:`assets.recipe.recipe_profile`) and ``score_test`` scores it under the same.
     """
 
     ks, lafa, ontology_t_minus_1 = grid["ks"], scoring.lafa, release.ontology
@@ -303,7 +303,7 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
                embedded: Embeddings, ks, scoring: TestScoring) -> tuple[Scores, dict[str, pd.DataFrame]]:
     """The frozen recipe at t0 beside plain KNN and naive, scored once on TEST growth.
 
-    Scored under the profile the recipe was selected under (:func:`core.selection.recipe_profile`),
+    Scored under the profile the recipe was selected under (:func:`assets.recipe.recipe_profile`),
     the conventions its VALID thresholds were fixed under: ``lafa`` filters the growth by
     :func:`lafa_growth` (needs ``scoring.ontology_t1``) and expects ``scoring.eval_ontology`` built
     without orphans.
@@ -380,7 +380,7 @@ def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], 
 
     The corpus is the one the t0 methods are trained on (``knn_corpus`` at t0: proteins
     experimentally annotated at t0); a target's identity counts only corpus proteins annotated
-    in the target's aspect (``core.homology.max_train_identity``). Clusters: connected
+    in the target's aspect (``core.neighbours.homology.max_train_identity``). Clusters: connected
     components of all-vs-all DIAMOND hits at ``MIN_IDENTITY`` % identity over ``MIN_COVERAGE`` %
     of the query (docs/homology.md).
     """
@@ -460,7 +460,7 @@ def benchmark_window(profiles: Sequence[tuple[TestTargets, TestTargets]], predic
     (:func:`window_homology`) adds cluster-level intervals and F per identity stratum.
     ``extra.notes`` mark rows (e.g. a registered method's ``training date undeclared``);
     ``extra.method_status`` is the registered methods' eligibility on this window
-    (``core.method_eligibility.method_eligibility``).
+    (``core.methods.eligibility.method_eligibility``).
     """
     homology = extra.homology
     tables: list[tuple] = [score_one_profile(cells, predictions, options, decay, valid_source, homology)

@@ -55,7 +55,7 @@ def naive_term_scores(
 
     With ``leave_one_out`` a target that is itself in the corpus gets the frequencies of the corpus
     without its own labels, ``(n(t) - [p has t]) / (N(aspect) - [p is annotated in it])`` (the
-    golden rule of docs/PROTOCOL.md, as ``core.candidates``' ``corpus_prior`` feature counts them), on
+    golden rule of docs/PROTOCOL.md, as ``core.recipe.candidates``' ``corpus_prior`` feature counts them), on
     the same terms; a target outside the corpus (every NK target) gets exactly the naive scores,
     and a term whose count without the target is 0 is dropped.
 

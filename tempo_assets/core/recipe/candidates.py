@@ -85,7 +85,7 @@ class CandidateSource:
     ``hits`` (DIAMOND hits of the queries in the same corpus, ``blast.homology_hits``) and
     ``nonexp`` (the queries' non-experimental annotations at the cutoff per evidence group,
     ``nonexp_groups``). Free functions take it: ``recipe_features`` here, the labelling in
-    ``core.selection``.
+    ``assets.recipe``.
     """
 
     neighbours: pd.DataFrame

@@ -61,8 +61,8 @@ class SelectionGrid:
     embedders: tuple[str, ...] | None = None
     early_stopping_rounds: int = 20
     seed: int = 0
-    # candidate sets (``core.candidates.parse_sources``: "knn+diamond+goa+prior") and feature sets
-    # (``core.candidates.FEATURE_SETS``) every LightGBM setting is tried with
+    # candidate sets (``core.recipe.candidates.parse_sources``: "knn+diamond+goa+prior") and feature sets
+    # (``core.recipe.candidates.FEATURE_SETS``) every LightGBM setting is tried with
     candidate_sets: tuple[str, ...] = ("knn", "knn+diamond+goa+prior")
     feature_sets: tuple[str, ...] = ("all",)
     # weights of the naive prior blended into the chosen cell (0: unblended, 1: the prior alone)

@@ -132,7 +132,7 @@ class Benchmark(FieldAccess):
     profiles: list = field(default_factory=lambda: ["lafa", "cafaeval"])
     # the lafa profile's MF targets dropped because their only new term is protein binding
     dropped_protein_binding: list = field(default_factory=list)
-    # registered methods' status on this window (core.method_eligibility.ELIGIBILITY_COLUMNS)
+    # registered methods' status on this window (core.methods.eligibility.ELIGIBILITY_COLUMNS)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
     # per (profile, method, mode, aspect): the VALID threshold read on TEST and the data it came from
     valid_taus: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -140,7 +140,7 @@ class Benchmark(FieldAccess):
     identity: pd.DataFrame = field(default_factory=pd.DataFrame)
     # per (profile, method, mode, aspect, identity_stratum): n_targets and F at the VALID threshold
     strata: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # per TEST target protein: its sequence cluster (core.homology.homology_clusters)
+    # per TEST target protein: its sequence cluster (core.neighbours.homology.homology_clusters)
     clusters: pd.DataFrame = field(default_factory=pd.DataFrame)
     # clustering thresholds, n_clusters, n_proteins, largest cluster
     homology: dict = field(default_factory=dict)
@@ -159,7 +159,7 @@ class BenchmarkCatalog(FieldAccess):
     catalog: pd.DataFrame
     results: pd.DataFrame
     decay: pd.DataFrame
-    # each registered method's status on every window (core.method_eligibility.method_catalog)
+    # each registered method's status on every window (core.methods.eligibility.method_catalog)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 

@@ -270,7 +270,7 @@ class _FolderFiles:
 
 
 class _ObjectFiles:
-    """The claim files on an object store (a ``core.artefacts`` Location under the claims prefix).
+    """The claim files on an object store (a ``core.storage.artefacts`` Location under the claims prefix).
 
     A claim or burn is a conditional create (``If-None-Match: *``); an object store has no
     append, so every log entry is its own object ``test_claims.log/<time>-<uuid>.json``,
@@ -324,7 +324,7 @@ class _ObjectFiles:
 class ClaimStore:
     """The TEST claims of one artefact store (see the module docstring for the layout).
 
-    ``root``: the claims folder, or a ``core.artefacts`` Location of the claims prefix on an
+    ``root``: the claims folder, or a ``core.storage.artefacts`` Location of the claims prefix on an
     object store (``ClaimStore.of`` / ``ClaimStore.beside`` pick the right one).
     """
 
@@ -341,7 +341,7 @@ class ClaimStore:
 
     @classmethod
     def of(cls, store) -> "ClaimStore":
-        """The claims of a ``core.artefacts.ArtefactStore``, in the store itself (its folder, or its
+        """The claims of a ``core.storage.artefacts.ArtefactStore``, in the store itself (its folder, or its
         object store: every machine that shares the store shares its claims)."""
         if store.root is not None:
             return cls.beside(store.root)

@@ -22,7 +22,7 @@ materialisation's data version.
 - ``failed``: the latest run that built it failed after it was written, or a blocking check on it
   failed;
 - ``claimed``: TEST was claimed for the window and no score was written: in flight, or its run
-  died (``core.test_claims.TEST_STATES`` says which, and the one command to run);
+  died (``core.storage.claims.TEST_STATES`` says which, and the one command to run);
 - ``unchecked``: stored and current, but its blocking checks never ran on it in this instance
   (a kill between the write and the checks, a second instance, a restored store):
   ``tempo materialize`` and the sensor run exactly those checks before anything reads it.

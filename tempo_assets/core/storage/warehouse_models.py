@@ -70,7 +70,7 @@ class ModelRun(NamedTuple):
 
 
 class GrowthFrames(NamedTuple):
-    """A growth or evaluation set as the frames of ``core.growth.Growth``.
+    """A growth or evaluation set as the frames of ``core.labels.growth.Growth``.
 
     ``targets``: ``protein, aspect, mode``; ``ground_truth``: ``protein, term, aspect, mode``
     (every propagated term at the new release in the target's aspect); ``known``:
