@@ -23,7 +23,7 @@ from tempo_assets.core.methods.eligibility import window_method_keys
 from tempo_assets.core.methods.registry import load_registry
 from tempo_assets.core.pipeline.catalog import collect_catalog
 from tempo_assets.core.storage import staleness
-from tempo_assets.core.storage.claims import ClaimStore, window_test_state
+from tempo_assets.core.storage.claims import ClaimStore, WindowTest, window_test_state
 from tempo_assets.core.storage.staleness import ArtefactState, needs_build, parse_ref, ref
 from tempo_assets.fingerprints import code_versions
 from tempo_assets.partitions import PartitionPlan, plan_partitions
@@ -41,7 +41,7 @@ PARTITION_ASSETS = {"releases": RELEASE_ASSETS, "cutoffs": CUTOFF_ASSETS + ["sub
                     "windows": WINDOW_ASSETS}
 
 
-def window_tests(store, windows: Iterable[str], instance=None) -> dict[str, "WindowTest"]:
+def window_tests(store, windows: Iterable[str], instance=None) -> dict[str, WindowTest]:
     """window -> its place in the TEST lifecycle (``core.storage.claims.TEST_STATES``)."""
     claims = ClaimStore.of(store)
     out = {}
@@ -52,7 +52,7 @@ def window_tests(store, windows: Iterable[str], instance=None) -> dict[str, "Win
     return out
 
 
-def claim_reason(asset: str, test: "WindowTest") -> str | None:
+def claim_reason(asset: str, test: WindowTest) -> str | None:
     """Why ``asset`` (test_growth or test_score) of the window cannot be built now because of TEST's claims."""
     if test.state == "burned":
         return test.describe()
