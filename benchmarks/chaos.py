@@ -53,7 +53,7 @@ def fresh_copy(archive: Path, folder: Path) -> dict[str, str]:
 
 
 STEP_LINE = re.compile(r"^\[\d+/\d+\] (\S+) (\S+): (.*)$")
-STEP_ENDS = ("ok in ", "already materialised and current, skipped", "blocked, not run", "waiting, not run",
+STEP_ENDS = ("ok in ", "already materialised and current, skipped", "blocked, not run", "waiting, not run", "burned, not run",
              "FAILED in ", "refused in ")
 STARTED_RUN = re.compile(r"^started run (\S+) ")
 TEST_ASSETS = ("test_growth", "test_score")  # a window's TEST phase: TEST read by the one, scored by the other

@@ -135,6 +135,8 @@ class Step:
     todo: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
+    # why it can never run: its window's TEST was released (burned), so test_growth/test_score stay unbuilt
+    burned: list[str] = field(default_factory=list)
     # stored partitions it reads (or keeps) whose blocking checks never ran in this instance:
     # (asset, partition, check keys) -- run on their own before the step (``check_runs``)
     unchecked: list[tuple[str, str, list]] = field(default_factory=list)
@@ -142,7 +144,7 @@ class Step:
 
     @property
     def ready(self) -> bool:
-        return bool(self.todo) and not self.waiting and not self.blocked and not self.unchecked
+        return bool(self.todo) and not self.waiting and not self.blocked and not self.unchecked and not self.burned
 
     @property
     def run_key(self) -> str:
@@ -346,7 +348,9 @@ class GraphState:
                 step.blocked.append(f"{state.line()}")
             else:
                 detail = f" ({state.reason})" if state.state == "claimed" else ""
-                step.waiting.append(f"{ref(asset, partition)} is {state.state}{detail}")
+                burned = (self.tests.get(partition) is not None and self.tests[partition].state == "burned"
+                          and asset in ("test_growth", "test_score"))
+                (step.burned if burned else step.waiting).append(f"{ref(asset, partition)} is {state.state}{detail}")
         # its own stored artefacts whose checks never ran here (nothing may read them, e.g. a submission)
         listed = {(a, p) for a, p, _ in step.unchecked}
         step.unchecked += [(a, key, self.unchecked_keys(a, key)) for a in assets

@@ -77,7 +77,7 @@ def test_kill_at_the_test_claim_the_dead_run_is_failed_released_burned_and_the_r
     release = tempo("test-claim", "release", window, "--reason", "killed at the claim", env=_env(graph))
     assert release.returncode == 0, release.stderr
     finished = _materialize_all(graph)
-    assert "waiting: window_job" in finished.stdout and "CAFA submission for cutoff" in finished.stdout
+    assert "burned: window_job" in finished.stdout and "CAFA submission for cutoff" in finished.stdout
     assert f"TEST burned [{window}]" in tempo("audit-cutoffs", env=_env(graph)).stdout
     assert _status(graph)["submission[2018-01-15]"][0] == "ok"
 

@@ -92,11 +92,11 @@ class MethodStep:
     """A method step's work: the assets it still has to build (nothing to wait for beyond its cutoff)."""
 
     def __init__(self, todo: list[str]):
-        self.todo, self.blocked, self.waiting, self.unchecked = todo, [], [], []
+        self.todo, self.blocked, self.waiting, self.unchecked, self.burned = todo, [], [], [], []
 
 
 # statuses of a step in ``run_steps``' report, and what each means in the closing summary
-BUILT, SKIPPED, BLOCKED, WAITING, FAILED, REFUSED = "ok", "skipped", "blocked", "waiting", "FAILED", "refused"
+BUILT, SKIPPED, BLOCKED, WAITING, BURNED, FAILED, REFUSED = "ok", "skipped", "blocked", "waiting", "burned", "FAILED", "refused"
 
 
 def run_steps(steps, instance, resources=None, echo=print, exclude=(),
@@ -109,8 +109,9 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     (the Python, audit and SQL warehouse checks) in the instance. Checks that never ran on a
     stored partition it reads (``unchecked``: a kill between a write and its checks, another
     instance on the same store) are run first, on their own. A step that cannot run is
-    ``blocked`` (a blocking check failed on what it reads) or ``waiting`` (on a TEST claim, a
-    burned window, an upstream that failed or is missing) and the others still run: the report
+    ``blocked`` (a blocking check failed on what it reads), ``waiting`` (on a TEST claim, an
+    upstream that failed or is missing) or ``burned`` (its window's TEST was released: its TEST
+    growth and score are never built) and the others still run: the report
     ends with a summary of what was not built and why. ``catalog_job`` runs every time.
     ``exclude`` names assets left out of every step. A line is printed when each run starts and
     ends, and, while it runs, the latest progress line of each running step (``core/base/progress.py``).
@@ -188,9 +189,9 @@ class StepRunner:
                 meanwhile = " (by another launch, which this one waited for)" if waited else ""
                 self.echo(f"{where}: already materialised and current, skipped{meanwhile}")
                 return job, key, SKIPPED, 0.0, ""
-            if step.blocked or step.waiting or step.unchecked:
-                status = BLOCKED if step.blocked else WAITING
-                why = "; ".join(step.blocked + step.waiting
+            if step.blocked or step.waiting or step.unchecked or step.burned:
+                status = BLOCKED if step.blocked else WAITING if step.waiting or step.unchecked else BURNED
+                why = "; ".join(step.blocked + step.waiting + step.burned
                                 + [f"checks of {a}[{p}] did not run" for a, p, _ in step.unchecked])
                 self.echo(f"{where}: {status}, not run: {why}")
                 return job, key, status, 0.0, why
@@ -252,12 +253,13 @@ class StepRunner:
 
     def summarise(self, report) -> None:
         """One closing line of counts, then one line per step not built, with why."""
-        counts = {s: sum(1 for r in report if r[2] == s) for s in (BUILT, SKIPPED, REFUSED, WAITING, BLOCKED, FAILED)}
-        if len(report) <= 1 and not (counts[WAITING] or counts[BLOCKED] or counts[FAILED]):
+        counts = {s: sum(1 for r in report if r[2] == s)
+                  for s in (BUILT, SKIPPED, REFUSED, WAITING, BURNED, BLOCKED, FAILED)}
+        if len(report) <= 1 and not (counts[WAITING] or counts[BURNED] or counts[BLOCKED] or counts[FAILED]):
             return
         self.echo("summary: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
         for job, key, status, _, why in report:
-            if status in (WAITING, BLOCKED, FAILED, REFUSED):
+            if status in (WAITING, BURNED, BLOCKED, FAILED, REFUSED):
                 self.echo(f"  {status.lower()}: {job} {key}: {why}")
 
 
