@@ -1,0 +1,131 @@
+"""One step's Dagster run, executed in the launching process or in a child process of its own.
+
+``tempo materialize`` runs a step (``release_job`` on a release, ``window_job`` on a window, ...)
+with ``execute_in_process`` on the job of :func:`definitions_for`. With ``--jobs N > 1``
+(``concurrent_steps.py``) each run executes in a child forked from a forkserver that preloaded
+this module (dagster, pandas and the code location already imported), so the child pays no
+import time. The child
+
+- dies with its launcher (``PR_SET_PDEATHSIG``: a ``kill -9`` of ``tempo materialize`` takes its
+  forkserver and so every child with it; the run they leave ``STARTED`` names the child in its
+  tags, and the next ``tempo`` command marks it failed, ``runs.fail_dead_runs``);
+- names itself in the run's tags (``runs.launch_tags``: the process that executes the run);
+- records its CPU seconds and peak RSS on the run (:data:`CPU_TAG`, :data:`PEAK_RSS_TAG`), which
+  the memory estimate for concurrent window runs and ``benchmarks/bench_graph.py`` read back.
+
+Resources given in code (a test's ``GridResource(bootstrap_samples=20)``) travel to the child as
+their class and field values (:func:`encode_resources`): Dagster's resources do not pickle.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import resource
+import signal
+import sys
+from dataclasses import dataclass
+
+import dagster as dg
+from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+from tempo_assets.assets.methods import METHOD_JOBS
+from tempo_assets.audit_checks import AUDIT_CHECKS
+from tempo_assets.checks import CHECKS
+from tempo_assets.definitions import ASSETS
+from tempo_assets.method_checks import METHOD_CHECKS
+from tempo_assets.runs import launch_tags
+from tempo_assets.sensors import JOBS
+from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
+
+CPU_TAG, PEAK_RSS_TAG = "tempo/cpu_s", "tempo/peak_rss_mb"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def definitions_for(resources: dict) -> dg.Definitions:
+    """Every asset, check and job of Tempo bound to ``resources`` (without sensors or schedules)."""
+    return dg.Definitions(assets=ASSETS, asset_checks=CHECKS + AUDIT_CHECKS + WAREHOUSE_CHECKS + METHOD_CHECKS,
+                          jobs=JOBS + METHOD_JOBS, resources=resources)
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    """What one step's run executes: ``job`` on partition ``key``, building ``selection``."""
+
+    job: str
+    key: str | None
+    selection: tuple[str, ...]
+    run_id: str
+    run_config: dict
+
+
+@dataclass(frozen=True)
+class Usage:
+    """CPU seconds (user + system, every thread) and peak RSS of this process so far."""
+
+    cpu_s: float
+    peak_rss_mb: float
+
+    @classmethod
+    def now(cls) -> "Usage":
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return cls(own.ru_utime + own.ru_stime, own.ru_maxrss / 1024.0)  # Linux: KiB
+
+
+def execute_order(defs: dg.Definitions, instance, order: RunOrder):
+    """Run ``order`` in this process, tagged with this process's identity; its CPU and peak RSS
+    recorded on the run. Returns Dagster's ``ExecuteInProcessResult``."""
+    before = Usage.now()
+    # the definitions load against this instance's defs-state storage, as `with instance:` would
+    # set it, not whatever an earlier instance of this process left in Dagster's context variable
+    with set_defs_state_storage(getattr(instance, "defs_state_storage", None)):
+        result = defs.resolve_job_def(order.job).execute_in_process(
+            run_config=order.run_config, instance=instance, partition_key=order.key, raise_on_error=False,
+            run_id=order.run_id, asset_selection=[dg.AssetKey(n) for n in order.selection], tags=launch_tags())
+    after = Usage.now()
+    instance.add_run_tags(order.run_id, {CPU_TAG: f"{after.cpu_s - before.cpu_s:.2f}",
+                                         PEAK_RSS_TAG: f"{after.peak_rss_mb:.0f}"})
+    return result
+
+
+def encode_resources(resources: dict) -> dict:
+    """``resources`` as plain data a child process rebuilds them from (:func:`decode_resources`)."""
+    def encode(value):
+        fields = getattr(type(value), "model_fields", None)
+        if fields is None:
+            return ("value", value)
+        return ("resource", type(value).__module__, type(value).__qualname__,
+                {name: encode(getattr(value, name)) for name in fields})
+
+    return {name: encode(value) for name, value in resources.items()}
+
+
+def decode_resources(encoded: dict) -> dict:
+    def decode(item):
+        if item[0] == "value":
+            return item[1]
+        _, module, name, fields = item
+        return getattr(importlib.import_module(module), name)(**{k: decode(v) for k, v in fields.items()})
+
+    return {name: decode(item) for name, item in encoded.items()}
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere nothing)."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call: nothing would ever kill this process
+        os._exit(1)
+
+
+def child_main(instance_ref, encoded_resources: dict, order: RunOrder) -> None:
+    """A child process's whole life: run ``order``; exit 0 when the run succeeded, 1 when not."""
+    die_with_parent()
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:
+        result = execute_order(definitions_for(decode_resources(encoded_resources)), instance, order)
+    sys.stdout.flush()
+    sys.exit(0 if result.success else 1)
