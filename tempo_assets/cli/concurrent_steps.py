@@ -171,12 +171,11 @@ class ConcurrentSteps:
             self.flush(index)
             return
         order = self.runner.order_for(ready, job, key)
-        self.echo_for(index)(f"{where}: started run {order.run_id} in a process of its own ({', '.join(ready.todo)})")
         process = self.context.Process(target=child_main, args=(self.instance_ref, self.resources, order),
                                        name=f"tempo {job} {key}", daemon=False)
         process.start()
         held.enter_context(self.runner.progress(order.run_id, where))
-        self.runner.echo(f"{where}: running ({', '.join(ready.todo)})")
+        self.runner.echo(f"{where}: started run {order.run_id} in a process of its own ({', '.join(ready.todo)})")
         self.running[index] = Running(index, where, ready, order.run_id, process, held)
 
     def finish(self, run: Running) -> None:

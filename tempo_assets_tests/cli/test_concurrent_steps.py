@@ -71,9 +71,10 @@ def test_jobs_2_overlaps_independent_runs_and_jobs_1_does_not(tiny):
     pids = {runs[first].tags[PID_TAG], runs[second].tags[PID_TAG]}
     assert len(pids) == 2 and str(os.getpid()) not in pids
     assert all(CPU_TAG in runs[k].tags and PEAK_RSS_TAG in runs[k].tags for k in (first, second))
-    # a step's lines come together, when it ends
+    # both started before either ended; each one's closing line names its run
+    started = [i for i, line in enumerate(lines) if ": started run " in line]
     ended = [i for i, line in enumerate(lines) if " ok in " in line]
-    assert len(ended) == 2 and all("started run" in lines[i - 1] for i in ended), lines
+    assert len(started) == len(ended) == 2 and max(started) < min(ended), lines
 
     report = run_steps([("release_job", third), ("release_job", fourth)], instance, resources, echo=lines.append,
                        jobs=1)
