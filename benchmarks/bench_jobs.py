@@ -103,7 +103,8 @@ def main() -> None:
         print(f"{'step run':<44}{'wall s':>9}{'CPU s':>9}{'peak RSS MB':>13}")
         for run in r["runs"]:
             print(f"{run['step']:<44}{run['wall']:>9.1f}{run['cpu']:>9.1f}{run['rss']:>13.0f}")
-        print(f"{'sum':<44}{sum(x['wall'] for x in r['runs']):>9.1f}{sum(x['cpu'] for x in r['runs']):>9.1f}", flush=True)
+        walls, cpus = sum(x["wall"] for x in r["runs"]), sum(x["cpu"] for x in r["runs"])
+        print(f"{'sum':<44}{walls:>9.1f}{cpus:>9.1f}", flush=True)
     if 1 in results and len(results) > 1:
         for jobs, r in results.items():
             if jobs != 1:

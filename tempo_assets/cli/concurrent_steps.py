@@ -26,8 +26,9 @@ import dagster as dg
 import psutil
 
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.liveness import this_process
 from tempo_assets.runs import fail_dead_runs
-from tempo_assets.cli.step_process import PEAK_RSS_TAG, child_main, encode_resources
+from tempo_assets.cli.step_process import PEAK_RSS_TAG, EndedRun, child_main, encode_resources
 
 MAX_WINDOWS_VARIABLE = "TEMPO_MAX_PARALLEL_WINDOWS"
 # a window run's peak RSS before this instance has measured one: a floor plus a multiple of the
@@ -123,6 +124,7 @@ class ConcurrentSteps:
         self.context.set_forkserver_preload(PRELOAD)
         self.instance_ref = runner.instance.get_ref()
         self.resources = encode_resources(runner.resources)
+        self.launcher = this_process()
 
     def run(self) -> list[tuple]:
         pending = list(range(len(self.steps)))
@@ -171,8 +173,8 @@ class ConcurrentSteps:
             self.flush(index)
             return
         order = self.runner.order_for(ready, job, key)
-        process = self.context.Process(target=child_main, args=(self.instance_ref, self.resources, order),
-                                       name=f"tempo {job} {key}", daemon=False)
+        process = self.context.Process(target=child_main, name=f"tempo {job} {key}",
+                                       args=(self.launcher, self.instance_ref, self.resources, order))
         process.start()
         held.enter_context(self.runner.progress(order.run_id, where))
         self.runner.echo(f"{where}: started run {order.run_id} in a process of its own ({', '.join(ready.todo)})")
@@ -190,8 +192,8 @@ class ConcurrentSteps:
         success = stored is not None and stored.status == dg.DagsterRunStatus.SUCCESS
         job, key = self.steps[run.index]
         try:
-            self.report[run.index] = self.runner.outcome(run.step, job, key, run.where, run.run_id, success,
-                                                         seconds, echo)
+            self.report[run.index] = self.runner.outcome(run.step, (job, key), run.where,
+                                                         EndedRun(run.run_id, success, seconds), echo)
         finally:
             del self.running[run.index]
             run.held.close()

@@ -252,7 +252,7 @@ class StepRunner:
         """Run ``step``'s selection in this process (or on the celery workers); ``(job, key, status, seconds, why)``."""
         import dagster as dg
 
-        from tempo_assets.cli.step_process import execute_order
+        from tempo_assets.cli.step_process import EndedRun, execute_order
 
         started = time.perf_counter()
         if self.distributed:
@@ -265,14 +265,15 @@ class StepRunner:
             self.echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
             with self.progress(run_id, where):
                 result = execute_order(self.defs, self.instance, order)
-        return self.outcome(step, job, key, where, run_id, result.success, time.perf_counter() - started, self.echo)
+        return self.outcome(step, (job, key), where, EndedRun(run_id, result.success, time.perf_counter() - started),
+                            self.echo)
 
-    def outcome(self, step, job: str, key: str, where: str, run_id: str, success: bool, seconds: float,
-                echo) -> tuple[str, str, str, float, str]:
-        """The report row of a run that ended, and its closing line."""
+    def outcome(self, step, job_key: tuple[str, str], where: str, ended, echo) -> tuple[str, str, str, float, str]:
+        """The report row of a run that ended (``step_process.EndedRun``), and its closing line."""
         from tempo_assets.assets.scoring import test_refusal
 
-        status, why = (BUILT, "") if success else (FAILED, f"run {run_id} failed (tempo status; the run's log)")
+        (job, key), run_id, seconds = job_key, ended.run_id, ended.seconds
+        status, why = (BUILT, "") if ended.success else (FAILED, f"run {run_id} failed (tempo status; the run's log)")
         refusal = test_refusal(self.instance, run_id) if {"test_growth", "test_score"} & set(step.todo) else None
         if refusal is not None:  # the run succeeded without reading or scoring TEST: say so, and go on
             status, why = REFUSED, refusal

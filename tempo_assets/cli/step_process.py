@@ -6,9 +6,9 @@ with ``execute_in_process`` on the job of :func:`definitions_for`. With ``--jobs
 this module (dagster, pandas and the code location already imported), so the child pays no
 import time. The child
 
-- dies with its launcher (``PR_SET_PDEATHSIG``: a ``kill -9`` of ``tempo materialize`` takes its
-  forkserver and so every child with it; the run they leave ``STARTED`` names the child in its
-  tags, and the next ``tempo`` command marks it failed, ``runs.fail_dead_runs``);
+- dies with its launcher (:func:`die_with_launcher`): after a ``kill -9`` of ``tempo materialize``
+  the run a child leaves ``STARTED`` names the child in its tags, and the next ``tempo`` command
+  marks it failed (``runs.fail_dead_runs``);
 - names itself in the run's tags (``runs.launch_tags``: the process that executes the run);
 - records its CPU seconds and peak RSS on the run (:data:`CPU_TAG`, :data:`PEAK_RSS_TAG`), which
   the memory estimate for concurrent window runs and ``benchmarks/bench_graph.py`` read back.
@@ -18,13 +18,17 @@ their class and field values (:func:`encode_resources`): Dagster's resources do 
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import os
 import resource
 import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass
+from multiprocessing import forkserver
 
 import dagster as dg
 from dagster._core.storage.defs_state.base import set_defs_state_storage
@@ -32,6 +36,7 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 from tempo_assets.assets.methods import METHOD_JOBS
 from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
+from tempo_assets.core.base.liveness import ProcessIdentity, is_alive
 from tempo_assets.definitions import ASSETS
 from tempo_assets.method_checks import METHOD_CHECKS
 from tempo_assets.runs import launch_tags
@@ -40,6 +45,7 @@ from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 
 CPU_TAG, PEAK_RSS_TAG = "tempo/cpu_s", "tempo/peak_rss_mb"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LAUNCHER_POLL_S = 1.0
 
 
 def definitions_for(resources: dict) -> dg.Definitions:
@@ -57,6 +63,15 @@ class RunOrder:
     selection: tuple[str, ...]
     run_id: str
     run_config: dict
+
+
+@dataclass(frozen=True)
+class EndedRun:
+    """A step's run once it ended: its id, whether it succeeded, and its wall seconds."""
+
+    run_id: str
+    success: bool
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -110,21 +125,35 @@ def decode_resources(encoded: dict) -> dict:
     return {name: decode(item) for name, item in encoded.items()}
 
 
-def die_with_parent() -> None:
-    """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere nothing)."""
+def die_with_launcher(launcher: ProcessIdentity) -> None:
+    """End this process (SIGKILL) when ``launcher``, the ``tempo materialize`` that asked for it, is gone.
+
+    Three ways, so that none depends on the others: this child lets go of the forkserver's
+    "launcher alive" pipe it inherited (the forkserver then exits when the launcher dies), the
+    kernel kills it when its parent, the forkserver, dies (``PR_SET_PDEATHSIG``, Linux), and a
+    daemon thread looks for the launcher every second.
+    """
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
     parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the call: nothing would ever kill this process
-        os._exit(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch() -> None:
+        while is_alive(launcher) is not False:
+            time.sleep(LAUNCHER_POLL_S)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tempo-launcher-watch", daemon=True).start()
 
 
-def child_main(instance_ref, encoded_resources: dict, order: RunOrder) -> None:
+def child_main(launcher: ProcessIdentity, instance_ref, encoded_resources: dict, order: RunOrder) -> None:
     """A child process's whole life: run ``order``; exit 0 when the run succeeded, 1 when not."""
-    die_with_parent()
+    die_with_launcher(launcher)
     with dg.DagsterInstance.from_ref(instance_ref) as instance:
         result = execute_order(definitions_for(decode_resources(encoded_resources)), instance, order)
     sys.stdout.flush()
