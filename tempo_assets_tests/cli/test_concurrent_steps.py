@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import dagster as dg
+import psutil
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.cli.concurrent_steps import step_dependencies
+from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, max_parallel_windows, step_dependencies,
+                                               window_memory_mb)
 from tempo_assets.cli.graph_cmd import run_steps
 from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.definitions import build_resources
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import open_archive
@@ -21,6 +25,26 @@ from tempo_assets_tests.conftest import make_home
 STEPS = [("release_job", "r1"), ("release_job", "r2"), ("cutoff_job", "r2"), ("method_bundle_job", "r2"),
          ("method_job", "r2|m"), ("window_job", "r1|r2|r3"), ("window_job", "r2|r3|r4"),
          ("submission_job", "r4"), ("catalog_job", None)]
+
+
+def test_window_runs_at_once_are_capped_by_free_memory(tmp_path, monkeypatch):
+    monkeypatch.delenv(MAX_WINDOWS_VARIABLE, raising=False)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=23_000 * 2 ** 20))
+    with dg.DagsterInstance.ephemeral() as instance:
+        (tmp_path / "archive").mkdir()
+        (tmp_path / "archive" / "release.gaf").write_bytes(b"x" * 2 ** 20)  # 1 MB: an estimate of 700 MB
+        assert window_memory_mb(instance, tmp_path / "archive") == 700
+        assert max_parallel_windows(instance, tmp_path / "archive") == 32
+        # a window run measured its peak: the full human archive's, near 12 GB
+        instance.add_run(dg.DagsterRun(job_name="window_job", run_id="0" * 8 + "-0000-4000-8000-" + "0" * 12,
+                                       tags={PEAK_RSS_TAG: "11640"}))
+        assert window_memory_mb(instance, tmp_path / "archive") == 11640
+        assert max_parallel_windows(instance, tmp_path / "archive") == 1
+        monkeypatch.setenv(MAX_WINDOWS_VARIABLE, "3")
+        assert max_parallel_windows(instance, tmp_path / "archive") == 3
+        monkeypatch.setenv(MAX_WINDOWS_VARIABLE, "0")
+        with pytest.raises(TempoInputError, match=MAX_WINDOWS_VARIABLE):
+            max_parallel_windows(instance, tmp_path / "archive")
 
 
 def test_steps_wait_only_for_what_they_read():
