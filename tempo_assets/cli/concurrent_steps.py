@@ -19,12 +19,13 @@ import multiprocessing
 import os
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 import dagster as dg
 import psutil
 
+from tempo_assets.cli.errors import ERROR_EXIT, ReportedError
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.liveness import this_process
 from tempo_assets.runs import fail_dead_runs
@@ -107,6 +108,7 @@ class Running:
     run_id: str
     process: multiprocessing.Process
     held: contextlib.ExitStack
+    errors: Connection
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -173,17 +175,23 @@ class ConcurrentSteps:
             self.flush(index)
             return
         order = self.runner.order_for(ready, job, key)
+        errors, send_errors = self.context.Pipe(duplex=False)
         process = self.context.Process(target=child_main, name=f"tempo {job} {key}",
-                                       args=(self.launcher, self.instance_ref, self.resources, order))
+                                       args=(self.launcher, self.instance_ref, self.resources, order, send_errors))
         process.start()
+        send_errors.close()
+        held.callback(errors.close)
         held.enter_context(self.runner.progress(order.run_id, where))
         self.runner.echo(f"{where}: started run {order.run_id} in a process of its own ({', '.join(ready.todo)})")
-        self.running[index] = Running(index, where, ready, order.run_id, process, held)
+        self.running[index] = Running(index, where, ready, order.run_id, process, held, errors)
 
     def finish(self, run: Running) -> None:
         run.process.join()
         seconds = time.perf_counter() - run.started
         echo = self.echo_for(run.index)
+        if run.process.exitcode == ERROR_EXIT and run.errors.poll():  # as the same error in this process would
+            self.flush(run.index)
+            raise ReportedError(run.errors.recv())
         if run.process.exitcode not in (0, 1):  # killed or crashed: the run it left unfinished is failed now
             echo(f"{run.where}: its process ended with status {run.process.exitcode}")
             for line in fail_dead_runs(self.runner.instance):

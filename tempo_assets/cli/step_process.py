@@ -29,6 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 
 import dagster as dg
 from dagster._core.storage.defs_state.base import set_defs_state_storage
@@ -36,6 +37,7 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 from tempo_assets.assets.methods import METHOD_JOBS
 from tempo_assets.audit_checks import AUDIT_CHECKS
 from tempo_assets.checks import CHECKS
+from tempo_assets.cli.errors import ERROR_EXIT, debugging, error_line
 from tempo_assets.core.base.liveness import ProcessIdentity, is_alive
 from tempo_assets.definitions import ASSETS
 from tempo_assets.method_checks import METHOD_CHECKS
@@ -46,6 +48,7 @@ from tempo_assets.warehouse_checks import WAREHOUSE_CHECKS
 CPU_TAG, PEAK_RSS_TAG = "tempo/cpu_s", "tempo/peak_rss_mb"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 LAUNCHER_POLL_S = 1.0
+INTERRUPTED_EXIT = 130  # a shell's status for a process ended by SIGINT
 
 
 def definitions_for(resources: dict) -> dg.Definitions:
@@ -151,10 +154,21 @@ def die_with_launcher(launcher: ProcessIdentity) -> None:
     threading.Thread(target=watch, name="tempo-launcher-watch", daemon=True).start()
 
 
-def child_main(launcher: ProcessIdentity, instance_ref, encoded_resources: dict, order: RunOrder) -> None:
-    """A child process's whole life: run ``order``; exit 0 when the run succeeded, 1 when not."""
+def child_main(launcher: ProcessIdentity, instance_ref, encoded_resources: dict, order: RunOrder,
+               errors: Connection) -> None:
+    """A child process's whole life: run ``order``; exit 0 when the run succeeded, 1 when not, and
+    ``ERROR_EXIT`` after sending ``errors`` the one line of an error that stopped it (as ``tempo``
+    would print it: the in-process path's exception ends the command the same way)."""
     die_with_launcher(launcher)
-    with dg.DagsterInstance.from_ref(instance_ref) as instance:
-        result = execute_order(definitions_for(decode_resources(encoded_resources)), instance, order)
+    try:
+        with dg.DagsterInstance.from_ref(instance_ref) as instance:
+            result = execute_order(definitions_for(decode_resources(encoded_resources)), instance, order)
+    except KeyboardInterrupt:  # Ctrl-C, or the launcher stopping its children: it says what happened
+        sys.exit(INTERRUPTED_EXIT)
+    except Exception as exc:  # noqa: BLE001 - every error is reported the same way (cli/errors.py)
+        if debugging():
+            raise
+        errors.send(error_line(exc))
+        sys.exit(ERROR_EXIT)
     sys.stdout.flush()
     sys.exit(0 if result.success else 1)
