@@ -1,8 +1,12 @@
-"""Which executor runs the steps of Tempo's jobs: in-process (the default) or dagster-celery.
+"""Which executor runs the steps of Tempo's jobs: in the launching process, in processes of their
+own, or on dagster-celery workers.
 
-``TEMPO_EXECUTOR`` picks it: unset or ``in_process`` keeps every step in the launching process
-(``tempo materialize``) or Dagster's default multiprocess executor (``dagster`` CLI, the UI);
-``celery`` puts every step on the celery queue ``dagster`` of the broker ``TEMPO_BROKER_URL``
+``TEMPO_EXECUTOR`` picks it. ``in_process``: ``tempo materialize`` runs every step in its own
+process, one after the other. ``multiprocess`` (the default on a machine with two cores or more):
+``tempo materialize`` runs the steps that do not depend on one another at once, each run in a
+process of its own, at most ``--jobs N`` (default: the cores) at once (``cli/concurrent_steps.py``;
+``--jobs 1`` is ``in_process``). Either way the ``dagster`` CLI and the UI use Dagster's default
+multiprocess executor. ``celery`` puts every step on the celery queue ``dagster`` of the broker ``TEMPO_BROKER_URL``
 (``redis://...``, printed by ``scripts/dev_services.sh start``), where worker processes
 (``scripts/dev_services.sh workers N``) pick them up. The workers share nothing with the launcher
 but the Dagster instance's PostgreSQL storage and the artefact store (``TEMPO_ARTEFACTS=s3://...``).
@@ -19,13 +23,23 @@ import dagster as dg
 
 from tempo_assets.core.base.errors import TempoInputError
 
-EXECUTORS = ("in_process", "celery")
+EXECUTORS = ("in_process", "multiprocess", "celery")
 CELERY_QUEUE = "dagster"
 
 
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def executor_kind() -> str:
-    """``$TEMPO_EXECUTOR`` (``in_process`` when unset); anything else is an error naming it."""
-    kind = (os.environ.get("TEMPO_EXECUTOR") or "in_process").strip().lower().replace("-", "_")
+    """``$TEMPO_EXECUTOR``; unset, ``multiprocess`` with two cores or more, else ``in_process``.
+    Anything else is an error naming it."""
+    default = "multiprocess" if cpu_count() >= 2 else "in_process"
+    kind = (os.environ.get("TEMPO_EXECUTOR") or default).strip().lower().replace("-", "_")
     if kind not in EXECUTORS:
         raise TempoInputError(f"TEMPO_EXECUTOR={os.environ.get('TEMPO_EXECUTOR')!r} is not one of "
                               f"{', '.join(EXECUTORS)}")

@@ -14,10 +14,12 @@ import subprocess
 import threading
 from pathlib import Path
 
+import dagster as dg
+import psutil
 import pytest
 
 from tempo_assets_tests.conftest import make_home, subprocess_env, tiny_copy
-from tempo_assets_tests.toolkit import script, tempo
+from tempo_assets_tests.toolkit import script, tempo, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +36,10 @@ def _window(graph) -> str:
 
 
 def _killed_at(graph, point: str) -> subprocess.CompletedProcess:
-    """``tempo materialize --all`` killed with SIGKILL at ``point`` (``<asset>:<point>``)."""
+    """``tempo materialize --all --jobs 1`` killed with SIGKILL at ``point`` (``<asset>:<point>``): the
+    launcher itself runs the step (``--jobs 2``: the step's own process dies, see below)."""
     graph.instance.dispose()
-    result = tempo("materialize", "--all", env=_env(graph, TEMPO_FAULT_AT=point))
+    result = tempo("materialize", "--all", "--jobs", "1", env=_env(graph, TEMPO_FAULT_AT=point))
     assert result.returncode == -9, f"not killed at {point}: rc {result.returncode}\n{result.stdout}{result.stderr}"
     return result
 
@@ -144,8 +147,6 @@ def test_three_concurrent_materialize_all_build_each_artefact_once(tiny_build, t
     for result in results:
         assert result.returncode == 0, result.stdout + result.stderr
         assert "IntegrityError" not in result.stderr
-    import dagster as dg
-
     with dg.DagsterInstance.from_config(str(graph.home)) as instance:
         for asset in ("valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark", "submission"):
             events = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
@@ -184,3 +185,51 @@ def test_a_dagster_cli_run_killed_after_the_test_read_is_failed_and_its_stored_g
     claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
     assert [c["state"] for c in claims] == ["scored"]
     assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout
+
+
+def test_jobs_2_a_killed_step_process_fails_its_run_and_the_launch_goes_on(tiny_build, tmp_path):
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
+    window = _window(graph)
+    graph.instance.dispose()
+    killed = tempo("materialize", "--all", "--jobs", "2", env=_env(graph, TEMPO_FAULT_AT="benchmark:started"))
+    assert killed.returncode == 1, killed.stdout + killed.stderr
+    # the launcher saw its child die, marked the run it left STARTED failed, and built the rest
+    assert f"window_job {window}: its process ended with status -9" in killed.stdout
+    assert "the process that ran it died" in killed.stdout
+    assert f"failed: window_job {window}" in killed.stdout and "CAFA submission for cutoff" in killed.stdout
+    _materialize_all(graph)
+    _all_ok(graph)
+    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    assert [c["state"] for c in claims] == ["scored"]
+
+
+def test_jobs_2_kill_9_of_the_launcher_takes_its_step_processes_with_it(tiny_build, tmp_path):
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    graph.instance.dispose()
+    for asset in ("submission", "benchmark_catalog"):
+        shutil.rmtree(graph.artefacts / asset)
+    launcher = subprocess.Popen([script("tempo"), "materialize", "--all", "--jobs", "2"], env=_env(graph),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in launcher.stdout:
+        if ": started run " in line and "in a process of its own" in line:
+            break
+    children = psutil.Process(launcher.pid).children(recursive=True)
+    assert children, "no step process under the launcher"
+    launcher.kill()
+    launcher.wait()
+
+    def gone(process) -> bool:
+        try:
+            return process.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_until(lambda: all(gone(c) for c in children), "the launcher's step processes ending after its kill -9")
+    run_id = line.split(": started run ")[1].split()[0]
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:  # ended with it, not by finishing its run
+        run = instance.get_run_by_id(run_id)
+        assert run is None or run.status != dg.DagsterRunStatus.SUCCESS
+    _materialize_all(graph)  # marks the run the kill left STARTED failed (if it had begun), builds it again
+    _all_ok(graph)
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
+        assert not instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))

@@ -50,6 +50,11 @@ _SQLITE_ADVICE = (
 )
 
 
+class ReportedError(Exception):
+    """An error already said in one line (:func:`error_line`), by another process: a step's run
+    process under ``tempo materialize --jobs N``; reported as it is."""
+
+
 def debugging() -> bool:
     """``TEMPO_LOG_LEVEL=DEBUG``: errors keep their traceback."""
     return os.environ.get("TEMPO_LOG_LEVEL", "").strip().upper() == "DEBUG"
@@ -88,7 +93,7 @@ def error_line(exc: BaseException) -> str:
     from tempo_assets.core.base.errors import StorageWriteError, TempoInputError
 
     for error in _chain(exc):
-        if isinstance(error, (TempoInputError, StorageWriteError)):
+        if isinstance(error, (TempoInputError, StorageWriteError, ReportedError)):
             return one_line(error)
     storage = instance_storage_failure(exc)
     if storage is not None:

@@ -1,14 +1,13 @@
 """``tempo init | cutoffs | windows | materialize | status``: the asset graph from the command line."""
 from __future__ import annotations
 
-import argparse
+import contextlib
 import os
 import sys
 import time
 from pathlib import Path
 
-# test_growth and test_score share a pool (``pool="test_score"``): a limit of 1 serialises their
-# steps across runs, so queued TEST reads and scorings wait for one another (the claims still decide)
+# test_growth and test_score share a pool of limit 1: queued TEST reads and scorings wait for one another
 DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
 # core/base/progress.py's lines (logger tempo.progress) become events of the step that logs them
 PYTHON_LOGS = "python_logs:\n  managed_python_loggers:\n    - tempo.progress\n  python_log_level: INFO\n"
@@ -100,7 +99,7 @@ BUILT, SKIPPED, BLOCKED, WAITING, BURNED, FAILED, REFUSED = "ok", "skipped", "bl
 
 
 def run_steps(steps, instance, resources=None, echo=print, exclude=(),
-              log_level: str | None = None) -> list[tuple[str, str, str, float]]:
+              log_level: str | None = None, jobs: int = 1) -> list[tuple[str, str, str, float]]:
     """Run each step under its named job (``release_job``, ``cutoff_job``, ...); returns (job, key, status, seconds).
 
     A step builds only its missing or stale artefacts (``graph_state``: a stored TEST growth,
@@ -126,9 +125,20 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     a task that a worker process picks up from the broker. The workers build their resources from
     their own environment, so ``resources`` must be ``None`` then, the instance must be one they
     share (PostgreSQL) and the artefact store an object store.
+
+    ``jobs`` > 1 (``tempo materialize --jobs N``, ``concurrent_steps.py``): steps that do not depend
+    on one another run at once, at most ``jobs`` of them, each run in a process of its own; window
+    runs also no more than the free memory holds. ``jobs`` 1 runs every step in this process, one
+    after the other.
     """
     runner = StepRunner(instance, resources, echo, exclude, log_level)
-    report = [runner.run_one(number, len(steps), job, key) for number, (job, key) in enumerate(steps, start=1)]
+    if jobs > 1 and len(steps) > 1 and not runner.distributed and not instance.is_ephemeral:
+        from tempo_assets.cli.concurrent_steps import ConcurrentSteps, max_parallel_windows
+
+        windows = max_parallel_windows(instance, runner.archive.root)
+        report = ConcurrentSteps(runner, steps, jobs, windows).run()
+    else:
+        report = [runner.run_one(number, len(steps), job, key) for number, (job, key) in enumerate(steps, start=1)]
     runner.summarise(report)
     return [(job, key, status, seconds) for job, key, status, seconds, _ in report]
 
@@ -144,6 +154,7 @@ class StepRunner:
         from tempo_assets.core.base.errors import TempoInputError
         from tempo_assets.core.inputs.releases import open_archive
         from tempo_assets.definitions import build_resources
+        from tempo_assets.cli.step_process import definitions_for
         from tempo_assets.executors import executor_kind
         from tempo_assets.graph_state import DefinedGraph
         from tempo_assets.partitions import plan_partitions
@@ -161,94 +172,114 @@ class StepRunner:
         self.store.location.check()  # an object store that is down fails here, naming its endpoint
         self.archive = open_archive(self.resources["archive"].root)
         self.plan = plan_partitions(self.archive)
-        self.defs = _definitions(self.resources)
+        self.defs = definitions_for(self.resources)
         self.defined = DefinedGraph.of(self.defs.get_repository_def())
         self.run_config = merged_run_config({"loggers": {"console": {"config": {"log_level": log_level}}}})
         self.launch_celery = celery_launcher(instance, self.store, echo) if self.distributed else None
         self.locks = Path(self.store.root) / "_locks" if self.store.root is not None else None
 
-    def plan_step(self, job: str, key: str):
+    def graph_state(self):
         from tempo_assets.graph_state import GraphState
 
+        return GraphState(self.store, self.plan, self.defined, archive=self.archive, instance=self.instance,
+                          exclude=self.exclude)
+
+    def plan_step(self, job: str, key: str):
         if job in self.METHOD_ASSETS:
             return MethodStep([n for n in self.METHOD_ASSETS[job] if not self.store.exists(n, key)])
-        return GraphState(self.store, self.plan, self.defined, archive=self.archive, instance=self.instance,
-                          exclude=self.exclude).step(job, key)
+        return self.graph_state().step(job, key)
+
+    def upstream_of(self, job: str, key: str):
+        """The upstream partitions ``job`` on ``key`` reads (``graph_state.GraphState.upstream_of``)."""
+        return self.graph_state().upstream_of(job, key)
 
     def run_one(self, number: int, total: int, job: str, key: str) -> tuple[str, str, str, float, str]:
         """Plan, check what it reads, and run one step under its lock; ``(job, key, status, seconds, why)``."""
+        with contextlib.ExitStack() as held:
+            where, ready = self.prepare(held, number, total, job, key, self.echo)
+            return ready if isinstance(ready, tuple) else self.launch(ready, job, key, where)
+
+    def prepare(self, held: contextlib.ExitStack, number: int, total: int, job: str, key: str, echo):
+        """Take the step's lock (into ``held``), plan it and run the checks it waits on;
+        ``(where, step)`` when it has something to build, else ``(where, report row)``."""
         from tempo_assets.runs import step_lock
 
         where = f"[{number}/{total}] {job} {key}"
-        with step_lock(self.locks, job, key) as waited:
+        waited = held.enter_context(step_lock(self.locks, job, key))
+        step = self.plan_step(job, key)
+        if step.unchecked:
+            self.run_checks(step.unchecked, where, echo)
             step = self.plan_step(job, key)
-            if step.unchecked:
-                self.run_checks(step.unchecked, where)
-                step = self.plan_step(job, key)
-            if not step.todo:
-                meanwhile = " (by another launch, which this one waited for)" if waited else ""
-                self.echo(f"{where}: already materialised and current, skipped{meanwhile}")
-                return job, key, SKIPPED, 0.0, ""
-            if step.blocked or step.waiting or step.unchecked or step.burned:
-                status = BLOCKED if step.blocked else WAITING if step.waiting or step.unchecked else BURNED
-                why = "; ".join(step.blocked + step.waiting + step.burned
-                                + [f"checks of {a}[{p}] did not run" for a, p, _ in step.unchecked])
-                self.echo(f"{where}: {status}, not run: {why}")
-                return job, key, status, 0.0, why
-            return self.launch(step, job, key, where)
+        if not step.todo:
+            meanwhile = " (by another launch, which this one waited for)" if waited else ""
+            echo(f"{where}: already materialised and current, skipped{meanwhile}")
+            return where, (job, key, SKIPPED, 0.0, "")
+        if step.blocked or step.waiting or step.unchecked or step.burned:
+            status = BLOCKED if step.blocked else WAITING if step.waiting or step.unchecked else BURNED
+            why = "; ".join(step.blocked + step.waiting + step.burned
+                            + [f"checks of {a}[{p}] did not run" for a, p, _ in step.unchecked])
+            echo(f"{where}: {status}, not run: {why}")
+            return where, (job, key, status, 0.0, why)
+        return where, step
 
-    def run_checks(self, unchecked, where: str) -> None:
+    def run_checks(self, unchecked, where: str, echo) -> None:
         """Run the blocking checks that never ran on stored partitions, each partition's on their own."""
-        import dagster as dg
-
         from tempo_assets.graph_state import JOB_ASSETS
         from tempo_assets.runs import launch_tags
 
         for asset, partition, keys in unchecked:
             job = next(j for j, assets in JOB_ASSETS.items() if asset in assets)
             names = ", ".join(k.name for k in keys)
-            self.echo(f"{where}: running the checks that never ran on {asset}[{partition}] ({names})")
+            echo(f"{where}: running the checks that never ran on {asset}[{partition}] ({names})")
             subset = self.defs.resolve_job_def(job).get_subset(asset_selection=set(), asset_check_selection=set(keys))
             result = subset.execute_in_process(run_config=self.run_config, instance=self.instance,
                                                partition_key=partition, raise_on_error=False, tags=launch_tags())
             outcome = "passed" if result.success and all(
                 e.passed for e in result.get_asset_check_evaluations()) else "did not pass"
-            self.echo(f"{where}: checks of {asset}[{partition}] {outcome} (run {result.run_id})")
+            echo(f"{where}: checks of {asset}[{partition}] {outcome} (run {result.run_id})")
 
-    def launch(self, step, job: str, key: str, where: str) -> tuple[str, str, str, float, str]:
-        """Run ``step``'s selection; ``(job, key, status, seconds, why)``."""
+    def order_for(self, step, job: str, key: str):
+        """The run that builds ``step``'s selection (``step_process.RunOrder``), with a new run id."""
         import uuid
 
+        from tempo_assets.cli.step_process import RunOrder
+
+        return RunOrder(job, key, tuple(step.todo), str(uuid.uuid4()), self.run_config)
+
+    def progress(self, run_id: str, where: str) -> "ProgressWatch":
+        return ProgressWatch(self.instance, lambda: run_id, self.echo, where)
+
+    def launch(self, step, job: str, key: str, where: str) -> tuple[str, str, str, float, str]:
+        """Run ``step``'s selection in this process (or on the celery workers); ``(job, key, status, seconds, why)``."""
         import dagster as dg
-        from dagster._core.storage.defs_state.base import set_defs_state_storage
 
-        from tempo_assets.assets.evaluation import test_refusal
-        from tempo_assets.runs import launch_tags
+        from tempo_assets.cli.step_process import EndedRun, execute_order
 
-        selection = [dg.AssetKey(name) for name in step.todo]
         started = time.perf_counter()
         if self.distributed:
             self.echo(f"{where}: started on the celery workers ({', '.join(step.todo)})")
-            result = self.launch_celery(job, key, self.run_config, selection, where)
+            result = self.launch_celery(job, key, self.run_config, [dg.AssetKey(n) for n in step.todo], where)
             run_id = result.run_id
         else:
-            run_id = str(uuid.uuid4())
+            order = self.order_for(step, job, key)
+            run_id = order.run_id
             self.echo(f"{where}: started run {run_id} ({', '.join(step.todo)})")
-            # the definitions load against this instance's defs-state storage, as `with instance:`
-            # would set it, not whatever an earlier instance of this process left in Dagster's
-            # context variable (a collected instance there fails the load)
-            with ProgressWatch(self.instance, lambda: run_id, self.echo, where), \
-                    set_defs_state_storage(getattr(self.instance, "defs_state_storage", None)):
-                result = self.defs.resolve_job_def(job).execute_in_process(
-                    run_config=self.run_config, instance=self.instance, partition_key=key, raise_on_error=False,
-                    run_id=run_id, asset_selection=selection, tags=launch_tags())
-        seconds = time.perf_counter() - started
-        status, why = (BUILT, "") if result.success else (FAILED, f"run {run_id} failed (tempo status; the run's log)")
+            with self.progress(run_id, where):
+                result = execute_order(self.defs, self.instance, order)
+        return self.outcome(step, (job, key), where, EndedRun(run_id, result.success, time.perf_counter() - started),
+                            self.echo)
+
+    def outcome(self, step, job_key: tuple[str, str], where: str, ended, echo) -> tuple[str, str, str, float, str]:
+        """The report row of a run that ended (``step_process.EndedRun``), and its closing line."""
+        from tempo_assets.assets.evaluation import test_refusal
+
+        (job, key), run_id, seconds = job_key, ended.run_id, ended.seconds
+        status, why = (BUILT, "") if ended.success else (FAILED, f"run {run_id} failed (tempo status; the run's log)")
         refusal = test_refusal(self.instance, run_id) if {"test_growth", "test_score"} & set(step.todo) else None
         if refusal is not None:  # the run succeeded without reading or scoring TEST: say so, and go on
             status, why = REFUSED, refusal
-            self.echo(f"{where}: TEST not read nor scored: {refusal}")
-        self.echo(f"{where}: {status} in {seconds:.1f}s (run {run_id})")
+            echo(f"{where}: TEST not read nor scored: {refusal}")
+        echo(f"{where}: {status} in {seconds:.1f}s (run {run_id})")
         return job, key, status, seconds, why
 
     def summarise(self, report) -> None:
@@ -261,16 +292,6 @@ class StepRunner:
         for job, key, status, _, why in report:
             if status in (WAITING, BURNED, BLOCKED, FAILED, REFUSED):
                 self.echo(f"  {status.lower()}: {job} {key}: {why}")
-
-
-def _definitions(resources):
-    import dagster as dg
-
-    from tempo_assets.assets.methods import METHOD_JOBS
-    from tempo_assets.definitions import ASSET_CHECKS, ASSETS
-    from tempo_assets.sensors import JOBS
-
-    return dg.Definitions(assets=ASSETS, asset_checks=ASSET_CHECKS, jobs=JOBS + METHOD_JOBS, resources=resources)
 
 
 def merged_run_config(base: dict) -> dict:
@@ -446,11 +467,29 @@ def _materialize(args) -> int:
         from tempo_assets.resources import GRIDS
 
         resources = build_resources(grid=GRIDS[args.grid](profile_name=profile))
-    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, resources=resources)
+    report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, resources=resources,
+                       jobs=step_jobs(args.jobs))
     print_outputs(report)
     # 0: everything buildable was built (what waits on a claim, a burned window or a user's action is
     # in the summary); 1: a run failed or a blocking check failed on what a step reads
     return 1 if any(status in (FAILED, BLOCKED) for _, _, status, _ in report) else 0
+
+
+def step_jobs(asked: int | None) -> int:
+    """How many steps ``tempo materialize`` runs at once: ``--jobs``, else the cores under the
+    ``multiprocess`` executor and 1 under the others."""
+    from tempo_assets.core.base.errors import TempoInputError
+    from tempo_assets.executors import cpu_count, executor_kind
+
+    kind = executor_kind()
+    if asked is not None and asked < 1:
+        raise TempoInputError(f"--jobs {asked}: give a whole number of at least 1")
+    if kind != "multiprocess":
+        if asked is not None and asked > 1:
+            raise TempoInputError(f"--jobs {asked} needs TEMPO_EXECUTOR=multiprocess (it is {kind}): unset it, "
+                                  "or run with --jobs 1")
+        return 1
+    return asked if asked is not None else cpu_count()
 
 
 def graph_states(instance, exclude=()):
@@ -548,6 +587,11 @@ def register(subparsers) -> None:
     parser.add_argument("--select-under", choices=("lafa", "cafaeval"), default="lafa",
                         help="the profile VALID selection scores the grid under and test_score scores the frozen "
                              "recipe under (default lafa, LAFA's conventions); benchmark reports both either way")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="run at most N independent steps at once, each in a process of its own (default: "
+                             "the cores, under TEMPO_EXECUTOR=multiprocess, the default; 1: one after the other, "
+                             "in this process); window runs also no more than the free memory holds "
+                             "($TEMPO_MAX_PARALLEL_WINDOWS caps them)")
     parser.set_defaults(func=_materialize)
     parser = subparsers.add_parser(
         "status", help="one line per artefact: <asset>[<partition>] <state> <reason>",

@@ -1,0 +1,109 @@
+"""``tempo materialize --jobs N``: independent steps run at once, each run in a process of its own;
+``--jobs 1`` runs them one after the other in the launching process (cli/concurrent_steps.py)."""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import dagster as dg
+import psutil
+import pytest
+from dagster._core.instance.ref import InstanceRef
+
+from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, max_parallel_windows, step_dependencies,
+                                               window_memory_mb)
+from tempo_assets.cli.graph_cmd import run_steps
+from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.definitions import build_resources
+from tempo_assets.partitions import plan_partitions, register_partitions
+from tempo_assets.resources import open_archive
+from tempo_assets.runs import PID_TAG
+from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets_tests.conftest import make_home
+
+STEPS = [("release_job", "r1"), ("release_job", "r2"), ("cutoff_job", "r2"), ("method_bundle_job", "r2"),
+         ("method_job", "r2|m"), ("window_job", "r1|r2|r3"), ("window_job", "r2|r3|r4"),
+         ("submission_job", "r4"), ("catalog_job", None)]
+
+
+def test_window_runs_at_once_are_capped_by_free_memory(tmp_path, monkeypatch):
+    monkeypatch.delenv(MAX_WINDOWS_VARIABLE, raising=False)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=23_000 * 2 ** 20))
+    with dg.DagsterInstance.ephemeral() as instance:
+        (tmp_path / "archive").mkdir()
+        (tmp_path / "archive" / "release.gaf").write_bytes(b"x" * 2 ** 20)  # 1 MB: an estimate of 700 MB
+        assert window_memory_mb(instance, tmp_path / "archive") == 700
+        assert max_parallel_windows(instance, tmp_path / "archive") == 32
+        # a window run measured its peak: the full human archive's, near 12 GB
+        instance.add_run(dg.DagsterRun(job_name="window_job", run_id="0" * 8 + "-0000-4000-8000-" + "0" * 12,
+                                       tags={PEAK_RSS_TAG: "11640"}))
+        assert window_memory_mb(instance, tmp_path / "archive") == 11640
+        assert max_parallel_windows(instance, tmp_path / "archive") == 1
+        monkeypatch.setenv(MAX_WINDOWS_VARIABLE, "3")
+        assert max_parallel_windows(instance, tmp_path / "archive") == 3
+        monkeypatch.setenv(MAX_WINDOWS_VARIABLE, "0")
+        with pytest.raises(TempoInputError, match=MAX_WINDOWS_VARIABLE):
+            max_parallel_windows(instance, tmp_path / "archive")
+
+
+def test_steps_wait_only_for_what_they_read():
+    def upstream_of(job, key):
+        return [("frozen_recipe", "r2|r3|r4")] if job == "submission_job" else []
+
+    depends = [sorted(d) for d in step_dependencies(STEPS, upstream_of)]
+    assert depends[0] == depends[1] == []                      # releases: independent of one another
+    assert depends[2] == [0, 1]                                 # a cutoff: after the releases
+    assert depends[4] == [0, 1, 2, 3]                           # a method: after its cutoff's bundle
+    assert depends[5] == depends[6] == [0, 1, 2, 3, 4]          # windows: not on each other
+    assert depends[7] == [0, 1, 2, 3, 4, 6]                     # the submission: the window of its recipe
+    assert depends[8] == list(range(8))                         # the catalog: after everything
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    archive = build_tiny_archive(tmp_path / "archive", n_releases=4)
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(make_home(tmp_path / "home"))))
+    plan = plan_partitions(open_archive(archive))
+    register_partitions(instance, plan)
+    resources = build_resources(str(archive), str(tmp_path / "artefacts"), "sqlite:///" + str(tmp_path / "wh.sqlite"),
+                                str(tmp_path / "cache"))
+    yield instance, plan, resources
+    instance.dispose()
+
+
+def run_times(instance, report_runs):
+    records = [instance.get_run_record_by_id(r) for r in report_runs]
+    return [(r.start_time, r.end_time) for r in records]
+
+
+def runs_of(instance, job):
+    return {r.tags["dagster/partition"]: r for r in instance.get_runs(filters=dg.RunsFilter(job_name=job))}
+
+
+def test_jobs_2_overlaps_independent_runs_and_jobs_1_does_not(tiny):
+    instance, plan, resources = tiny
+    first, second, third, fourth = plan.releases
+    lines: list[str] = []
+    report = run_steps([("release_job", first), ("release_job", second)], instance, resources, echo=lines.append,
+                       jobs=2)
+    assert [r[2] for r in report] == ["ok", "ok"], lines
+    runs = runs_of(instance, "release_job")
+    (start_a, end_a), (start_b, end_b) = run_times(instance, [runs[first].run_id, runs[second].run_id])
+    assert start_a < end_b and start_b < end_a, "the two independent runs did not overlap"
+    # each ran in a child of its own, which named itself in the run's tags and measured itself
+    pids = {runs[first].tags[PID_TAG], runs[second].tags[PID_TAG]}
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+    assert all(CPU_TAG in runs[k].tags and PEAK_RSS_TAG in runs[k].tags for k in (first, second))
+    # both started before either ended; each one's closing line names its run
+    started = [i for i, line in enumerate(lines) if ": started run " in line]
+    ended = [i for i, line in enumerate(lines) if " ok in " in line]
+    assert len(started) == len(ended) == 2 and max(started) < min(ended), lines
+
+    report = run_steps([("release_job", third), ("release_job", fourth)], instance, resources, echo=lines.append,
+                       jobs=1)
+    assert [r[2] for r in report] == ["ok", "ok"]
+    runs = runs_of(instance, "release_job")
+    (_, end_c), (start_d, _) = run_times(instance, [runs[third].run_id, runs[fourth].run_id])
+    assert end_c <= start_d, "--jobs 1 overlapped two runs"
+    assert {runs[third].tags[PID_TAG], runs[fourth].tags[PID_TAG]} == {str(os.getpid())}
