@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import multiprocessing
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
 
-from tempo_assets.core.base.liveness import ProcessIdentity, is_alive, process_identity, this_process
+from tempo_assets.core.base.liveness import (
+    ProcessIdentity, is_alive, orchestrating_parent, process_identity, this_process,
+)
 from tempo_assets.executors import executor_kind
 
 PID_TAG, HOST_TAG, STARTED_TAG = "tempo/pid", "tempo/host", "tempo/process_started"
@@ -49,7 +50,7 @@ def run_process() -> ProcessIdentity:
     run worker) started is a ``multiprocessing`` child of the run's orchestrator, with ``spawn`` and
     ``forkserver`` alike; a step executed in process is the orchestrator itself.
     """
-    parent = multiprocessing.parent_process()
+    parent = orchestrating_parent()
     return process_identity(parent.pid) if parent is not None else this_process()
 
 

@@ -86,7 +86,8 @@ def test_a_broker_that_is_down_or_without_workers_fails_at_start(tmp_path, dev_s
     env["TEMPO_BROKER_URL"] = idle
     _assert_failed_at_start(_materialize(env), env, "no celery worker listens on queue 'dagster'", idle)
     env["TEMPO_EXECUTOR"] = "spark"
-    _assert_failed_at_start(_materialize(env), env, "TEMPO_EXECUTOR='spark' is not one of in_process, celery")
+    _assert_failed_at_start(_materialize(env), env,
+                            "TEMPO_EXECUTOR='spark' is not one of in_process, multiprocess, celery")
 
 
 @pytest.fixture()

@@ -36,7 +36,7 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from tempo_assets.assets.methods import METHOD_JOBS
 from tempo_assets.cli.errors import ERROR_EXIT, debugging, error_line
-from tempo_assets.core.base.liveness import ProcessIdentity, is_alive
+from tempo_assets.core.base.liveness import SELF_ORCHESTRATED, ProcessIdentity, is_alive
 from tempo_assets.definitions import ASSET_CHECKS, ASSETS
 from tempo_assets.runs import launch_tags
 from tempo_assets.sensors import JOBS
@@ -155,6 +155,7 @@ def child_main(launcher: ProcessIdentity, instance_ref, encoded_resources: dict,
     ``ERROR_EXIT`` after sending ``errors`` the one line of an error that stopped it (as ``tempo``
     would print it: the in-process path's exception ends the command the same way)."""
     die_with_launcher(launcher)
+    os.environ[SELF_ORCHESTRATED] = str(os.getpid())  # it runs its run in process: no orchestrator above it
     try:
         with dg.DagsterInstance.from_ref(instance_ref) as instance:
             result = execute_order(definitions_for(decode_resources(encoded_resources)), instance, order)

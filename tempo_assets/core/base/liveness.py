@@ -7,6 +7,7 @@ answer is ``None`` (unknown), and callers say so instead of guessing.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 from dataclasses import dataclass
@@ -67,3 +68,17 @@ def is_alive(process: ProcessIdentity, started_before: float | None = None) -> b
     if started_before is not None:
         return started <= started_before + _START_TOLERANCE_S
     return True
+
+
+# set (to its own pid) by a process that orchestrates the run it executes although it is a
+# multiprocessing child: ``tempo materialize --jobs N``'s step processes (cli/step_process.py)
+SELF_ORCHESTRATED = "TEMPO_ORCHESTRATES_ITS_RUN"
+
+
+def orchestrating_parent() -> multiprocessing.process.BaseProcess | None:
+    """The ``multiprocessing`` parent that orchestrates this process's run (a step that Dagster's
+    multiprocess executor started, with ``spawn`` and ``forkserver`` alike), or ``None`` when this
+    process orchestrates its run itself (in process, or a ``tempo`` step process)."""
+    if os.environ.get(SELF_ORCHESTRATED) == str(os.getpid()):
+        return None
+    return multiprocessing.parent_process()
