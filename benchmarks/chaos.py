@@ -77,7 +77,7 @@ class KillTarget:
 
 def remaining_steps(plan: list[str], finished: set[str]) -> list[str]:
     """The steps an attempt still has to run: the plan's, less those earlier attempts built or found
-    current, less the catalog (rebuilt every time at the job's end, not a target of its own)."""
+    current, less the catalog (rebuilt at the job's end when it would change, not a target of its own)."""
     return [s for s in plan if s not in finished and not s.startswith("catalog_job ")]
 
 

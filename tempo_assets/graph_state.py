@@ -21,8 +21,9 @@ from tempo_assets.core.base.windows import is_window_key, parse_window_key, prev
 from tempo_assets.core.inputs.releases import archive_release_dates, open_archive
 from tempo_assets.core.methods.eligibility import window_method_keys
 from tempo_assets.core.methods.registry import load_registry
-from tempo_assets.core.pipeline.catalog import collect_catalog
+from tempo_assets.core.pipeline.catalog import catalog_value, collect_catalog
 from tempo_assets.core.storage import staleness
+from tempo_assets.core.storage.artefacts import value_sha256
 from tempo_assets.core.storage.claims import ClaimStore, WindowTest, window_test_state
 from tempo_assets.core.storage.staleness import ArtefactState, needs_build, parse_ref, ref
 from tempo_assets.fingerprints import code_versions
@@ -315,14 +316,29 @@ class GraphState:
         """Partition keys of ``asset`` with a stored artefact."""
         return stored_partitions(self.store, asset)
 
+    def catalog(self) -> dict[str, Any]:
+        """The catalog the ``benchmark_catalog`` asset would write now (``core.pipeline.catalog.collect_catalog``):
+        each window's benchmark as status states it, and the windows the archive no longer has, as history."""
+        states = {w: (self.state("benchmark", w).state, self.state("benchmark", w).reason) for w in self.plan.windows}
+        return collect_catalog(self.store, self.archive, self.plan.windows, states,
+                               superseded_windows(self.store, self.archive))
+
+    def catalog_is_current(self) -> bool:
+        """The stored catalog is ``ok`` and holds, byte for byte, what the catalog asset would write now (no
+        window's state, result or registered method changed since), so rebuilding it would change nothing."""
+        meta = self._meta("benchmark_catalog", None)
+        if meta is None or self.archive is None or self.state("benchmark_catalog", None).state != "ok":
+            return False
+        return meta.get("sha256") == value_sha256(catalog_value(self.catalog()))
+
     # ----------------------------------------------------------------------------- runs
 
     def step(self, job: str, key: str) -> Step:
         """What ``job`` on ``key`` would build now, and whether its upstream lets it run."""
         assets = [a for a in JOB_ASSETS[job] if a not in self.exclude]
         step = Step(job, key, assets, self.upstream_of(job, key))
-        if job == "catalog_job":  # the cross-window catalog reads whatever is stored: rebuilt every time
-            step.todo = list(assets)
+        if job == "catalog_job":  # the cross-window catalog reads whatever is stored: rebuilt when it would change
+            step.todo = [] if assets and self.catalog_is_current() else list(assets)
             step.token = hashlib.sha256(json.dumps([job, self.code.get("benchmark_catalog", "")]).encode()).hexdigest()
             return step
         deps = self.deps
@@ -417,7 +433,4 @@ def build_catalog(store, archive_root: str, defined: DefinedGraph, instance=None
     benchmark as ``tempo status`` states it, and windows the archive no longer has (a release inserted
     inside them) as history, with the reason; their results stay out of the tables."""
     archive = open_archive(archive_root)
-    plan = plan_partitions(archive)
-    graph = GraphState(store, plan, defined, archive=archive, instance=instance)
-    states = {w: (graph.state("benchmark", w).state, graph.state("benchmark", w).reason) for w in plan.windows}
-    return collect_catalog(store, archive, plan.windows, states, superseded_windows(store, archive))
+    return GraphState(store, plan_partitions(archive), defined, archive=archive, instance=instance).catalog()

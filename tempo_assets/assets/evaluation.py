@@ -21,14 +21,13 @@ from tempo_assets.core.base.faults import fault_point
 from tempo_assets.core.evaluation.benchmark import BenchmarkOptions
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
 from tempo_assets.core.evaluation.window_markdown import homology_provenance, summary_markdown, valid_tau_markdown
-from tempo_assets.core.pipeline.catalog import catalog_pages, latest_catalog_release
+from tempo_assets.core.pipeline.catalog import catalog_pages, catalog_value, latest_catalog_release
 from tempo_assets.core.pipeline.recipe_scoring import RecipeAtT0, ScoreSettings, score_recipe_on_test
 from tempo_assets.core.pipeline.window_benchmark import (
     BenchmarkJob, BenchmarkSettings, WindowArtefacts, run_benchmark,
 )
 from tempo_assets.core.pipeline.workflow import BaselineConfig, release_growth
 from tempo_assets.core.recipe.selection import recipe_profile
-from tempo_assets.core.storage.artefact_types import BenchmarkCatalog
 from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
 from tempo_assets.core.storage.claims import ClaimRefused, ClaimStore
 from tempo_assets.graph_state import DefinedGraph, build_catalog
@@ -321,7 +320,7 @@ def benchmark_catalog(context: dg.AssetExecutionContext, archive: ArchiveResourc
     pages = catalog_pages(built, store.folder("benchmark_catalog", None))
     extra = {k: dg.MetadataValue.path(v) if k == "report" else dg.MetadataValue.md(v) for k, v in pages.items()}
     counts = catalog["status"].value_counts().to_dict()
-    value = BenchmarkCatalog(catalog=catalog, results=built["results"], decay=built["decay"], methods=built["methods"])
+    value = catalog_value(built)
     return dg.Output(value, metadata=binding_metadata(
         archive.cutoff_of(latest_catalog_release(built["metas"], archive.release_ids())), artefacts=read,
         **{f"windows_{k}": int(v) for k, v in counts.items()}, **extra))

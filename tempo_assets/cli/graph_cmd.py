@@ -83,7 +83,7 @@ def plan_steps(plan, target: str, key: str | None = None) -> list[tuple[str, str
     if target in ("cutoff", "all"):
         steps += [("submission_job", c) for c in submit]
     if target == "all":
-        steps.append(("catalog_job", None))  # the cross-window catalog and report, rebuilt every time
+        steps.append(("catalog_job", None))  # the cross-window catalog and report, when they would change
     return steps
 
 
@@ -111,7 +111,7 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     ``blocked`` (a blocking check failed on what it reads), ``waiting`` (on a TEST claim, an
     upstream that failed or is missing) or ``burned`` (its window's TEST was released: its TEST
     growth and score are never built) and the others still run: the report
-    ends with a summary of what was not built and why. ``catalog_job`` runs every time.
+    ends with a summary of what was not built and why. ``catalog_job`` runs when the catalog would change.
     ``exclude`` names assets left out of every step. A line is printed when each run starts and
     ends, and, while it runs, the latest progress line of each running step (``core/base/progress.py``).
     Dagster's console log shows ``log_level`` and above (default ``$TEMPO_LOG_LEVEL`` or WARNING);

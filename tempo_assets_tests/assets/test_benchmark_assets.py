@@ -11,7 +11,8 @@ from tempo_assets.core.pipeline.workflow import OLDER
 from tempo_assets.core.recipe.selection import recipe_profile
 from tempo_assets.cli import report_cmd
 from tempo_assets.definitions import ASSET_CHECKS, ASSETS, defs
-from tempo_assets.graph_state import DefinedGraph, build_catalog
+from tempo_assets.core.inputs.releases import open_archive
+from tempo_assets.graph_state import DefinedGraph, GraphState, build_catalog
 from tempo_assets.partitions import parse_window_key
 from tempo_assets_tests.conftest import tiny_copy
 from tempo_assets_tests.toolkit import needs_chromium
@@ -98,6 +99,29 @@ def test_catalog_ready_then_stale_when_an_input_changes(tiny):
     assert catalog.loc[window, "status"] == "stale" and f"ia_weights[{t0}]" in catalog.loc[window, "reasons"]
     store.write("ia_weights", t0, frame, meta)  # restored content: same sha256, ready again
     assert build_catalog(store, str(tiny["archive"]), DEFINED)["catalog"]["status"].tolist() == ["ready"]
+
+
+def test_catalog_job_runs_only_when_the_catalog_would_change(tiny):
+    """``tempo materialize --all`` skips ``catalog_job`` while the stored catalog holds what it would write,
+    and runs it once a window's state changes, though no benchmark was rebuilt (the catalog's own inputs
+    are unchanged: only what it says of them moved)."""
+    store, window = tiny["store"], tiny["window"]
+
+    def todo() -> list[str]:
+        graph = GraphState(store, tiny["plan"], DEFINED, archive=open_archive(tiny["archive"]),
+                           instance=tiny["instance"])
+        return graph.step("catalog_job", None).todo
+
+    assert store.exists("benchmark_catalog", None) and todo() == []
+    t0 = parse_window_key(window).t0
+    meta = store.read_meta("ia_weights", t0)
+    frame = store.open("ia_weights", t0).value
+    store.write("ia_weights", t0, frame.assign(ia=frame["ia"] + 1.0), meta)  # the benchmark is stale now
+    try:
+        assert todo() == ["benchmark_catalog"]
+    finally:
+        store.write("ia_weights", t0, frame, meta)
+    assert todo() == []
 
 
 def run_report(monkeypatch, tiny, *argv):

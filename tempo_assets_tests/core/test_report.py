@@ -189,6 +189,30 @@ def test_window_report_one_image_per_plot_and_derived_marker(curves):
     assert "2019-01-14" in html_text  # provenance value shown
 
 
+def test_window_report_marks_each_profile_labelled_line_at_its_own_valid_tau(curves):
+    """The benchmark draws both profiles, each line labelled ``<method> [<profile>]``: each is marked at
+    its profile's VALID threshold, as the caption says (they were marked at their own maximum)."""
+    results = make_results(profiles=("cafaeval", "lafa"))
+    labelled = {report_results.profile_label(m, p): frame for m, frame in curves.items() for p in ("cafaeval", "lafa")}
+    html_text = render_window_report(WINDOWS[0], results, {"NK": labelled}, {})
+    rows = results.query("window == @WINDOWS[0] and mode == 'NK' and aspect == 'BP'")
+    taus = {report_results.profile_label(m, p): t for m, p, t in zip(rows["method"], rows["profile"], rows["valid_tau"])}
+    assert len(set(taus.values())) > len(METHODS)  # the two profiles' thresholds differ
+    assert plot_fmax_curve(labelled, "BP", taus=taus) in _images(html_text)
+    assert plot_precision_recall(labelled, "BP", taus=taus) in _images(html_text)
+
+
+def test_window_report_shows_the_plots_already_drawn_without_drawing_them_again(curves, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a plot was drawn again")
+
+    monkeypatch.setattr(report, "plot_fmax_curve", refuse)
+    monkeypatch.setattr(report, "plot_precision_recall", refuse)
+    drawn = {("NK", a): plots.CellPlots(fmax=f"fmax {a}".encode(), pr=f"pr {a}".encode()) for a in ("BP", "MF", "CC")}
+    html_text = render_window_report(WINDOWS[0], make_results(), {"NK": curves}, {}, drawn=drawn)
+    assert _images(html_text) == [f"{kind} {a}".encode() for a in ("BP", "MF", "CC") for kind in ("fmax", "pr")]
+
+
 def test_markdown_labels_the_oracle_columns():
     text = report_results.results_to_markdown(make_results())
     header = text.splitlines()[0]
@@ -247,6 +271,9 @@ def test_gate_banner_heads_the_body_and_escapes_reasons(curves):
     assert bannered.replace(bannered[bannered.index("<div id=\"quality-gate\""):bannered.index("</div>") + 6]
                             + "\n", "", 1) == page  # only the banner was added
     assert "<ul>" not in report.with_gate_banner(page, "pass", "Quality gate: pass", [])
+    # a page that already carries a banner (an earlier `tempo report` on the catalog's own page) gets the new one only
+    again = report.with_gate_banner(bannered, "pass", "Quality gate: pass", [])
+    assert again == report.with_gate_banner(page, "pass", "Quality gate: pass", []) and again.count("quality-gate") == 1
     with pytest.raises(ReportInputError, match="verdict"):
         report.with_gate_banner(page, "maybe", "x", [])
     with pytest.raises(ReportInputError, match="no <body>"):

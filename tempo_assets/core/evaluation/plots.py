@@ -39,6 +39,14 @@ _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#17becf"]
 
 
+@dataclass(frozen=True)
+class CellPlots:
+    """The PNGs of one (mode, aspect) cell: F over the threshold and precision-recall."""
+
+    fmax: bytes
+    pr: bytes
+
+
 def _curve_rows(df_all: pd.DataFrame, ns: str, weighted: bool, method: str) -> pd.DataFrame | None:
     """``tau, pr, rc, f`` of one namespace, tau ascending; None when the frame has no such rows."""
     if not isinstance(df_all, pd.DataFrame):

@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.evaluation.plots import (
-    CURVE_PIXELS, LONGITUDINAL_PIXELS, METRIC_LABELS, plot_fmax_curve, plot_identity_strata,
+    CURVE_PIXELS, LONGITUDINAL_PIXELS, METRIC_LABELS, CellPlots, plot_fmax_curve, plot_identity_strata,
     plot_longitudinal, plot_precision_recall,
 )
 from tempo_assets.core.evaluation.results import (
     ORACLE_NOTE, ReportInputError, _TABLE, _cell_text, _check_results, _esc, _of_profile, _order,
-    _profiles_of, _short_aspect,
+    _profiles_of, _short_aspect, profile_label,
 )
 from tempo_assets.core.evaluation.scoring import PROFILE_STATEMENTS
 from tempo_assets.core.base.io import atomic_write
@@ -121,13 +121,18 @@ margin-bottom:1em"><strong style="color:{{ colour }}">{{ headline }}</strong>{% 
 
 
 def with_gate_banner(page: str, verdict: str, headline: str, reasons: list[str]) -> str:
-    """``page`` (a rendered report) with the quality gate's verdict as the first element of its body."""
+    """``page`` (a rendered report) with the quality gate's verdict as the first element of its body; a banner
+    it already carries (an earlier ``tempo report`` on the same page) is replaced."""
     if verdict not in _GATE_COLOURS:
         raise ReportInputError(f"gate verdict must be one of {sorted(_GATE_COLOURS)}, got {verdict!r}")
     if "<body>" not in page:
         raise ReportInputError("the report has no <body> to put the quality gate's banner in")
+    head, _, body = page.partition("<body>")
+    earlier = '\n<div id="quality-gate"'
+    if body.startswith(earlier):  # the banner holds no other <div>
+        body = body[body.index("</div>") + len("</div>"):]
     banner = _GATE_BANNER.render(colour=_GATE_COLOURS[verdict], headline=headline, reasons=list(reasons))
-    return page.replace("<body>", "<body>\n" + banner, 1)
+    return f"{head}<body>\n{banner}{body}"
 
 
 def _results_table(frame: pd.DataFrame, with_window: bool) -> str:
@@ -268,12 +273,16 @@ def _valid_taus(frame: pd.DataFrame, mode: str | None, aspect: str) -> dict[str,
     elif rows["mode"].nunique() != 1:
         return None
     taus = {m: float(t) for m, t in zip(rows["method"], rows["valid_tau"]) if np.isfinite(t)}
+    if "profile" in rows.columns:  # lines of profile-labelled curves (``<method> [<profile>]``) too
+        labelled = zip(rows["method"], rows["profile"], rows["valid_tau"])
+        taus.update({profile_label(m, p): float(t) for m, p, t in labelled if isinstance(p, str) and np.isfinite(t)})
     return taus or None
 
 
 def render_window_report(window_key: str, results: pd.DataFrame,
                          curves: Mapping[str, Any], provenance: Mapping[str, Any] | None,
-                         strata: pd.DataFrame | None = None) -> str:
+                         strata: pd.DataFrame | None = None,
+                         drawn: Mapping[tuple[str, str], CellPlots] | None = None) -> str:
     """Self-contained HTML page of one window's TEST results.
 
     Parameters
@@ -284,6 +293,8 @@ def render_window_report(window_key: str, results: pd.DataFrame,
         one precision-recall plot per (mode, namespace), tau marked where ``results`` has it
     provenance : key -> value (sources, cutoffs, recipe hash, ...), shown as a table
     strata : F at VALID tau per identity stratum (:data:`STRATA_REPORT_COLUMNS`), plotted per profile
+    drawn : ``{(mode, aspect): CellPlots}`` already drawn from the same curves (the benchmark's, see
+        ``window_markdown.draw_curves``): shown as they are instead of drawn again
 
     Returns
     -------
@@ -311,12 +322,14 @@ def render_window_report(window_key: str, results: pd.DataFrame,
             taus = _valid_taus(frame, mode, aspect)
             label = f"{mode} \u00b7 {aspect}" if mode else aspect
             marked = "the VALID-fixed \u03c4" if taus else "each curve's own maximum"
+            plots = (drawn or {}).get((mode, aspect)) or CellPlots(
+                fmax=plot_fmax_curve(group, aspect, taus=taus), pr=plot_precision_recall(group, aspect, taus=taus))
             body.append(f"<h3>{_esc(label)}</h3>")
-            body.append(_figure(plot_fmax_curve(group, aspect, taus=taus),
+            body.append(_figure(plots.fmax,
                                 f"F over threshold, {label}",
                                 f"F over the threshold grid, {_esc(label)}; dotted lines mark "
                                 f"{marked}.", CURVE_PIXELS))
-            body.append(_figure(plot_precision_recall(group, aspect, taus=taus),
+            body.append(_figure(plots.pr,
                                 f"precision-recall, {label}",
                                 f"Precision against recall, {_esc(label)}; dots mark {marked}.",
                                 CURVE_PIXELS))

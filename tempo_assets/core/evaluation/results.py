@@ -64,6 +64,11 @@ class ReportInputError(TempoInputError):
 # inputs
 
 
+def profile_label(method: Any, profile: Any) -> str:
+    """A method's name under one scoring profile, as plot lines and legends show it: ``<method> [<profile>]``."""
+    return f"{method} [{profile}]"
+
+
 def _short_aspect(value: Any) -> str:
     text = str(value)
     return _SHORT.get(text, text)

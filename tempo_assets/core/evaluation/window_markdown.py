@@ -12,7 +12,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from tempo_assets.core.evaluation.plots import plot_fmax_curve, plot_precision_recall
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES
+from tempo_assets.core.evaluation.plots import CellPlots, plot_fmax_curve, plot_precision_recall
+from tempo_assets.core.evaluation.results import profile_label
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL, PROFILES
 
 SUMMARY_COLUMNS = ("profile", "method", "mode", "aspect", "n_targets", "valid_tau", "f_at_valid_tau",
@@ -30,36 +32,42 @@ def by_profile_label(frame: pd.DataFrame) -> pd.DataFrame:
     """``method`` renamed ``<method> [<profile>]`` and the ``profile`` column dropped (one plot line each)."""
     if frame is None or not len(frame) or "profile" not in frame.columns:
         return frame
-    return frame.assign(method=frame["method"].astype(str) + " [" + frame["profile"].astype(str) + "]").drop(
-        columns=["profile"])
+    labels = [profile_label(m, p) for m, p in zip(frame["method"], frame["profile"])]
+    return frame.assign(method=labels).drop(columns=["profile"])
 
 
-def _cell_images(curves: pd.DataFrame, summary: pd.DataFrame, cell: tuple[str, str], folder: Path) -> list[str]:
-    """The two plots of one (mode, aspect) cell as Markdown (none when the cell has no curve)."""
+def _draw_cell(curves: pd.DataFrame, summary: pd.DataFrame, cell: tuple[str, str], folder: Path) -> CellPlots | None:
+    """The two plots of one (mode, aspect) cell, written to ``folder`` (None when the cell has no curve)."""
     mode, aspect = cell
     rows = curves[(curves["mode"] == mode) & (curves["aspect"] == aspect)] if len(curves) else curves
     if rows.empty:
-        return []
+        return None
     group = {m: frame.drop(columns=["method", "mode", "aspect"]) for m, frame in rows.groupby("method")}
     chosen = summary[(summary["mode"] == mode) & (summary["aspect"] == aspect)]
     valid = chosen["valid_tau"] if "valid_tau" in chosen else pd.Series(float("nan"), index=chosen.index)
     taus = {m: t for m, t in zip(chosen["method"], valid) if m in group and pd.notna(t)} or None
-    fmax = plot_fmax_curve(group, aspect, folder / f"fmax_{mode}_{aspect}.png", taus=taus)
-    pr = plot_precision_recall(group, aspect, folder / f"pr_{mode}_{aspect}.png", taus=taus)
-    return [f"**{mode} {aspect}**", inline_png(fmax, f"F over threshold {mode} {aspect}"),
-            inline_png(pr, f"precision-recall {mode} {aspect}")]
+    return CellPlots(fmax=plot_fmax_curve(group, aspect, folder / f"fmax_{mode}_{aspect}.png", taus=taus),
+                     pr=plot_precision_recall(group, aspect, folder / f"pr_{mode}_{aspect}.png", taus=taus))
 
 
-def curve_markdown(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> dict[str, str]:
-    """Per mode (``curves_<mode>``): Markdown with the F-over-threshold and precision-recall plot of each aspect.
-
-    The PNGs are also written to ``folder`` (``fmax_<mode>_<aspect>.png``, ``pr_<mode>_<aspect>.png``).
-    """
+def draw_curves(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> dict[tuple[str, str], CellPlots]:
+    """``{(mode, aspect): CellPlots}``: the F-over-threshold and precision-recall plot of every cell with curves,
+    one line per method and profile, each method's VALID threshold marked; drawn once, shown by the UI
+    (:func:`curve_markdown`) and the window's HTML report, and written to ``folder``
+    (``fmax_<mode>_<aspect>.png``, ``pr_<mode>_<aspect>.png``)."""
     curves, summary = by_profile_label(curves), by_profile_label(summary)
+    cells = ((mode, aspect) for mode in MODES for aspect in ASPECTS)
+    drawn = {cell: _draw_cell(curves, summary, cell, folder) for cell in cells}
+    return {cell: plots for cell, plots in drawn.items() if plots is not None}
+
+
+def curve_markdown(drawn: Mapping[tuple[str, str], CellPlots]) -> dict[str, str]:
+    """Per mode (``curves_<mode>``): Markdown with the two plots of each aspect (:func:`draw_curves`)."""
     out = {}
-    for mode in ("NK", "LK", "PK"):
-        parts = [line for aspect in ("BP", "MF", "CC")
-                 for line in _cell_images(curves, summary, (mode, aspect), folder)]
+    for mode in MODES:
+        parts = [line for aspect in ASPECTS if (mode, aspect) in drawn for line in (
+            f"**{mode} {aspect}**", inline_png(drawn[(mode, aspect)].fmax, f"F over threshold {mode} {aspect}"),
+            inline_png(drawn[(mode, aspect)].pr, f"precision-recall {mode} {aspect}"))]
         if parts:
             out[f"curves_{mode}"] = "\n\n".join(parts)
     return out

@@ -21,6 +21,7 @@ from tempo_assets.core.inputs.releases import Archive, archive_release_dates
 from tempo_assets.core.methods.eligibility import method_catalog
 from tempo_assets.core.methods.registry import load_registry
 from tempo_assets.core.pipeline.workflow import OLDER
+from tempo_assets.core.storage.artefact_types import BenchmarkCatalog
 from tempo_assets.core.storage.artefacts import ArtefactStore, refuse_flagged
 from tempo_assets.core.storage.staleness import window_releases
 
@@ -84,6 +85,12 @@ def collect_catalog(store: ArtefactStore, archive: Archive, windows: list[str],
     return {"catalog": catalog, "metas": metas, "methods": registered_catalog(store, str(archive.root), windows),
             "results": pd.concat(results, ignore_index=True) if results else pd.DataFrame(),
             "decay": pd.concat(decays, ignore_index=True) if decays else pd.DataFrame()}
+
+
+def catalog_value(built: Mapping[str, Any]) -> BenchmarkCatalog:
+    """The ``benchmark_catalog`` artefact's value of a collected catalog (:func:`collect_catalog`)."""
+    return BenchmarkCatalog(catalog=built["catalog"], results=built["results"], decay=built["decay"],
+                            methods=built["methods"])
 
 
 def catalog_pages(built: Mapping[str, Any], folder: Path) -> dict[str, str]:

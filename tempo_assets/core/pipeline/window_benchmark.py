@@ -19,7 +19,9 @@ from tempo_assets.core.evaluation.benchmark import results_frame
 from tempo_assets.core.evaluation.report import render_window_report, write_report
 from tempo_assets.core.evaluation.results import strata_frame
 from tempo_assets.core.evaluation.scoring import PROFILES, ScoringOptions
-from tempo_assets.core.evaluation.window_markdown import curve_groups, curve_markdown, homology_provenance
+from tempo_assets.core.evaluation.window_markdown import (
+    curve_groups, curve_markdown, draw_curves, homology_provenance,
+)
 from tempo_assets.core.inputs.releases import archive_release_dates
 from tempo_assets.core.labels.ia import ia_series
 from tempo_assets.core.methods.eligibility import benchmark_methods, collect_records, method_eligibility
@@ -190,7 +192,8 @@ def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], test, valid):
 def _write_report(job: BenchmarkJob, value: Benchmark, source: str) -> tuple[dict[str, str], Path]:
     """The curve images (Markdown per mode, PNGs in the folder) and the window's HTML report."""
     newest = value.curves[~value.curves["method"].str.endswith(OLDER)] if len(value.curves) else value.curves
-    images = curve_markdown(newest, value.summary, job.folder)  # decay lives in its table
+    drawn = draw_curves(newest, value.summary, job.folder)  # decay lives in its table
+    images = curve_markdown(drawn)
     derived, key = bool(job.derived), job.window.key
     results = results_frame(value.summary, key, derived)
     provenance = {"window": key, "derived_releases": job.derived or "none", "profiles": value.profiles,
@@ -199,7 +202,8 @@ def _write_report(job: BenchmarkJob, value: Benchmark, source: str) -> tuple[dic
                   **homology_provenance(value.homology)}
     strata = strata_frame(value.strata, key, derived) if len(value.strata) else None
     report = job.folder / "report.html"
-    write_report(report, render_window_report(key, results, curve_groups(newest), provenance, strata=strata))
+    write_report(report, render_window_report(key, results, curve_groups(newest), provenance, strata=strata,
+                                               drawn=drawn))
     return images, report
 
 

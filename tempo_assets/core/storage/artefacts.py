@@ -312,6 +312,12 @@ def encode_value(obj: Any) -> tuple[str, str, dict[str, bytes]]:
     return "typed", "value.json", parts
 
 
+def value_sha256(obj: Any) -> str:
+    """The sha256 an artefact of value ``obj`` is stored under (its data version), without writing it."""
+    _, main, parts = encode_value(obj)
+    return sha256_bytes(parts[main])
+
+
 def decode_value(fmt: str, read: Callable[[str], bytes], where: str) -> Any:
     """The value stored in ``fmt``; ``read(name)`` returns a file of its version folder."""
     if fmt == "parquet":
