@@ -27,25 +27,31 @@ def _resolve(node: ast.ImportFrom, here: str, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> list[tuple[str, bool]]:
-    """(imported tempo_assets module, inside a function?) for each import in `path`."""
+def imported_modules(name: str, path: Path, known: set[str]) -> list[tuple[str, bool, int]]:
+    """(imported module, inside a function?, line) for each import in `path`, of any package;
+    ``from package import name`` counts as the module ``package.name`` when that is in `known`."""
     tree = ast.parse(path.read_text(), str(path))
-    found: list[tuple[str, bool]] = []
+    found: list[tuple[str, bool, int]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
             nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             if isinstance(child, ast.Import):
-                found.extend((a.name, in_function) for a in child.names if a.name.startswith(PACKAGE))
+                found.extend((a.name, in_function, child.lineno) for a in child.names)
             elif isinstance(child, ast.ImportFrom):
                 target = _resolve(child, name, path.name == "__init__.py")
                 for alias in child.names:
                     sub = f"{target}.{alias.name}"
-                    found.append((sub if sub in known else target, in_function))
+                    found.append((sub if sub in known else target, in_function, child.lineno))
             visit(child, nested)
 
     visit(tree, False)
-    return [(t, f) for t, f in found if t.startswith(PACKAGE) and t in known]
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> list[tuple[str, bool]]:
+    """(imported tempo_assets module, inside a function?) for each import in `path`."""
+    return [(t, f) for t, f, _ in imported_modules(name, path, known) if t.startswith(PACKAGE) and t in known]
 
 
 def graph() -> dict[str, list[tuple[str, bool]]]:

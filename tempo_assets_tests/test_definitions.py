@@ -1,11 +1,14 @@
 """The code location resolves, and the asset graph's edges match the reviewed snapshot."""
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
 
+from tempo_assets.core import IMPORTED_WHERE_USED
 from tempo_assets.definitions import defs
-from tempo_assets_tests.toolkit import rewrite_fixtures
+from tempo_assets_tests.toolkit import REPO, rewrite_fixtures
 
 SNAPSHOT = Path(__file__).with_name("graph_edges.json")
 TEST_ROLES = {"test"}
@@ -35,6 +38,15 @@ def test_every_job_sensor_schedule_and_check_resolves():
     for name in ("knn_corpus__within_cutoff", "valid_selection__no_test_lineage",
                  "test_score__recipe_frozen_before_test", "test_score__scored_once"):
         assert name in checks
+
+
+def test_the_code_location_loads_without_the_libraries_core_imports_where_used():
+    """Every `tempo` command and dagster code load imports the definitions: none of the heavy libraries
+    of ``IMPORTED_WHERE_USED`` comes with them (issue 22), a fresh interpreter's ``sys.modules`` says."""
+    probe = ("import json, sys, tempo_assets.definitions; "
+             f"print(json.dumps(sorted(m for m in {sorted(IMPORTED_WHERE_USED)!r} if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [], f"importing tempo_assets.definitions imports {done.stdout.strip()}"
 
 
 def test_edges_match_snapshot():

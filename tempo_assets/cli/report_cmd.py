@@ -21,8 +21,8 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
-
+# pandas and core are imported by the functions that use them: `tempo --help` builds every
+# command's parser, and stays cheap (cli/main.py)
 FORMATS = ("tsv", "md", "html")
 GATE_REFUSED_EXIT_CODE = 1
 
@@ -55,6 +55,8 @@ def _emit(text: str, out: str | None, gate=None) -> None:
 
 
 def _window_text(value, window: str, derived: bool, fmt: str, by_identity: bool = False) -> str:
+    import pandas as pd
+
     from tempo_assets.core.evaluation.benchmark import results_frame
     from tempo_assets.core.evaluation.report import provenance_markdown
     from tempo_assets.core.evaluation.results import (
@@ -106,11 +108,15 @@ def window_provenance(value, window: str, status: str | None = None) -> dict:
 
 def with_strata(results, strata):
     """The results rows (``identity_stratum`` ``all``) followed by the rows per identity stratum."""
+    import pandas as pd
+
     return pd.concat([results.assign(identity_stratum="all"), strata], ignore_index=True)
 
 
 def _all_strata(store, catalog):
     """Every stored benchmark's identity strata as report rows."""
+    import pandas as pd
+
     from tempo_assets.core.evaluation.results import strata_frame
 
     frames = []
@@ -195,6 +201,8 @@ def _report_window(args, store, built, gate) -> int:
 
 def _report_window_html(args, store, value, row, gate) -> int:
     """One window's HTML page, the gate's verdict at its head."""
+    import pandas as pd
+
     from tempo_assets.core.evaluation.benchmark import results_frame
     from tempo_assets.core.evaluation.report import render_window_report, write_report
     from tempo_assets.core.evaluation.results import strata_frame

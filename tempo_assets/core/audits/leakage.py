@@ -15,7 +15,7 @@ Two audits live here, both described in ``docs/audits.md``:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import date
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -498,10 +498,8 @@ def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
     counts become ``ia_source`` (so the audit re-estimates the series without each protein);
     otherwise ``ia`` stays unaudited and the report says so.
     """
-    import dataclasses
-
-    if dataclasses.is_dataclass(value):  # the stored CandidateSource itself
-        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if is_dataclass(value):  # the stored CandidateSource itself
+        value = {f.name: getattr(value, f.name) for f in fields(value)}
     missing = [key for key in ("neighbours", "corpus_annotations") if key not in value]
     if missing:
         raise TempoInputError(f"reranker_labels value lacks {missing}", path="reranker_labels")

@@ -12,6 +12,7 @@ import errno
 import gzip
 import hashlib
 import io
+import json
 import os
 import tempfile
 import uuid
@@ -138,8 +139,6 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 def digest_json(value) -> str:
     """The compact canonical JSON a content hash is taken of (sorted keys, no spaces, ASCII, no NaN)."""
-    import json
-
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 

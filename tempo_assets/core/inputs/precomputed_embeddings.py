@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tempo_assets.core.base.io import sha256_file
 from tempo_assets.core.inputs.embedders import EmbeddingFormatError, normalize_rows
@@ -105,9 +107,6 @@ def _load_hdf5(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def _load_parquet(path: Path) -> tuple[list[str], np.ndarray]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:

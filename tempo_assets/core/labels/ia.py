@@ -14,16 +14,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from tempo_assets.core.labels.annotations import require_columns
 from tempo_assets.core.base.arrays import concat_ranges as _ranges
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import atomic_write, open_text
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 ROW_CHUNK = 4096
 
@@ -55,6 +57,8 @@ def count_parent_sets(
     -------
     with_parents, with_term_and_parents : ndarray of int64, shape (n_terms,)
     """
+    from scipy import sparse
+
     n_terms = parent_matrix.shape[1]
     with_parents = np.zeros(n_terms, dtype=np.int64)
     with_both = np.zeros(n_terms, dtype=np.int64)
@@ -222,6 +226,8 @@ def ia_counts(propagated: pd.DataFrame, ontology: Any) -> IaCounts:
     -------
     IaCounts
     """
+    from scipy import sparse
+
     require_columns(propagated, ("protein", "term"), "information_accretion")
     terms = ontology_terms(ontology)
     column = {term: i for i, term in enumerate(terms)}

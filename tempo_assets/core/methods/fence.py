@@ -22,6 +22,7 @@ folder grows past its limit, and the ``/tmp`` tmpfs size.
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -181,8 +182,6 @@ def _environment_args(limits: FenceLimits, env: Mapping[str, str] | None) -> lis
 
 def _rlimits(limits: FenceLimits) -> Callable[[], None]:
     """The address-space and file-size limits, set in the child (when there is no ``prlimit``)."""
-    import resource
-
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (int(limits.memory_bytes),) * 2)
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits.output_bytes) + 1,) * 2)

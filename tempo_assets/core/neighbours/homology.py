@@ -37,8 +37,6 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from tempo_assets.core.neighbours.blast import DiamondSearch, best_hsps, run_blastp
 from tempo_assets.core.base.errors import TempoInputError
@@ -158,6 +156,9 @@ def homology_clusters(
     ``[0, n_clusters)``, numbered in order of each cluster's first protein (so the numbering
     is a function of the input sets only, not of row order).
     """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     _require(alignments, ["query", "subject", "pident", "qcov"], "alignments")
     for name, value in (("min_identity", min_identity), ("min_coverage", min_coverage)):
         if not (0.0 <= float(value) <= 100.0):

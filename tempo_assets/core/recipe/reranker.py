@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.features import FEATURE_COLUMNS
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
 
 _FORMAT = "tempo-reranker-1"
 
@@ -123,6 +125,8 @@ class Reranker:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Reranker":
         """Inverse of :meth:`to_bytes`; raises ``RerankerInputError`` on foreign bytes."""
+        import lightgbm as lgb
+
         try:
             payload = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -168,6 +172,8 @@ def train_reranker(
     Reranker
         With ``best_iteration`` = the early-stopping optimum, or all rounds without ``valid``.
     """
+    import lightgbm as lgb
+
     columns = tuple(feature_columns)
     lgb_params, rounds = _split_params(params, seed)
     x = _feature_matrix(train, columns, "train")

@@ -268,8 +268,6 @@ def _encode(name: str, value: Any, parts: dict[str, bytes]) -> dict[str, Any]:
 
 
 def _decode(spec: Mapping[str, Any], read: Callable[[str], bytes]) -> Any:
-    from scipy import sparse
-
     if "json" in spec:
         return spec["json"]
     if "parquet" in spec:
@@ -281,6 +279,8 @@ def _decode(spec: Mapping[str, Any], read: Callable[[str], bytes]) -> Any:
         array = np.load(io.BytesIO(read(spec["npy"])), allow_pickle=False)
         return array.astype(object) if spec.get("object") else array
     if "sparse" in spec:
+        from scipy import sparse
+
         matrix = sparse.load_npz(io.BytesIO(read(spec["sparse"])))
         return matrix.asformat(spec.get("kind", matrix.format))
     if "dict" in spec:
