@@ -33,6 +33,9 @@ elif [ "$want_production" = 1 ]; then
 else
   .venv/bin/python -m pip install -q -e .
 fi
+# bytecode for the project's own modules (an editable install compiles none): every tempo and dagster
+# process imports them, and an environment with PYTHONDONTWRITEBYTECODE would recompile them each time
+.venv/bin/python -m compileall -q tempo_assets >/dev/null
 
 mkdir -p .dagster_home
 if [ ! -f .dagster_home/dagster.yaml ]; then
