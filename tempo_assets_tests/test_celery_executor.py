@@ -44,8 +44,8 @@ COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_gr
 def tiny_run_config() -> dict:
     """The run config of the tiny build's resources (conftest ``materialise_archive``/``graph_from``):
     20 bootstrap resamples in the grid, the tiny benchmark's in ``benchmark_config``."""
-    return {"resources": {"grid": {"config": {"bootstrap_samples": 20}},
-                          "benchmark_config": {"config": {"bootstrap_samples": tiny_benchmark_config().bootstrap_samples}}}}
+    benchmark = {"bootstrap_samples": tiny_benchmark_config().bootstrap_samples}
+    return {"resources": {"grid": {"config": {"bootstrap_samples": 20}}, "benchmark_config": {"config": benchmark}}}
 
 
 def _services(state: Path, env: dict, *words: str, timeout: float = 300) -> subprocess.CompletedProcess:
