@@ -1,16 +1,16 @@
-"""A window of ``data/`` under dagster-celery: two workers that share only PostgreSQL and S3.
+"""The tiny archive's window under dagster-celery: two workers that share only PostgreSQL and S3.
 
 The module's cluster: the session's servers (``dev_services``: PostgreSQL, moto's S3 server,
 redis), a fresh Dagster database and warehouse database on that PostgreSQL, a fresh prefix of the
 bucket, and two celery workers started by ``scripts/dev_services.sh workers 2`` (each in its own
 folder with its own ``DAGSTER_HOME``, tmp dir and cache; stopped by their pids at the end).
 
-``tempo materialize --window`` with ``TEMPO_EXECUTOR=celery`` must give the window's TEST score
-byte for byte as the in-process run of the session's ``demo_graph``; then a worker is killed
-(``kill -9``) in the middle of a step, which fails the run visibly and leaves the stored artefact
-as it was. The archive is ``data/`` without ``methods.yaml``: a registered method's bundle is a
-local extra of the worker that built it (docs/limitations.md), and the window's score does not
-depend on the methods.
+``tempo materialize --window`` with ``TEMPO_EXECUTOR=celery`` on a copy of the tiny archive
+(conftest ``tiny_build``: four releases, one window) must build its releases, cutoffs and window
+on both workers and give the window's artefacts from its evaluation sets to its TEST score byte
+for byte as the in-process tiny build (same run config: ``tiny_benchmark_config``'s bootstrap
+size); then a worker is killed (``kill -9``) in the middle of a step that blocks until it is
+(``celery_fault_defs``), which fails the run visibly and leaves the stored artefact as it was.
 """
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tempo_assets_tests.conftest import tiny_benchmark_config
 from tempo_assets_tests.services import SCRIPT, postgres_database
 from tempo_assets_tests.toolkit import tempo
 
@@ -39,6 +41,13 @@ DAGSTER_YAML = REPO / "docs" / "deploy" / "dagster.yaml"
 COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score")
 
 
+def tiny_run_config() -> dict:
+    """The run config of the tiny build's resources (conftest ``materialise_archive``/``graph_from``):
+    20 bootstrap resamples in the grid, the tiny benchmark's in ``benchmark_config``."""
+    benchmark = {"bootstrap_samples": tiny_benchmark_config().bootstrap_samples}
+    return {"resources": {"grid": {"config": {"bootstrap_samples": 20}}, "benchmark_config": {"config": benchmark}}}
+
+
 def _services(state: Path, env: dict, *words: str, timeout: float = 300) -> subprocess.CompletedProcess:
     done = subprocess.run(["bash", str(SCRIPT), *words], env={**env, "TEMPO_SERVICES_DIR": str(state),
                                                              "TEMPO_SERVICES_PYTHON": sys.executable},
@@ -48,20 +57,18 @@ def _services(state: Path, env: dict, *words: str, timeout: float = 300) -> subp
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, dev_services, services_state):
+def cluster(tmp_path_factory, tiny_build, dev_services, services_state):
     """The environment of a launcher that shares PostgreSQL and S3 with two running workers."""
     from sqlalchemy.engine import make_url
 
     root = tmp_path_factory.mktemp("celery")
     archive = root / "archive"
-    shutil.copytree(REPO / "data", archive)
-    (archive / "methods.yaml").unlink()
+    shutil.copytree(tiny_build / "scored" / "archive", archive)
     home = root / "launcher_home"
     home.mkdir()
     shutil.copy(DAGSTER_YAML, home / "dagster.yaml")
     run_config = root / "run_config.yaml"
-    # demo_graph's grid (conftest.materialise_archive): 20 bootstrap resamples
-    run_config.write_text("resources:\n  grid:\n    config:\n      bootstrap_samples: 20\n", encoding="utf-8")
+    run_config.write_text(yaml.safe_dump(tiny_run_config()), encoding="utf-8")
     with contextlib.ExitStack() as stack:
         dagster_db = stack.enter_context(postgres_database(dev_services))
         warehouse = stack.enter_context(postgres_database(dev_services))
@@ -70,8 +77,10 @@ def cluster(tmp_path_factory, dev_services, services_state):
         env.update(DAGSTER_HOME=str(home), PYTHONPATH=str(REPO), TEMPO_ARCHIVE=str(archive),
                    TEMPO_PG_DB=make_url(dagster_db).database, TEMPO_WAREHOUSE_URL=warehouse,
                    TEMPO_ARTEFACTS=f"{dev_services['TEMPO_ARTEFACTS']}/celery-{uuid.uuid4().hex[:12]}",
-                   TEMPO_EXECUTOR="celery", TEMPO_RUN_CONFIG=str(run_config), TEMPO_PROGRESS_SECONDS="2",
-                   TEMPO_PROGRESS_POLL="1")
+                   TEMPO_EXECUTOR="celery", TEMPO_RUN_CONFIG=str(run_config),
+                   # a progress line from every loop of a step (the tiny window's are short), read by
+                   # the launcher every 0.5 s, while later steps of the same run still keep it going
+                   TEMPO_PROGRESS_SECONDS="0.05", TEMPO_PROGRESS_POLL="0.5")
         _services(services_state, env, "workers", "2")
         try:
             yield {"env": env, "root": root, "home": home, "state": services_state}
@@ -114,14 +123,17 @@ def _steps_by_worker(instance, run_ids) -> dict[str, set[str]]:
 
 
 def test_a_window_on_two_celery_workers_is_byte_identical_to_the_in_process_run(
-        cluster, demo_graph, monkeypatch):
+        cluster, tiny_build, monkeypatch):
     import boto3
     from sqlalchemy import create_engine, text
 
+    from tempo_assets.core.inputs.releases import open_archive
+    from tempo_assets.core.storage.artefacts import ArtefactStore
+    from tempo_assets.partitions import plan_partitions
     from tempo_assets_tests.test_production_instance import _stored_text_containing
 
     env = cluster["env"]
-    window = demo_graph.plan.windows[0]
+    [window] = plan_partitions(open_archive(Path(env["TEMPO_ARCHIVE"]))).windows
     started = time.perf_counter()
     done = _tempo(env, "materialize", "--window", window)
     seconds = time.perf_counter() - started
@@ -132,6 +144,7 @@ def test_a_window_on_two_celery_workers_is_byte_identical_to_the_in_process_run(
     # a running step's newest progress line: "[n/7] <job> <key>: <step>: progress <what>: d/t ..."
     progress = [line for line in lines if re.search(r"^\[\d+/\d+\] \w+ \S+: \w+: progress .+: \d+(/\d+)? .*elapsed \d+s", line)]
     print("\n".join(progress[:5]))
+    print("\n".join(line for line in lines if ": ok in " in line))  # each run's time
     assert progress, "no progress line printed"
     runs = [line.rsplit("(run ", 1)[1].rstrip(")") for line in lines if ": ok in " in line]
     assert len(runs) == sum(": started on the celery workers" in line for line in lines) >= 3
@@ -144,6 +157,7 @@ def test_a_window_on_two_celery_workers_is_byte_identical_to_the_in_process_run(
     finally:
         instance.dispose()
     # steps ran in both workers, in processes other than the launcher
+    print({worker: len(steps) for worker, steps in workers.items()}, "steps per worker")
     assert sorted(workers) == [f"tempo-w1@{os.uname().nodename}", f"tempo-w2@{os.uname().nodename}"], workers
     assert all(workers.values()) and len(step_pids) >= 2 and os.getpid() not in step_pids
 
@@ -176,7 +190,7 @@ def test_a_window_on_two_celery_workers_is_byte_identical_to_the_in_process_run(
     assert f"{prefix}/_test_claims/{window}.test_score.claim.json" in keys
     assert not (cluster["home"] / "artefacts").exists()
     # byte-identical to the in-process run: the value files' sha256 (read back verified)
-    local = demo_graph.store()
+    local = ArtefactStore(tiny_build / "scored" / "artefacts")  # read only: the build is never written
     for asset in COMPARED:
         assert store.read_meta(asset, window)["sha256"] == local.read_meta(asset, window)["sha256"], asset
     assert store.open("test_score", window).value is not None

@@ -2,24 +2,25 @@
 
 The warehouse assets run in the main job and the VALID/TEST evaluation sets scoring reads come
 from the warehouse's ``evaluation_sets`` (``valid_evaluation_set``, ``test_growth``), so the
-tiny archive's window is materialised twice, on SQLite with a local artefact folder and on
-PostgreSQL with artefacts on S3 (moto), and every artefact of the window must be byte-identical.
+tiny archive's window, materialised on SQLite with a local artefact folder by the session's
+``tiny_build``, is materialised again on PostgreSQL with artefacts on S3 (moto) with the same
+settings, and every artefact of the window must be byte-identical.
 The PostgreSQL URL comes from ``$TEMPO_WAREHOUSE_URL`` in the step (the resource holds none), as
 in production. The servers are the session's (``dev_services``).
 """
+import shutil
 import uuid
 
 import dagster as dg
 import pytest
 from sqlalchemy import create_engine, text
 
-from tempo_assets.assets.evaluation import BenchmarkResource
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.storage.artefacts import ArtefactStore, ObjectLocation
 from tempo_assets.definitions import build_resources
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
-from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets_tests.conftest import tiny_benchmark_config
 from tempo_assets_tests.services import postgres_database
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
@@ -28,30 +29,33 @@ pytestmark = [pytest.mark.production, pytest.mark.slow]
 COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark")
 
 
-def _materialise(archive, root, warehouse_url, artefacts=None):
+def _materialise(archive, root, artefacts: str):
+    """The archive's window in an ephemeral instance, warehouse URL from ``$TEMPO_WAREHOUSE_URL``;
+    the tiny build's settings (conftest ``materialise_archive``)."""
     instance = dg.DagsterInstance.ephemeral()
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
-    artefacts = artefacts or str(root / "art")
-    resources = build_resources(str(archive), artefacts, warehouse_url, str(root / "cache"),
+    resources = build_resources(str(archive), artefacts, None, str(root / "cache"),
                                 grid=GridResource(bootstrap_samples=20),
-                                benchmark_config=BenchmarkResource(bootstrap_samples=40))
+                                benchmark_config=tiny_benchmark_config())
     window = plan.windows[0]
     report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None)
     assert [r[2] for r in report] == ["ok"] * len(report), report
     return window, ArtefactStore(artefacts)
 
 
-def test_postgres_warehouse_and_s3_artefacts_give_the_local_numbers(tmp_path, dev_services, monkeypatch):
-    archive = build_tiny_archive(tmp_path / "tiny")
-    window, on_sqlite = _materialise(archive, tmp_path / "sqlite", "sqlite:///" + str(tmp_path / "wh.sqlite"))
+def test_postgres_warehouse_and_s3_artefacts_give_the_local_numbers(tmp_path, tiny_build, dev_services,
+                                                                  monkeypatch):
+    archive = shutil.copytree(tiny_build / "scored" / "archive", tmp_path / "archive")
+    on_sqlite = ArtefactStore(tiny_build / "scored" / "artefacts")  # read only: the build is never written
+    [window] = plan_partitions(open_archive(archive)).windows
     with postgres_database(dev_services) as url:
         for name in ("TEMPO_WAREHOUSE_URL", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                      "AWS_DEFAULT_REGION"):
             monkeypatch.setenv(name, url if name == "TEMPO_WAREHOUSE_URL" else dev_services[name])
         monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))  # the S3 store's local extras
         s3_url = f"{dev_services['TEMPO_ARTEFACTS']}/graph-{uuid.uuid4().hex[:12]}"
-        pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", None, s3_url)
+        pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", s3_url)
         engine = create_engine(url)
         try:
             with engine.connect() as conn:
