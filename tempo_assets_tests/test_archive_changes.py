@@ -1,11 +1,11 @@
 """A release inserted between two existing ones: what goes stale, what is superseded, what is rebuilt.
 
 The tiny archive is materialised with one release held back, which is then dropped into the
-archive between its neighbours; the slow variant does the same on a copy of ``data/`` with
-``tempo release derive``. ``tempo status`` must name exactly the artefacts whose inputs changed
+archive between its neighbours. ``tempo status`` must name exactly the artefacts whose inputs changed
 (``stale``) and the windows that no longer exist (``superseded``); a second materialisation
 rebuilds only those, through the named jobs, and leaves every superseded TEST score as it was,
-byte for byte.
+byte for byte. The slow variant inserts a release into a copy of ``data/`` with ``tempo release
+derive`` (real-format files) and builds what reads it up to the cutoffs, not the new windows.
 """
 from __future__ import annotations
 
