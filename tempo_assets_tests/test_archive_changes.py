@@ -1,11 +1,11 @@
 """A release inserted between two existing ones: what goes stale, what is superseded, what is rebuilt.
 
 The tiny archive is materialised with one release held back, which is then dropped into the
-archive between its neighbours; the slow variant does the same on a copy of ``data/`` with
-``tempo release derive``. ``tempo status`` must name exactly the artefacts whose inputs changed
+archive between its neighbours. ``tempo status`` must name exactly the artefacts whose inputs changed
 (``stale``) and the windows that no longer exist (``superseded``); a second materialisation
 rebuilds only those, through the named jobs, and leaves every superseded TEST score as it was,
-byte for byte.
+byte for byte. The slow variant inserts a release into a copy of ``data/`` with ``tempo release
+derive`` (real-format files) and builds what reads it up to the cutoffs, not the new windows.
 """
 from __future__ import annotations
 
@@ -43,20 +43,21 @@ def stored_bytes(graph, asset: str, partition: str) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def rematerialise(graph, exclude=()) -> tuple[list, list[str]]:
+def rematerialise(graph, keep=lambda step: True) -> tuple[list, list[str]]:
+    """``materialize --all`` in-process on ``graph``'s archive as it now is, the steps ``keep`` keeps."""
     plan = plan_partitions(open_archive(graph.archive))
     register_partitions(graph.instance, plan)
     lines: list[str] = []
-    report = run_steps(plan_steps(plan, "all"), graph.instance, graph.resources, echo=lines.append, exclude=exclude)
+    steps = [step for step in plan_steps(plan, "all") if keep(step)]
+    report = run_steps(steps, graph.instance, graph.resources, echo=lines.append)
     return report, lines
 
 
-def check_insertion(graph, inserted: str, old_windows: list[str], exclude=()) -> dict:
-    """Status before and after a second ``materialize --all``; returns what it observed.
-
-    ``exclude`` names assets the second materialisation leaves out (they stay ``missing`` in the
-    new windows, and only there).
-    """
+def insertion_status(graph, inserted: str, old_windows: list[str]) -> dict:
+    """``tempo status`` right after ``inserted`` was dropped into ``graph``'s archive: exactly what read
+    the old previous release (and the submission) is ``stale``, the windows that spanned it are
+    ``superseded``, the new release and windows are ``missing``. Returns what it observed, with every
+    old window's TEST growth and score bytes (to compare after a rebuild)."""
     before_plan = graph.plan
     after_plan = plan_partitions(open_archive(graph.archive))
     nxt = after_plan.releases[after_plan.releases.index(inserted) + 1]
@@ -64,8 +65,7 @@ def check_insertion(graph, inserted: str, old_windows: list[str], exclude=()) ->
     kept = [w for w in old_windows if w in after_plan.windows]
     new_windows = [w for w in after_plan.windows if w not in old_windows]
     assert superseded and new_windows
-    scores = {w: stored_bytes(graph, "test_score", w) for w in old_windows}
-    growths = {w: stored_bytes(graph, "test_growth", w) for w in old_windows}
+    stored = {w: (stored_bytes(graph, "test_score", w), stored_bytes(graph, "test_growth", w)) for w in old_windows}
 
     states = status(graph)
     for asset in ("reranker_labels", "annotation_growth"):  # read the previous release: it changed
@@ -92,33 +92,47 @@ def check_insertion(graph, inserted: str, old_windows: list[str], exclude=()) ->
     stale = sorted(k for k, (s, _) in states.items() if s == "stale")
     # exactly what read the old previous release, and the submission (its recipe's window is gone)
     assert stale == sorted([f"reranker_labels[{nxt}]", f"annotation_growth[{nxt}]", f"submission[{latest}]"])
+    return {"plan": after_plan, "next": nxt, "latest": latest, "superseded": superseded,
+            "new_windows": new_windows, "stored": stored}
 
-    report, lines = rematerialise(graph, exclude)
+
+def cutoff_steps(seen: dict, inserted: str) -> list[tuple[str, str | None]]:
+    """The runs that read the inserted release: its own release and cutoff runs, the next cutoff's
+    (its previous release changed) and the registered methods at the new cutoff."""
+    methods = list(seen["plan"].methods)  # registered methods (data/ registers two) run at the new cutoff too
+    return ([("release_job", inserted), ("cutoff_job", inserted), ("cutoff_job", seen["next"])]
+            + [("method_bundle_job", inserted)] * bool(methods) + [("method_job", f"{inserted}|{m}") for m in methods])
+
+
+def check_rebuilt(graph, seen: dict, report: list, lines: list[str], expected: list) -> None:
+    """The rebuild ran exactly ``expected``, each under its named job; no old window's TEST growth or
+    score changed, byte for byte."""
     assert all(status_ in ("ok", "skipped") for _, _, status_, _ in report), lines
     ran = [(job, key) for job, key, status_, _ in report if status_ == "ok"]
-    expected = ([("release_job", inserted), ("cutoff_job", inserted), ("cutoff_job", nxt)]
-                + [("window_job", w) for w in new_windows] + [("submission_job", latest)] + [("catalog_job", None)])
-    # registered methods (data/ registers two) run at the new cutoff too
-    methods = list(after_plan.methods)
-    if methods:
-        expected += [("method_bundle_job", inserted)] + [("method_job", f"{inserted}|{m}") for m in methods]
     assert sorted(ran, key=str) == sorted(expected, key=str), lines
-    assert any(line.endswith("(reranker_labels, annotation_growth)") and f"cutoff_job {nxt}: started run" in line for line in lines)
+    assert any(line.endswith("(reranker_labels, annotation_growth)")
+               and f"cutoff_job {seen['next']}: started run" in line for line in lines), lines
     assert sum(": started run " in line for line in lines) == len(expected)
-    for window in old_windows:  # superseded TEST growth and scores (and kept ones) untouched, byte for byte
-        assert stored_bytes(graph, "test_score", window) == scores[window]
-        assert stored_bytes(graph, "test_growth", window) == growths[window]
+    for window, (score, growth) in seen["stored"].items():  # superseded (and kept) TEST untouched
+        assert stored_bytes(graph, "test_score", window) == score
+        assert stored_bytes(graph, "test_growth", window) == growth
 
+
+def check_insertion(graph, inserted: str, old_windows: list[str]) -> dict:
+    """Status before and after a second ``materialize --all``; returns what it observed."""
+    seen = insertion_status(graph, inserted, old_windows)
+    after_plan, latest = seen["plan"], seen["latest"]
+    report, lines = rematerialise(graph)
+    expected = (cutoff_steps(seen, inserted) + [("window_job", w) for w in seen["new_windows"]]
+                + [("submission_job", latest), ("catalog_job", None)])
+    check_rebuilt(graph, seen, report, lines, expected)
     after = status(graph)
-    left_out = {f"{asset}[{w}]" for asset in exclude for w in new_windows}
-    assert all(after[k][0] == "missing" for k in left_out), {k: after[k] for k in left_out}
-    assert {s for k, (s, _) in after.items() if k not in left_out} <= {"ok", "superseded"}, [
-        k for k, v in after.items() if v[0] != "ok" and k not in left_out]
+    assert {s for s, _ in after.values()} <= {"ok", "superseded"}, [k for k, v in after.items() if v[0] != "ok"]
     submission = graph.store().read_meta("submission", latest)
     assert submission["recipe_window"] == max(
         (w for w in after_plan.windows), key=lambda w: [after_plan.releases.index(r) for r in
                                                       (parse_window_key(w).t0, parse_window_key(w).t1)])
-    return {"superseded": superseded, "new_windows": new_windows, "ran": ran}
+    return seen
 
 
 @pytest.fixture(scope="module")
@@ -228,13 +242,18 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     assert len(back.summary) == 0 and list(back.summary.columns) == list(scores.summary.columns)
 
 
+CUTOFF_JOBS = {"release_job", "cutoff_job", "method_bundle_job", "method_job", "catalog_job"}
+
+
 @pytest.mark.slow
 def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path):
     """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``
-    (a copy of the run's materialised ``data/``, as ``materialize --all`` left it).
+    (a copy of the run's materialised ``data/``, as ``materialize --all`` left it): the graph accepts
+    the derived release of real-format files and builds it, the cutoff runs that read it and the
+    catalog; the windows it splits are ``superseded`` in status and in the report.
 
-    The second materialisation leaves out the three new windows' ``benchmark`` (the longest step
-    of a window; the tiny archive's insertion above runs it): everything else they hold is built.
+    What an insertion rebuilds in the new windows (their VALID selection, recipe, TEST) is tested on
+    the tiny archive above: here no window run is started, and the new windows stay ``missing``.
     """
     graph = graph_from(demo_build, tmp_path / "graph")
     archive = graph.archive
@@ -247,12 +266,20 @@ def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path):
                        "--id", "2018-03-15", "--obo", str(next(older.glob("*.obo.gz"))),
                        "--fasta", str(next(source.glob("*.fasta.gz"))), "--fasta-date", "2014-01-31")
         assert derive.returncode == 0, derive.stderr
-        seen = check_insertion(graph, "2018-03-15", old_windows, exclude=("benchmark",))
+        seen = insertion_status(graph, "2018-03-15", old_windows)
         assert len(seen["new_windows"]) == 3
+        report, lines = rematerialise(graph, keep=lambda step: step[0] in CUTOFF_JOBS)
+        check_rebuilt(graph, seen, report, lines, cutoff_steps(seen, "2018-03-15") + [("catalog_job", None)])
+        after = status(graph)
+        waiting = {k for k in after if any(k.endswith(f"[{w}]") for w in seen["new_windows"])}
+        assert waiting and all(after[k][0] == "missing" for k in waiting), {k: after[k] for k in waiting}
+        assert after[f"submission[{seen['latest']}]"][0] == "stale"  # its recipe window is not built yet
+        assert {s for k, (s, _) in after.items() if k not in waiting} <= {"ok", "superseded", "stale"}
+        assert [k for k, (s, _) in after.items() if s == "stale"] == [f"submission[{seen['latest']}]"]
         # the superseded windows stay in the catalog as history, out of the current results
-        report = tempo(graph, "report", "--format", "md")
-        assert report.returncode == 0, report.stderr
+        report_md = tempo(graph, "report", "--format", "md")
+        assert report_md.returncode == 0, report_md.stderr
         for window in seen["superseded"]:
-            assert f"| {window} | superseded" in report.stdout
+            assert f"| {window} | superseded" in report_md.stdout
     finally:
         graph.instance.dispose()

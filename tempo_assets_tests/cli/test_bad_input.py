@@ -17,14 +17,21 @@ import sys
 from datetime import date
 from pathlib import Path
 
+import dagster as dg
 import pytest
+from dagster._core.instance.ref import InstanceRef
 
+from tempo_assets.cli.graph_cmd import current_plan, ensure_dagster_home, ensure_test_pool
+from tempo_assets.partitions import register_partitions
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive, write_gaf
 from tempo_assets_tests.core.obo_fixtures import write_obo
 from tempo_assets_tests.full_disk import small_filesystem  # noqa: F401 (a fixture)
 from tempo_assets_tests.toolkit import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
+# a run past the preflight: its steps in the tempo process, one after the other, so a write fails
+# without a process of its own started for each run first (each loads Dagster and the definitions)
+IN_PROCESS = ("--jobs", "1")
 BIN = Path(sys.executable).parent
 
 # the OBO fixture's terms: three namespaces under GO's three roots
@@ -57,6 +64,18 @@ def one_error_line(done: subprocess.CompletedProcess, prog: str = "tempo") -> st
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert lines[0].startswith(f"{prog}: error: "), lines[0]
     return lines[0]
+
+
+def init_instance(env: dict, monkeypatch) -> None:
+    """What ``tempo init`` does (it runs as a subprocess in test_test_once and test_production_instance),
+    here in this process: ``env``'s DAGSTER_HOME created and the archive's partitions registered; the
+    instance is closed again, so nothing holds its files open (a loop-mounted one is unmounted after)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    home = ensure_dagster_home()
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        register_partitions(instance, current_plan())
+        ensure_test_pool(instance)
 
 
 def gaf_rows(n: int, day: str = "20140101") -> list[tuple]:
@@ -222,11 +241,11 @@ def test_unreachable_object_store_names_the_endpoint(tmp_path):
     assert "tempo-test-secret" not in line
 
 
-def test_status_works_on_a_broken_instance_and_says_what_is_broken(tmp_path):
+def test_status_works_on_a_broken_instance_and_says_what_is_broken(tmp_path, monkeypatch):
     archive = build_tiny_archive(tmp_path, n_releases=2)
     env = {"DAGSTER_HOME": str(tmp_path / "home"), "TEMPO_ARCHIVE": str(archive),
            "TEMPO_ARTEFACTS": str(tmp_path / "artefacts")}
-    assert run("tempo", "init", env=env).returncode == 0
+    init_instance(env, monkeypatch)
     runs_db = tmp_path / "home" / "history" / "runs.db"
     assert runs_db.exists()
     runs_db.write_bytes(b"this is not an SQLite database, a disk error wrote over it\n" * 100)
@@ -252,7 +271,7 @@ def test_full_disk_under_the_artefacts_names_the_path(tmp_path, small_filesystem
     line = one_error_line(run("tempo", "materialize", "--cutoff", "2016-01-15", env=env))
     assert line.startswith(f"tempo: error: {artefacts}: only 0.0 MiB free on the filesystem of TEMPO_ARTEFACTS")
     # past the preflight, the run's failed write names the file it could not write
-    done = run("tempo", "materialize", "--cutoff", "2016-01-15", env={**env, "TEMPO_MIN_FREE_MB": "0"})
+    done = run("tempo", "materialize", "--cutoff", "2016-01-15", *IN_PROCESS, env={**env, "TEMPO_MIN_FREE_MB": "0"})
     assert done.returncode == 1, done.stderr
     failures = [line for line in done.stderr.splitlines() if "cannot write " in line]
     assert failures, done.stderr
@@ -277,7 +296,7 @@ def test_unwritable_artefacts_folder_names_the_path(tmp_path):
         unlock, reason = ["chmod", "755", str(artefacts)], "Permission denied"
     env = {"DAGSTER_HOME": str(tmp_path / "home"), "TEMPO_ARCHIVE": str(archive), "TEMPO_ARTEFACTS": str(artefacts)}
     try:
-        done = run("tempo", "materialize", "--cutoff", "2016-01-15", env=env)
+        done = run("tempo", "materialize", "--cutoff", "2016-01-15", *IN_PROCESS, env=env)
     finally:
         subprocess.run(unlock, check=True)
     assert done.returncode == 1, done.stderr
@@ -287,11 +306,11 @@ def test_unwritable_artefacts_folder_names_the_path(tmp_path):
     assert not any(artefacts.iterdir())
 
 
-def test_full_disk_under_dagster_home_names_the_instance(tmp_path, small_filesystem):
+def test_full_disk_under_dagster_home_names_the_instance(tmp_path, small_filesystem, monkeypatch):
     archive = build_tiny_archive(tmp_path, n_releases=2)
     home = small_filesystem.path / "home"
     env = {"DAGSTER_HOME": str(home), "TEMPO_ARCHIVE": str(archive), "TEMPO_ARTEFACTS": str(tmp_path / "artefacts")}
-    assert run("tempo", "init", env=env).returncode == 0
+    init_instance(env, monkeypatch)
     small_filesystem.fill()
     line = one_error_line(run("tempo", "materialize", "--cutoff", "2016-01-15", env=env))
     assert line.startswith(f"tempo: error: {home}: only ") and "filesystem of DAGSTER_HOME" in line
@@ -301,21 +320,18 @@ def test_full_disk_under_dagster_home_names_the_instance(tmp_path, small_filesys
     done = run("tempo", "status", env=env)
     assert done.returncode == 0, done.stderr
     assert "ontology[2015-01-15] missing not materialised" in done.stdout.splitlines()
-    import dagster as dg
-    from dagster._core.instance.ref import InstanceRef
-
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         assert instance.get_runs() == []
 
 
-def test_disk_filling_under_dagster_home_during_a_run_names_the_instance(tmp_path, small_filesystem):
+def test_disk_filling_under_dagster_home_during_a_run_names_the_instance(tmp_path, small_filesystem, monkeypatch):
     archive = build_tiny_archive(tmp_path, n_releases=2)
     home = small_filesystem.path / "home"
     env = {"DAGSTER_HOME": str(home), "TEMPO_ARCHIVE": str(archive), "TEMPO_ARTEFACTS": str(tmp_path / "artefacts"),
            "TEMPO_MIN_FREE_MB": "0"}  # past the preflight: the run's event log fills the disk
-    assert run("tempo", "init", env=env).returncode == 0
+    init_instance(env, monkeypatch)
     small_filesystem.fill(leave_kib=400)
-    done = run("tempo", "materialize", "--cutoff", "2016-01-15", env=env)
+    done = run("tempo", "materialize", "--cutoff", "2016-01-15", *IN_PROCESS, env=env)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     last = done.stderr.strip().splitlines()[-1]
