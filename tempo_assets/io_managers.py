@@ -24,6 +24,7 @@ from tempo_assets.core.base.faults import fault_point
 from tempo_assets.core.base.windows import ROLE_BOUND, is_window_key, parse_window_key
 from tempo_assets.fingerprints import set_data_version
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
+from tempo_assets.partitions import WINDOWS
 
 
 def unwrap_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,11 +80,13 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
         role = unwrap_metadata(context.definition_metadata).get("tempo/role")
         downstream_key = context.partition_key if context.has_partition_key else None
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else []
-        return self.bind(upstream, role, downstream_key, keys)
+        return self.bind(upstream, role, downstream_key, keys, upstream_windows=_by_window(context))
 
-    def bind(self, upstream: str, role: str | None, downstream_key: str | None, keys: list[str]) -> Any:
+    def bind(self, upstream: str, role: str | None, downstream_key: str | None, keys: list[str],
+             upstream_windows: bool = False) -> Any:
         """What ``downstream_key`` may read of ``upstream`` under ``role``: one artefact (``keys`` one
-        partition) or a role-gated set (``keys`` several, or none: every partition of the archive)."""
+        partition) or a role-gated set (``keys`` several, or none: every partition of the archive);
+        ``upstream_windows``: ``upstream`` is partitioned by window (a cutoff asset reads the admissible ones)."""
         store = self._store()
         ids, as_of = self._archive_dates()
         order = {rid: i for i, rid in enumerate(ids)}
@@ -94,7 +97,8 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             limit_release = window.bound_of(role)
         else:
             limit_release = downstream_key
-        if downstream_key is not None and not is_window_key(downstream_key) and keys and all(map(is_window_key, keys)):
+        by_window = upstream_windows or bool(keys) and all(map(is_window_key, keys))
+        if downstream_key is not None and not is_window_key(downstream_key) and by_window:
             return self._windows_at(upstream, store, keys, downstream_key, order, as_of)
         if downstream_key is not None and is_window_key(downstream_key) and keys and all(map(is_window_key, keys)):
             # a window asset reads only its own window of another window asset (identity); Dagster
@@ -134,6 +138,15 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             asset=upstream, limit_release=cutoff, limit_date=as_of[cutoff], windows=windows,
             fetch=lambda key: refuse_flagged(store.open(upstream, key), store.sidecar_path(upstream, key)),
             exists=lambda key: store.exists(upstream, key))
+
+
+def _by_window(context: dg.InputContext) -> bool:
+    """Whether the input's upstream asset is partitioned by window, though no window may be registered
+    yet (an archive of two releases: the submission's admissible recipes are none, not a release set)."""
+    try:
+        return getattr(context.asset_partitions_def, "name", None) == WINDOWS.name
+    except dg.DagsterInvariantViolationError:  # an unpartitioned upstream
+        return False
 
 
 def deferred_in(role: str, mapping: dg.PartitionMapping | None = None) -> dg.AssetIn:

@@ -40,15 +40,24 @@ def test_a_cutoff_no_window_reaches_says_no_submission_can_be_made_there():
     assert latest_recipe_key([W1, W2], IDS, IDS[4], windows=[W1, W2]) == W2.key
 
 
-def test_launching_such_a_submission_fails_with_that_line(tmp_path):
-    archive = build_tiny_archive(tmp_path)
+def test_an_archive_without_a_window_says_so():
+    with pytest.raises(TempoInputError) as none:
+        latest_recipe_key([], IDS[:2], IDS[1], windows=[])
+    assert "no submission at cutoff 2016-01-15" in str(none.value) and "has no window yet" in str(none.value)
+
+
+@pytest.mark.parametrize("n_releases, why", [(4, "no window of the archive has t0"), (2, "has no window yet")])
+def test_launching_such_a_submission_fails_with_that_line(tmp_path, n_releases, why):
+    """The only window starts after the cutoff, or there is none (two releases: the submission reads an
+    empty set of recipes, not a type-check error)."""
+    archive = build_tiny_archive(tmp_path, n_releases=n_releases)
     instance = dg.DagsterInstance.ephemeral()
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
     resources = build_resources(str(archive), str(tmp_path / "artefacts"), "sqlite:///" + str(tmp_path / "wh.sqlite"),
                                 str(tmp_path / "cache"))
     first = plan.cutoffs[0]  # before the only window's t0
-    assert all(parse_window_key(w).t0 > first for w in plan.windows)
+    assert all(parse_window_key(w).t0 > first for w in plan.windows) and len(plan.windows) == (n_releases > 2)
     for release in RELEASES[:2]:
         assert dg.materialize(ASSETS, selection=["ontology", "release_annotations", "sequences", "embeddings"],
                               partition_key=release, instance=instance, resources=resources).success
@@ -61,4 +70,5 @@ def test_launching_such_a_submission_fails_with_that_line(tmp_path):
     data = failure.step_failure_data
     assert data.user_failure_data is not None, data.error  # a Failure with its description, not an error
     assert f"no submission at cutoff {first}" in data.user_failure_data.description
+    assert why in data.user_failure_data.description
     assert "frozen_recipe first" not in data.user_failure_data.description

@@ -496,9 +496,10 @@ def latest_recipe_key(frozen_windows: Iterable[Window], release_ids: list[str], 
         return max(usable, key=lambda w: (order[w.t0], order[w.t1])).key
     windows = list(windows)
     possible = [w for w in windows if order.get(w.t0, 1 << 30) <= order[cutoff]]
-    if windows and not possible:
+    if not possible:
         first = min((w.t0 for w in windows if w.t0 in order), key=order.get, default=None)
-        later = f"; the first cutoff with one is {first}" if first else ""
+        later = (f"; the first cutoff with one is {first}" if first
+                 else "; the archive has no window yet: a window spans four consecutive releases")
         raise TempoInputError(f"no submission at cutoff {cutoff}: no window of the archive has t0 <= {cutoff}, so no "
                               f"recipe frozen on VALID can apply there (docs/PROTOCOL.md){later}")
     latest = max(possible, key=lambda w: (order[w.t0], order[w.t1])).key if possible else None
