@@ -6,9 +6,9 @@ process, one after the other. ``multiprocess`` (the default on a machine with tw
 ``tempo materialize`` runs the steps that do not depend on one another at once, each run in a
 process of its own, at most ``--jobs N`` (default: the cores) at once (``cli/concurrent_steps.py``;
 ``--jobs 1`` is ``in_process``). Either way the ``dagster`` CLI and the UI use Dagster's default
-multiprocess executor. ``celery`` puts every step on the celery queue ``dagster`` of the broker ``TEMPO_BROKER_URL``
-(``redis://...``, printed by ``scripts/dev_services.sh start``), where worker processes
-(``scripts/dev_services.sh workers N``) pick them up. The workers share nothing with the launcher
+multiprocess executor. ``celery`` puts every step on the celery queue ``dagster`` of the broker
+``TEMPO_BROKER_URL`` (``redis://...``, printed by ``scripts/dev_services.sh start``), where worker
+processes (``scripts/dev_services.sh workers N``) pick them up. The workers share nothing with the launcher
 but the Dagster instance's PostgreSQL storage and the artefact store (``TEMPO_ARTEFACTS=s3://...``).
 
 The broker URL is given to Dagster as ``{"env": "TEMPO_BROKER_URL"}``, so a password in it is

@@ -23,8 +23,8 @@ from tempo_assets.core.base.errors import CutoffViolation, StorageWriteError, Te
 from tempo_assets.core.base.faults import fault_point
 from tempo_assets.core.base.windows import ROLE_BOUND, is_window_key, parse_window_key
 from tempo_assets.fingerprints import set_data_version
-from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 from tempo_assets.partitions import WINDOWS
+from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
 
 
 def unwrap_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,10 +97,10 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             limit_release = window.bound_of(role)
         else:
             limit_release = downstream_key
-        by_window = upstream_windows or bool(keys) and all(map(is_window_key, keys))
+        by_window = upstream_windows or (bool(keys) and all(map(is_window_key, keys)))
         if downstream_key is not None and not is_window_key(downstream_key) and by_window:
             return self._windows_at(upstream, store, keys, downstream_key, order, as_of)
-        if downstream_key is not None and is_window_key(downstream_key) and keys and all(map(is_window_key, keys)):
+        if downstream_key is not None and is_window_key(downstream_key) and by_window:
             # a window asset reads only its own window of another window asset (identity); Dagster
             # may report every registered key of a dynamic definition here, so bind it explicitly
             if downstream_key not in keys:

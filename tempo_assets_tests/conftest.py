@@ -48,6 +48,11 @@ class MaterialisedGraph:
         return ArtefactStore(self.artefacts)
 
 
+# the session builds' grid: fewer bootstrap resamples than the default keeps test_score quick; nothing
+# else changes (a run elsewhere compared byte for byte with a build uses the same)
+GRID_BOOTSTRAP_SAMPLES = 20
+
+
 def make_home(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "dagster.yaml").write_text(DAGSTER_YAML, encoding="utf-8")
@@ -72,9 +77,9 @@ def materialise_archive(root: Path, archive: Path, exclude=(), target: str = "al
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
-    # fewer bootstrap resamples than the default keeps test_score quick; nothing else changes
     resources = build_resources(str(archive), str(artefacts), warehouse, str(cache),
-                                grid=GridResource(bootstrap_samples=20), benchmark_config=benchmark_config)
+                                grid=GridResource(bootstrap_samples=GRID_BOOTSTRAP_SAMPLES),
+                                benchmark_config=benchmark_config)
     started = time.perf_counter()
     report = run_steps(plan_steps(plan, target, key), instance, resources, echo=lambda *_: None, exclude=exclude)
     env = {"DAGSTER_HOME": str(home), "TEMPO_ARCHIVE": str(archive), "TEMPO_ARTEFACTS": str(artefacts),
@@ -141,7 +146,8 @@ def graph_from(build: Path, root: Path, benchmark_config=None) -> MaterialisedGr
     warehouse = "sqlite:///" + str(root / "warehouse.sqlite")
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(root / "home")))
     resources = build_resources(str(root / "archive"), str(root / "artefacts"), warehouse, str(root / "cache"),
-                                grid=GridResource(bootstrap_samples=20), benchmark_config=benchmark_config)
+                                grid=GridResource(bootstrap_samples=GRID_BOOTSTRAP_SAMPLES),
+                                benchmark_config=benchmark_config)
     env = {"DAGSTER_HOME": str(root / "home"), "TEMPO_ARCHIVE": str(root / "archive"),
            "TEMPO_ARTEFACTS": str(root / "artefacts"), "TEMPO_WAREHOUSE_URL": warehouse,
            "TEMPO_CACHE": str(root / "cache")}

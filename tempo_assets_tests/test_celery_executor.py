@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tempo_assets_tests.conftest import tiny_benchmark_config
+from tempo_assets_tests.conftest import GRID_BOOTSTRAP_SAMPLES, tiny_benchmark_config
 from tempo_assets_tests.services import SCRIPT, postgres_database
 from tempo_assets_tests.toolkit import tempo
 
@@ -43,9 +43,10 @@ COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_gr
 
 def tiny_run_config() -> dict:
     """The run config of the tiny build's resources (conftest ``materialise_archive``/``graph_from``):
-    20 bootstrap resamples in the grid, the tiny benchmark's in ``benchmark_config``."""
+    its grid's bootstrap resamples, the tiny benchmark's in ``benchmark_config``."""
+    grid = {"bootstrap_samples": GRID_BOOTSTRAP_SAMPLES}
     benchmark = {"bootstrap_samples": tiny_benchmark_config().bootstrap_samples}
-    return {"resources": {"grid": {"config": {"bootstrap_samples": 20}}, "benchmark_config": {"config": benchmark}}}
+    return {"resources": {"grid": {"config": grid}, "benchmark_config": {"config": benchmark}}}
 
 
 def _services(state: Path, env: dict, *words: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from tempo_assets.core.storage.artefacts import ArtefactStore, ObjectLocation
 from tempo_assets.definitions import build_resources
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
-from tempo_assets_tests.conftest import tiny_benchmark_config
+from tempo_assets_tests.conftest import GRID_BOOTSTRAP_SAMPLES, tiny_benchmark_config
 from tempo_assets_tests.services import postgres_database
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
@@ -36,7 +36,7 @@ def _materialise(archive, root, artefacts: str):
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
     resources = build_resources(str(archive), artefacts, None, str(root / "cache"),
-                                grid=GridResource(bootstrap_samples=20),
+                                grid=GridResource(bootstrap_samples=GRID_BOOTSTRAP_SAMPLES),
                                 benchmark_config=tiny_benchmark_config())
     window = plan.windows[0]
     report = run_steps(plan_steps(plan, "window", window), instance, resources, echo=lambda *_: None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -213,7 +214,7 @@ class ConcurrentSteps:
         for run in self.running.values():
             if run.process.is_alive():
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(run.process.pid, 2)  # SIGINT: Dagster ends the run as interrupted
+                    os.kill(run.process.pid, signal.SIGINT)  # Dagster ends the run as interrupted
         deadline = time.monotonic() + STOP_GRACE_S
         for run in self.running.values():
             run.process.join(max(0.0, deadline - time.monotonic()))

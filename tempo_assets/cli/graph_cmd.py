@@ -418,9 +418,9 @@ def _init(args) -> int:
 
     home = ensure_dagster_home()
     plan = current_plan()
-    instance = dg.DagsterInstance.get()
-    added = register_partitions(instance, plan)
-    ensure_test_pool(instance)
+    with dg.DagsterInstance.get() as instance:  # closed again: nothing holds the instance's files open
+        added = register_partitions(instance, plan)
+        ensure_test_pool(instance)
     print(f"DAGSTER_HOME={home}")
     for name, keys in plan.as_dict().items():
         print(f"{name}: {len(keys)} ({len(added[name])} new)")

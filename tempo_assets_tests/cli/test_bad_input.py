@@ -9,6 +9,7 @@ the reason otherwise; the unwritable-folder case uses ``chattr +i`` as root, ``c
 """
 from __future__ import annotations
 
+import argparse
 import gzip
 import os
 import socket
@@ -21,8 +22,7 @@ import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.cli.graph_cmd import current_plan, ensure_dagster_home, ensure_test_pool
-from tempo_assets.partitions import register_partitions
+from tempo_assets.cli import graph_cmd
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive, write_gaf
 from tempo_assets_tests.core.obo_fixtures import write_obo
 from tempo_assets_tests.full_disk import small_filesystem  # noqa: F401 (a fixture)
@@ -67,15 +67,12 @@ def one_error_line(done: subprocess.CompletedProcess, prog: str = "tempo") -> st
 
 
 def init_instance(env: dict, monkeypatch) -> None:
-    """What ``tempo init`` does (it runs as a subprocess in test_test_once and test_production_instance),
-    here in this process: ``env``'s DAGSTER_HOME created and the archive's partitions registered; the
-    instance is closed again, so nothing holds its files open (a loop-mounted one is unmounted after)."""
+    """``tempo init`` (it runs as a subprocess in test_test_once and test_production_instance) in this
+    process, for ``env``; the instance is closed again, so nothing holds its files open (a loop-mounted
+    one is unmounted after)."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    home = ensure_dagster_home()
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-        register_partitions(instance, current_plan())
-        ensure_test_pool(instance)
+    assert graph_cmd._init(argparse.Namespace()) == 0
 
 
 def gaf_rows(n: int, day: str = "20140101") -> list[tuple]:

@@ -3,8 +3,9 @@
 When the variable names the point a process reaches, the process sends itself ``SIGKILL`` there,
 as the OOM killer or a ``kill -9`` would: nothing runs after it (no ``finally``, no Dagster event).
 A step that Dagster's multiprocess executor started (the ``dagster`` CLI, the UI) kills its run's
-orchestrating process (its ``multiprocessing`` parent, ``liveness.orchestrating_parent``) first, as ``kill -9`` of the run's process
-group would: otherwise the orchestrator would see its step die and end the run itself.
+orchestrating process (its ``multiprocessing`` parent, ``liveness.orchestrating_parent``) first, as
+``kill -9`` of the run's process group would: otherwise the orchestrator would see its step die and
+end the run itself.
 Points: ``claimed`` (a TEST claim taken, nothing of TEST read yet), ``written`` (the artefact
 stored, its checks not run yet), ``started`` (the asset's body began). Unset, it costs one lookup.
 """

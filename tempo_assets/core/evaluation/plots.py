@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.evaluation.results import ReportInputError, _check_results, _order, _short_aspect
+from tempo_assets.core.evaluation.results import (
+    ReportInputError, _check_results, _order, _short_aspect, profile_label,
+)
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA
 from tempo_assets.core.base.io import atomic_write
@@ -331,7 +333,7 @@ def plot_longitudinal(results: pd.DataFrame, metric: str = "f_at_valid_tau",
     if metric not in frame.columns:
         raise ReportInputError(f"results table has no column {metric!r}", path="results")
     if "profile" in frame.columns and frame["profile"].nunique() > 1:  # one line per (method, profile)
-        frame = frame.assign(method=frame["method"] + " [" + frame["profile"] + "]")
+        frame = frame.assign(method=[profile_label(m, p) for m, p in zip(frame["method"], frame["profile"])])
     windows = sorted(frame["window"].unique())
     x_of = {w: i for i, w in enumerate(windows)}
     derived = (_legend_handle(color="#555555", marker="o", mfc="white", lw=0, label="derived release"),)
