@@ -51,20 +51,22 @@ def test_launching_such_a_submission_fails_with_that_line(tmp_path, n_releases, 
     """The only window starts after the cutoff, or there is none (two releases: the submission reads an
     empty set of recipes, not a type-check error)."""
     archive = build_tiny_archive(tmp_path, n_releases=n_releases)
-    instance = dg.DagsterInstance.ephemeral()
     plan = plan_partitions(open_archive(archive))
-    register_partitions(instance, plan)
     resources = build_resources(str(archive), str(tmp_path / "artefacts"), "sqlite:///" + str(tmp_path / "wh.sqlite"),
                                 str(tmp_path / "cache"))
     first = plan.cutoffs[0]  # before the only window's t0
     assert all(parse_window_key(w).t0 > first for w in plan.windows) and len(plan.windows) == (n_releases > 2)
-    for release in RELEASES[:2]:
-        assert dg.materialize(ASSETS, selection=["ontology", "release_annotations", "sequences", "embeddings"],
-                              partition_key=release, instance=instance, resources=resources).success
-    assert dg.materialize(ASSETS, selection=["knn_corpus", "reranker_labels"], partition_key=first,
-                          instance=instance, resources=resources).success
-    result = dg.materialize(ASSETS, selection=["submission"], partition_key=first, instance=instance,
-                            resources=resources, raise_on_error=False)
+    # entered: the definitions load against this instance's defs-state storage, not one an earlier
+    # test of this worker left in Dagster's context variable
+    with dg.DagsterInstance.ephemeral() as instance:
+        register_partitions(instance, plan)
+        for release in RELEASES[:2]:
+            assert dg.materialize(ASSETS, selection=["ontology", "release_annotations", "sequences", "embeddings"],
+                                  partition_key=release, instance=instance, resources=resources).success
+        assert dg.materialize(ASSETS, selection=["knn_corpus", "reranker_labels"], partition_key=first,
+                              instance=instance, resources=resources).success
+        result = dg.materialize(ASSETS, selection=["submission"], partition_key=first, instance=instance,
+                                resources=resources, raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     data = failure.step_failure_data
