@@ -63,13 +63,13 @@ def test_steps_wait_only_for_what_they_read():
 @pytest.fixture
 def tiny(tmp_path):
     archive = build_tiny_archive(tmp_path / "archive", n_releases=4)
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(make_home(tmp_path / "home"))))
     plan = plan_partitions(open_archive(archive))
-    register_partitions(instance, plan)
     resources = build_resources(str(archive), str(tmp_path / "artefacts"), "sqlite:///" + str(tmp_path / "wh.sqlite"),
                                 str(tmp_path / "cache"))
-    yield instance, plan, resources
-    instance.dispose()
+    # entered: definitions load against this instance's defs-state storage (see test_ui_texts)
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(make_home(tmp_path / "home")))) as instance:
+        register_partitions(instance, plan)
+        yield instance, plan, resources
 
 
 def run_times(instance, report_runs):
