@@ -7,13 +7,16 @@ SQL models."""
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import re
 import shutil
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from tempo_assets.core.storage import warehouse as warehouse_module
@@ -199,6 +202,90 @@ def test_models_are_listed_in_dependency_order_with_grain_and_params(wh):
                                                       "old_release", "new_release"}
     assert by_name["evaluation_sets"].partition == ("window_key", "window_role")
     assert {c.relation for c in wh.checks()} <= set(names)
+
+
+def test_a_table_another_process_created_meanwhile_is_not_an_error(wh, monkeypatch):
+    """Two launches opening a new warehouse at once both find ``annotation_growth`` missing;
+    the second CREATE meets "already exists". Simulated exactly: the other process creates the
+    table between this one's look and its CREATE."""
+    table_name = "annotation_growth"
+    wh.metadata.tables[table_name].drop(wh.engine)
+    build_metadata = warehouse_module._build_metadata
+
+    def racing_metadata():
+        metadata = build_metadata()
+        table = metadata.tables[table_name]
+        raced = []
+
+        @event.listens_for(table, "before_create")
+        def other_process_creates_it_first(target, connection, **_kw):  # noqa: ANN001
+            if not raced:
+                raced.append(True)
+                wh.metadata.tables[table_name].create(wh.engine)
+        return metadata
+
+    monkeypatch.setattr(warehouse_module, "_build_metadata", racing_metadata)
+    with Warehouse(wh.url) as second:
+        assert inspect(second.engine).has_table(table_name)
+
+
+def _open_and_close(url: str, start: Any, outcomes: Any) -> None:
+    start.wait()
+    try:
+        Warehouse(url).close()
+        outcomes.put("ok")
+    except Exception as error:  # noqa: BLE001 - the parent reports it
+        outcomes.put(f"{type(error).__name__}: {error}")
+
+
+def test_processes_opening_a_new_sqlite_warehouse_at_once_all_succeed(tmp_path):
+    """The real race, four processes released together onto a new file, 25 times. Before the
+    retries about one round in three failed ("table ... already exists", "database is locked")."""
+    context = multiprocessing.get_context("fork")
+    failures = []
+    for attempt in range(25):
+        url = f"sqlite:///{tmp_path / f'warehouse{attempt}.sqlite'}"
+        start, outcomes = context.Barrier(4), context.Queue()
+        processes = [context.Process(target=_open_and_close, args=(url, start, outcomes))
+                     for _ in range(4)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=120)
+        failures += [o for o in (outcomes.get(timeout=10) for _ in processes) if o != "ok"]
+    assert failures == []
+
+
+class _SwitchingElsewhere:
+    """A cursor whose file another connection is switching to WAL: "database is locked" the
+    first ``busy`` times, as SQLite answers without waiting."""
+
+    def __init__(self, busy: int):
+        self.busy, self.statements = busy, []
+
+    def execute(self, statement: str) -> "_SwitchingElsewhere":
+        self.statements.append(statement)
+        if self.busy:
+            self.busy -= 1
+            raise sqlite3.OperationalError("database is locked")
+        self.mode = "wal" if statement.endswith("wal") else getattr(self, "mode", "delete")
+        return self
+
+    def fetchone(self) -> tuple[str]:
+        return (self.mode,)
+
+
+def test_wal_switch_waits_for_another_connection_switching_it():
+    cursor = _SwitchingElsewhere(busy=3)
+    warehouse_module._use_write_ahead_log(cursor)
+    assert cursor.statements[-2:] == ["pragma journal_mode", "pragma journal_mode = wal"]
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        warehouse_module._use_write_ahead_log(_DiskError())
+
+
+class _DiskError:
+    def execute(self, statement: str) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
 
 
 def test_default_warehouse_url(monkeypatch, tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -28,7 +29,7 @@ from typing import Any, Iterable, Iterator
 import pandas as pd
 from sqlalchemy import Table, create_engine, delete, event, func, select, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from tempo_assets.core.base.dates import parse_date
 from tempo_assets.core.base.io import REPO_ROOT
@@ -107,6 +108,33 @@ def ontology_frames(ontology: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
 # ----------------------------------------------------------------------------------------------
 # the warehouse
 
+_SQLITE_LOCK_WAIT_S = 120
+
+
+def _use_write_ahead_log(cursor: Any) -> None:
+    """Put a SQLite file in WAL mode, which the file then keeps. SQLite answers "database is
+    locked" at once, without waiting, while another connection switches a new file's mode:
+    wait for that switch and look again."""
+    deadline = time.monotonic() + _SQLITE_LOCK_WAIT_S
+    while True:
+        try:
+            if cursor.execute("pragma journal_mode").fetchone()[0] != "wal":
+                cursor.execute("pragma journal_mode = wal")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _created_meanwhile(error: DBAPIError) -> bool:
+    """Whether a CREATE failed because another process created the same object first (SQLite
+    and PostgreSQL say "already exists"; PostgreSQL may instead trip over its type catalogue's
+    unique index)."""
+    message = str(error.orig).lower()
+    return "already exists" in message or "pg_type_typname_nsp_index" in message
+
+
 class Warehouse:
     """A SQL warehouse at ``url`` whose models live in ``sql_dir``.
 
@@ -127,7 +155,7 @@ class Warehouse:
         self._checks = self._discover_checks()
         self.engine = self._create_engine(self.url)
         try:
-            self.metadata.create_all(self.engine)
+            self._create_missing_tables()
         except OperationalError as error:
             self.engine.dispose()
             # the endpoint, never the password (the driver's own message holds neither)
@@ -140,6 +168,20 @@ class Warehouse:
         return make_url(self.url).render_as_string(hide_password=True)
 
     # -- setup ------------------------------------------------------------------------------
+    def _create_missing_tables(self) -> None:
+        """Create the tables this warehouse lacks. Two processes opening a new warehouse at once
+        both see a table missing and both create it: the one that loses that race gets "already
+        exists" and looks again, when the table is there."""
+        # each lost race leaves one more table in place, so this many looks are enough
+        attempts = len(self.metadata.tables) + 1
+        for attempt in range(attempts):
+            try:
+                self.metadata.create_all(self.engine)
+                return
+            except DBAPIError as error:
+                if attempt + 1 == attempts or not _created_meanwhile(error):
+                    raise
+
     @staticmethod
     def _create_engine(url: str) -> Engine:
         if not url.startswith("sqlite"):
@@ -148,12 +190,12 @@ class Warehouse:
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         # several Dagster processes may write: wait for the lock rather than fail at once
-        engine = create_engine(url, connect_args={"timeout": 120})
+        engine = create_engine(url, connect_args={"timeout": _SQLITE_LOCK_WAIT_S})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection, _record):  # noqa: ANN001
             cursor = dbapi_connection.cursor()
-            cursor.execute("pragma journal_mode = wal")
+            _use_write_ahead_log(cursor)
             cursor.execute("pragma synchronous = normal")
             cursor.execute("pragma temp_store = memory")
             cursor.execute("pragma cache_size = -131072")
