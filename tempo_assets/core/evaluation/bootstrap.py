@@ -25,9 +25,8 @@ from tempo_assets.core.neighbours.homology import cluster_codes
 from tempo_assets.core.base.progress import Progress
 from tempo_assets.core.evaluation.ontology import EvaluationInputError
 from tempo_assets.core.evaluation.metrics import (
-    EvalOptions, _Contrib, _f, _Setup, _setup_of, content_key, prepared_predictions, raw_key,
+    EvalOptions, _Contrib, _f, _Setup, _setup_of, content_key, frame_key, prepared_predictions,
 )
-from tempo_assets.core.evaluation.predictions import _frame_raw
 
 # --------------------------------------------------------------------------------------------
 # bootstrap
@@ -234,15 +233,13 @@ class _Scored:
     setup: _Setup
     predictions: pd.DataFrame
     options: EvalOptions
-    raw: Any = field(init=False, repr=False)
     key: tuple = field(init=False)
 
     def __post_init__(self) -> None:
-        self.raw = _frame_raw(self.predictions)
-        self.key = raw_key(self.raw, self.options)
+        self.key = frame_key(self.predictions, self.options)
 
     def contribs(self, weighted: bool) -> dict[str, tuple[_Contrib, np.ndarray]]:
-        return prepared_predictions(self.setup, self.raw, self.options, self.key).contribs(weighted)
+        return prepared_predictions(self.setup, self.predictions, self.options, self.key).contribs(weighted)
 
     def rows(self, name: str, weighted: bool) -> np.ndarray:
         """The namespace's evaluated ground-truth rows (the setup's, whatever the predictions)."""

@@ -20,7 +20,7 @@ from tempo_assets.core.evaluation.ontology import (
     BASE_COLUMNS, EvalOntology, EvaluationInputError, _Namespace, threshold_grid,
 )
 from tempo_assets.core.evaluation.predictions import (
-    _Raw, _Truth, _build_predictions, _build_truths, _frame_truth, _known_keys, _toi_masks,
+    _Truth, _build_predictions, _build_truths, _frame_raw, _frame_truth, _known_keys, _prediction_columns, _toi_masks,
 )
 from tempo_assets.core.evaluation.propagation import _Cells
 
@@ -240,21 +240,21 @@ def _segment_cumsum(seg: np.ndarray, values: np.ndarray, n_seg: int, reverse: bo
 
 
 def _sum_metrics(c: _Contrib) -> np.ndarray:
-    """cafaeval's ``compute_confusion_matrix`` sums, (n_tau, 6): n, tp, fp, fn, pr, rc."""
-    n_tau = c.n_pred.shape[0]
-    metrics = np.zeros((n_tau, 6), dtype=float)
+    """cafaeval's ``compute_confusion_matrix`` sums, (n_tau, 6): n, tp, fp, fn, pr, rc.
+
+    Every threshold's row summed at once: a reduction along the last axis of a C-contiguous
+    array sums each row pairwise, as numpy sums that row alone, so the sums are cafaeval's bits.
+    """
+    n_pred, tp = np.ascontiguousarray(c.n_pred), np.ascontiguousarray(c.tp)
     n_gt = c.n_gt
-    for k in range(n_tau):
-        n_pred = np.ascontiguousarray(c.n_pred[k])
-        tp = np.ascontiguousarray(c.tp[k])
-        metrics[k, 0] = (n_pred > 0).sum()
-        metrics[k, 1] = tp.sum()
-        metrics[k, 2] = np.ascontiguousarray(c.fp[k]).sum()
-        metrics[k, 3] = np.ascontiguousarray(c.fn[k]).sum()
-        metrics[k, 4] = np.divide(tp, n_pred, out=np.zeros_like(tp, dtype="float"),
-                                  where=n_pred > 0).sum()
-        metrics[k, 5] = np.divide(tp, n_gt, out=np.zeros_like(n_gt, dtype="float"),
-                                  where=n_gt > 0).sum()
+    metrics = np.empty((n_pred.shape[0], 6), dtype=float)
+    metrics[:, 0] = (n_pred > 0).sum(axis=1)
+    metrics[:, 1] = tp.sum(axis=1)
+    metrics[:, 2] = np.ascontiguousarray(c.fp).sum(axis=1)
+    metrics[:, 3] = np.ascontiguousarray(c.fn).sum(axis=1)
+    metrics[:, 4] = np.divide(tp, n_pred, out=np.zeros(tp.shape), where=n_pred > 0).sum(axis=1)
+    recall = np.divide(tp, n_gt[None, :], out=np.zeros(tp.shape), where=(n_gt > 0)[None, :])
+    metrics[:, 5] = recall.sum(axis=1)
     return metrics
 
 
@@ -363,7 +363,10 @@ def _evaluate_setup(setup: _Setup, prepared: _Prepared) -> pd.DataFrame | None:
         return None
     df = pd.concat(frames)
     if frames_w:
-        df = pd.merge(df, pd.concat(frames_w), on=["ns", "tau"], suffixes=("", "_w"))
+        # both frames hold the same (ns, tau) rows in the same order: cafaeval's merge on them is
+        # the weighted columns put beside the plain ones
+        weighted = pd.concat(frames_w, ignore_index=True).drop(columns=["ns", "tau"]).add_suffix("_w")
+        df = pd.concat([df.reset_index(drop=True), weighted], axis=1)
     return df
 
 
@@ -516,31 +519,28 @@ class _Prepared:
         return self.by_weight[weighted]
 
 
-def raw_key(raw: _Raw, options: EvalOptions) -> tuple:
-    """What one method's prepared predictions are built from besides the setup: the content of its
-    rows (protein and term codes with their distinct values, scores) and ``prop``, ``max_terms``.
+def frame_key(predictions: pd.DataFrame, options: EvalOptions) -> tuple:
+    """What one method's prepared predictions are built from besides the setup: the content of the
+    frame's ``protein, term, score`` (:func:`content_key`: an Arrow string column's own buffers) and
+    ``prop``, ``max_terms``.
 
-    Digested from the factorised rows the build reads anyway, so a key costs no string hashing."""
-    digest = hashlib.blake2b(digest_size=16)
-    scores = raw.scores if raw.scores is not None else raw.score_codes
-    for codes in (raw.protein_codes, raw.term_codes, scores):
-        digest.update(f"{codes.dtype}:{codes.size};".encode())
-        digest.update(np.ascontiguousarray(codes).tobytes())
-    for uniques in (raw.proteins, raw.terms, raw.score_text):
-        if uniques is not None:
-            digest.update(f"{uniques.size};".encode())
-            digest.update(pd.util.hash_array(np.asarray(uniques, dtype=object)).tobytes())
-    return (digest.hexdigest(), options.prop, options.max_terms)
+    Computed without factorising the frame, so a curve, an interval or a pair that reads predictions
+    already prepared on the setup costs a digest, not a second factorisation."""
+    _prediction_columns(predictions)
+    return (content_key(predictions, ("protein", "term", "score")), options.prop, options.max_terms)
 
 
-def prepared_predictions(setup: _Setup, raw: _Raw, options: EvalOptions, key: tuple | None = None) -> _Prepared:
-    """One method's rows ``raw`` (``predictions._frame_raw``) prepared on ``setup``: built once, then
-    read from the setup's shared store by every curve, bootstrap and paired bootstrap of the same
-    content (:class:`SetupCache`); ``key`` is :func:`raw_key`'s, when the caller has it."""
-    key = (setup.key, key or raw_key(raw, options))
+def prepared_predictions(setup: _Setup, predictions: pd.DataFrame, options: EvalOptions,
+                         key: tuple | None = None) -> _Prepared:
+    """One method's ``predictions`` (frame ``protein, term, score``) prepared on ``setup``: factorised
+    and built once, then read from the setup's shared store by every curve, bootstrap and paired
+    bootstrap of the same content (:class:`SetupCache`); ``key`` is :func:`frame_key`'s, when the
+    caller has it."""
+    key = (setup.key, key or frame_key(predictions, options))
     held = setup.prepared.recent(key)
     if held is not None:
         return held
+    raw = _frame_raw(predictions)
     preds = _build_predictions(setup.ontology, setup.truths, raw, setup.tau, options.prop, options.max_terms)
     prepared = _Prepared(setup, preds)
     setup.prepared.put(key, prepared)

@@ -405,9 +405,13 @@ def _frame_truth(ground_truth: pd.DataFrame) -> tuple[list[str], list[str]]:
     return ground_truth["protein"].astype(str).tolist(), ground_truth["term"].astype(str).tolist()
 
 
-def _frame_raw(predictions: pd.DataFrame) -> _Raw:
+def _prediction_columns(predictions: pd.DataFrame) -> None:
     if not {"protein", "term", "score"} <= set(predictions.columns):
         raise EvaluationInputError("predictions need 'protein', 'term' and 'score' columns")
+
+
+def _frame_raw(predictions: pd.DataFrame) -> _Raw:
+    _prediction_columns(predictions)
     return _Raw.from_values(
         predictions["protein"].astype(str).to_numpy(dtype=object),
         predictions["term"].astype(str).to_numpy(dtype=object),

@@ -16,7 +16,7 @@ from tempo_assets.core.evaluation.ontology import (
     BEST_METRICS, EvalOntology, EvaluationInputError, FRAME_COLUMNS, NAMESPACE_ALIASES,
 )
 from tempo_assets.core.evaluation.predictions import (
-    _build_predictions, _frame_raw, _read_pairs, _read_prediction_file,
+    _build_predictions, _read_pairs, _read_prediction_file,
 )
 from tempo_assets.core.evaluation.metrics import (
     EvalOptions, _Prepared, _evaluate_setup, _setup, _setup_of, prepared_predictions,
@@ -117,7 +117,7 @@ def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
     """
     opts = EvalOptions.of(options)
     setup = _setup_of(eval_ontology, ground_truth, opts)
-    prepared = prepared_predictions(setup, _frame_raw(predictions), opts)
+    prepared = prepared_predictions(setup, predictions, opts)
     df = _evaluate_setup(setup, prepared) if prepared.preds else None
     if df is None:
         columns = FRAME_COLUMNS.copy()
