@@ -26,7 +26,7 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import paired_bootstraps
 from tempo_assets.core.evaluation.metrics import from_keywords
 from tempo_assets.core.evaluation.scoring import (
-    HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, by_aspect, cell_predictions, evaluation_cells, score_methods,
+    HEADLINE, METRIC_ALIASES, METRICS, CellFrames, ScoringOptions, score_methods,
 )
 
 __all__ = [
@@ -104,12 +104,15 @@ def protein_binding_only_targets(ground_truth: pd.DataFrame, known: pd.DataFrame
 @dataclass(frozen=True)
 class PairedRequest:
     """What :func:`paired_differences` compares: ``metric``, the terms of interest ``toi``, each
-    method's VALID ``taus`` ``(method, mode, aspect) -> tau`` and the targets' sequence ``clusters``."""
+    method's VALID ``taus`` ``(method, mode, aspect) -> tau``, the targets' sequence ``clusters`` and
+    the ``frames`` (``core.evaluation.scoring.CellFrames``) of the same growth and methods another pass
+    cut (None: cut here)."""
 
     metric: str = "f_at_valid_tau"
     toi: Iterable[str] | None = None
     taus: Mapping[tuple[str, str, str], float] | None = None
     clusters: Any = None
+    frames: CellFrames | None = None
 
     @classmethod
     def of(cls, extras: Mapping[str, Any]) -> PairedRequest:
@@ -122,7 +125,7 @@ class PairedRequest:
                        toi=None if made.toi is None else sorted(set(made.toi)))
 
 
-def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], split: Mapping, request: PairedRequest):
+def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], frames: CellFrames, request: PairedRequest):
     """(``{pair index: rows}`` settled without a bootstrap, the predictions, the pairs to bootstrap)."""
     at_tau, n_proteins = request.metric == HEADLINE, int(cell.truth["protein"].nunique())
     settled: dict[int, list[dict]] = {}
@@ -137,7 +140,7 @@ def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], split: 
             continue
         for m in (a, b):
             if m not in preds:
-                preds[m] = cell_predictions(split[m], cell)
+                preds[m] = frames.of(m, (cell.mode, cell.aspect))
         if preds[a].empty and preds[b].empty:
             # neither method predicts anything here: no replicate has a value to compare
             settled[i] = [{**key, "a": a, "b": b, "delta": 0.0, "n_proteins": n_proteins}]
@@ -167,16 +170,16 @@ def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, 
     """
     req = PairedRequest.of(request)
     at_tau = req.metric == HEADLINE
-    split = {name: by_aspect(frame) for name, frame in methods.items()}
-    cells = list(evaluation_cells(*growth).items())
     pairs = list(pairs)
     for name in {m for pair in pairs for m in pair}:
         if name not in methods:
             raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
+    frames = CellFrames(growth, methods) if req.frames is None else req.frames.check(growth, methods)
+    cells = list(frames.cells.items())
     slots: dict[tuple[int, int], list[dict]] = {}
     for c, ((mode, aspect), cell) in enumerate(cells):
         key = {"profile": options.profile, "mode": mode, "aspect": aspect, "metric": req.metric}
-        settled, preds, todo = _cell_pairs(cell, key, pairs, split, req)
+        settled, preds, todo = _cell_pairs(cell, key, pairs, frames, req)
         slots.update({(i, c): rows for i, rows in settled.items()})
         if not todo:
             continue

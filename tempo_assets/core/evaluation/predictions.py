@@ -410,13 +410,26 @@ def _prediction_columns(predictions: pd.DataFrame) -> None:
         raise EvaluationInputError("predictions need 'protein', 'term' and 'score' columns")
 
 
+def _string_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 codes, object uniques) of a column's values as strings, in first-seen order.
+
+    ``pd.factorize`` of the column as Python strings; a string column without missing values is
+    factorised as it is held (Arrow's dictionary encoding, no Python string per row): the same
+    codes and uniques.
+    """
+    if isinstance(column.dtype, pd.StringDtype) and not column.hasnans:
+        codes, uniques = pd.factorize(column)
+    else:
+        codes, uniques = pd.factorize(column.astype(str).to_numpy(dtype=object))
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
 def _frame_raw(predictions: pd.DataFrame) -> _Raw:
     _prediction_columns(predictions)
-    return _Raw.from_values(
-        predictions["protein"].astype(str).to_numpy(dtype=object),
-        predictions["term"].astype(str).to_numpy(dtype=object),
-        pd.to_numeric(predictions["score"], errors="raise").to_numpy(dtype=np.float64),
-        np.arange(len(predictions), dtype=np.int64), "<predictions frame>")
+    (p_codes, proteins), (t_codes, terms) = _string_codes(predictions["protein"]), _string_codes(predictions["term"])
+    scores = pd.to_numeric(predictions["score"], errors="raise").to_numpy(dtype=np.float64)
+    return _Raw(p_codes, proteins, t_codes, terms, None, None, scores,
+                np.arange(len(predictions), dtype=np.int64), "<predictions frame>")
 
 
 # --------------------------------------------------------------------------------------------

@@ -175,12 +175,44 @@ def cell_predictions(split: Mapping[str, pd.DataFrame], cell: Cell) -> pd.DataFr
     predictions = split.get(cell.aspect)
     if predictions is None:
         return pd.DataFrame(columns=["protein", "term", "score"])
-    return predictions[predictions["protein"].isin(cell.proteins)][["protein", "term", "score"]]
+    return predictions[["protein", "term", "score"]][predictions["protein"].isin(cell.proteins)]
 
 
 def by_aspect(predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Predictions split once per aspect (cells filter these small frames, not the whole one)."""
     return {a: rows for a, rows in predictions.groupby("aspect", sort=False, observed=True)}
+
+
+class CellFrames:
+    """Each method's predictions cut to each cell of one growth once, for every pass that scores them.
+
+    Built from ``growth`` ``(targets, ground_truth, known)`` and ``methods`` (name -> predictions): the
+    cells (:func:`evaluation_cells`) and, per (method, cell), :func:`cell_predictions` of the method
+    split by aspect once. :func:`score_profile` and ``core.evaluation.benchmark.paired_differences``
+    given the same object (``frames=``) read its cells and frames instead of cutting them again; each
+    first checks that it was built from the very growth and predictions it scores.
+    """
+
+    def __init__(self, growth: tuple, methods: Mapping[str, pd.DataFrame]) -> None:
+        self.growth, self.methods = tuple(growth), methods
+        self.cells = evaluation_cells(*self.growth)
+        self._split: dict[str, dict[str, pd.DataFrame]] = {}
+        self._frames: dict[tuple, pd.DataFrame] = {}
+
+    def check(self, growth: tuple, methods: Mapping[str, pd.DataFrame]) -> CellFrames:
+        """This object, when built from ``growth`` and ``methods`` themselves; else a clear error."""
+        same_growth = len(growth) == len(self.growth) and all(a is b for a, b in zip(growth, self.growth))
+        if not same_growth or any(self.methods.get(name) is not frame for name, frame in methods.items()):
+            raise TempoInputError("frames: cut from other targets, ground truth or predictions than those scored")
+        return self
+
+    def of(self, name: str, key: tuple[str, str]) -> pd.DataFrame:
+        """``protein, term, score`` of method ``name`` in the cell ``key`` (mode, aspect)."""
+        if (name, key) not in self._frames:
+            if name not in self._split:
+                self._split[name] = by_aspect(self.methods[name])
+            self._frames[(name, key)] = cell_predictions(self._split[name], self.cells[key])
+        return self._frames[(name, key)]
 
 
 def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.DataFrame,
@@ -324,6 +356,7 @@ class ScoringExtras:
     strata : DataFrame ``protein, aspect, identity_stratum`` (``core.neighbours.homology.max_train_identity``)
         of the targets; each method of ``strata_methods`` (None: all) with a VALID threshold gets
         one :data:`STRATA_COLUMNS` row per (mode, aspect, stratum) holding targets
+    frames : :class:`CellFrames` of the same growth and methods, shared with other passes (None: cut here)
     """
 
     toi: Iterable[str] | None = None
@@ -332,6 +365,7 @@ class ScoringExtras:
     clusters: Any = None
     strata: pd.DataFrame | None = None
     strata_methods: Iterable[str] | None = None
+    frames: CellFrames | None = None
 
     @classmethod
     def of(cls, extras: Mapping[str, Any]) -> ScoringExtras:
@@ -368,19 +402,18 @@ class _ProfileTables:
     strata: list = field(default_factory=list)
 
 
-def _score_method(eval_ontology, cells: Mapping, method: tuple[str, pd.DataFrame], options: ScoringOptions,
+def _score_method(eval_ontology, frames: CellFrames, method: tuple[str, pd.DataFrame], options: ScoringOptions,
                   extras: ScoringExtras, tables: _ProfileTables) -> None:
     """Every cell of one ``(name, predictions)`` method into ``tables``."""
     name, predictions = method
     require_columns(predictions, ("protein", "term", "aspect", "score"), f"predictions of {name}")
-    split = by_aspect(predictions)
     ci_methods = None if extras.ci_methods is None else set(extras.ci_methods)
     strata_methods = None if extras.strata_methods is None else set(extras.strata_methods)
     cell_options = options if ci_methods is None or name in ci_methods else replace(options, n_boot=0)
     with_strata = extras.strata is not None and (strata_methods is None or name in strata_methods)
     by_aspect_strata = _strata_by_aspect(extras.strata)
-    for (mode, aspect), cell in cells.items():
-        preds = cell_predictions(split, cell)
+    for (mode, aspect), cell in frames.cells.items():
+        preds = frames.of(name, (mode, aspect))
         key = {"profile": options.profile, "method": name, "mode": mode, "aspect": aspect}
         counts = {**key, "n_targets": len(cell.targets), "truth_proteins": int(cell.truth["protein"].nunique()),
                   "truth_pairs": len(cell.truth), "truth_sha256": cell.truth_sha256, "predicted_pairs": len(preds)}
@@ -405,7 +438,7 @@ def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
     """Every method on the same targets under one profile (``options.profile``), per (mode, aspect).
 
     Parameters as in :func:`score_methods`; ``extras``: :class:`ScoringExtras` (``toi``,
-    ``ci_methods``, ``taus``, ``clusters``, ``strata``, ``strata_methods``).
+    ``ci_methods``, ``taus``, ``clusters``, ``strata``, ``strata_methods``, ``frames``).
 
     Returns
     -------
@@ -413,9 +446,10 @@ def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
     """
     extras = ScoringExtras.of(extras)
     tables = _ProfileTables()
-    cells = evaluation_cells(targets, ground_truth, known)
+    growth = (targets, ground_truth, known)
+    frames = CellFrames(growth, methods) if extras.frames is None else extras.frames.check(growth, methods)
     for method in methods.items():
-        _score_method(eval_ontology, cells, method, options, extras, tables)
+        _score_method(eval_ontology, frames, method, options, extras, tables)
     # no cell has a target (e.g. a window with no TEST growth): zero rows, every column still there
     summary = pd.DataFrame(tables.rows) if tables.rows else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     ordered = [c for c in SUMMARY_COLUMNS if c in summary.columns]

@@ -23,7 +23,7 @@ from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.neighbours.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
 from tempo_assets.core.labels.ia import ia_counts
 from tempo_assets.core.evaluation.scoring import (
-    MODES, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of,
+    MODES, CellFrames, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of,
 )
 from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe
 from tempo_assets.core.recipe.valid_grid import cafa_scorer
@@ -436,12 +436,15 @@ def score_one_profile(cells: tuple[TestTargets, TestTargets], predictions: Windo
     clusters = None if homology is None else homology.clusters
     newest = [m for m in scored if not m.endswith(OLDER)]
     # the older-cutoff variants get their interval from the paired bootstrap (newer - older)
+    # the summary and the paired bootstrap read each method's predictions cut to each cell once
+    frames = CellFrames(args[1:], scored)
     result = score_profile(*args, scored, options=options, toi=test.toi, ci_methods=newest, taus=taus,
                            clusters=clusters, strata=None if homology is None else homology.identity,
-                           strata_methods=newest)
+                           strata_methods=newest, frames=frames)
     pairs = [(options.reference, b) for b in scored if b != options.reference and not b.endswith(OLDER)]
     pairs += [(m[: -len(OLDER)], m) for m in scored if m.endswith(OLDER)]
-    paired = paired_differences(args[0], args[1:], scored, pairs, options=options, toi=test.toi, taus=taus, clusters=clusters)
+    paired = paired_differences(args[0], args[1:], scored, pairs, options=options, toi=test.toi, taus=taus,
+                                clusters=clusters, frames=frames)
     decayed = decay_table(result.summary, paired, OLDER) if decay else pd.DataFrame()
     return result.summary, paired, decayed, result.curves, tau_table, result.strata
 
