@@ -122,7 +122,7 @@ class PairedRequest:
         if metric not in METRICS and metric != HEADLINE:
             raise TempoInputError(f"metric {metric!r} unknown (choose from {sorted(METRICS) + [HEADLINE]})")
         return replace(made, metric=metric, taus=made.taus or {},
-                       toi=None if made.toi is None else sorted(set(made.toi)))
+                       toi=None if made.toi is None else frozenset(made.toi))
 
 
 def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], frames: CellFrames, request: PairedRequest):

@@ -32,7 +32,7 @@ from tempo_assets.core.labels.annotations import require_columns
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
 from tempo_assets.core.evaluation.metrics import from_keywords
-from tempo_assets.core.evaluation.tables import evaluate_frames
+from tempo_assets.core.evaluation.tables import evaluated_rows
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
@@ -223,10 +223,13 @@ def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.
     ``prop``, ``setups``: None for the ontology's own cache, keyed by content).
     """
     ns = NAMESPACES[aspect]
-    df_all = evaluate_frames(eval_ontology, truth, predictions, **options)
-    if df_all is None or len(df_all) == 0 or ns not in set(df_all.index.get_level_values("ns")):
+    rows = evaluated_rows(eval_ontology, truth, predictions, **options)
+    rows = None if rows is None else rows[rows["ns"] == ns]
+    if rows is None or len(rows) == 0:
         return pd.DataFrame()
-    return df_all.loc[ns].reset_index().assign(ns=ns)
+    # evaluate_frames' rows of ns, indexed by tau, with the index back as the first column
+    columns = ["tau"] + [c for c in rows.columns if c not in ("ns", "tau")]
+    return rows[columns].reset_index(drop=True).assign(ns=ns)
 
 
 def curve_best(curve: pd.DataFrame | None, column: str = "f") -> tuple[float, float | None, float]:
@@ -371,8 +374,8 @@ class ScoringExtras:
     def of(cls, extras: Mapping[str, Any]) -> ScoringExtras:
         """The extras from keyword arguments; an unknown key is named in the error."""
         made = from_keywords(cls, extras, "score_profile: unknown argument(s)", TempoInputError)
-        # one sorted list for every cell (the setups are keyed by the set of terms)
-        return made if made.toi is None else replace(made, toi=sorted(set(made.toi)))
+        # one frozenset for every cell: the setups are keyed by the set of terms, which a frozenset is (no copy per call)
+        return made if made.toi is None else replace(made, toi=frozenset(made.toi))
 
 
 def _strata_by_aspect(strata: pd.DataFrame | None) -> dict[str, dict[str, str]]:

@@ -115,15 +115,21 @@ def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
     ``setups``: a :class:`SetupCache`, None for the ontology's own (keyed by content); ``norm``,
     ``prop``, ``max_terms``, ``th_step``).
     """
+    df = evaluated_rows(eval_ontology, ground_truth, predictions, **options)
+    if df is None:
+        columns = FRAME_COLUMNS.copy()
+        return pd.DataFrame(columns=columns).set_index(["ns", "tau"])
+    return df.set_index(["ns", "tau"])
+
+
+def evaluated_rows(eval_ontology: EvalOntology, ground_truth: pd.DataFrame, predictions: pd.DataFrame,
+                   **options) -> pd.DataFrame | None:
+    """:func:`evaluate_frames`' rows with ``ns`` and ``tau`` as columns (None: nothing evaluated)."""
     opts = EvalOptions.of(options)
     setup = _setup_of(eval_ontology, ground_truth, opts)
     prepared = prepared_predictions(setup, predictions, opts)
     df = _evaluate_setup(setup, prepared) if prepared.preds else None
-    if df is None:
-        columns = FRAME_COLUMNS.copy()
-        return pd.DataFrame(columns=columns).set_index(["ns", "tau"])
-    df = df[df["cov"] > 0].reset_index(drop=True)
-    return df.set_index(["ns", "tau"])
+    return None if df is None else df[df["cov"] > 0].reset_index(drop=True)
 
 
 def _ns_name(ns: str) -> str:
