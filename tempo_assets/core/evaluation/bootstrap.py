@@ -86,7 +86,7 @@ def _values(sums: _Sums, counts: np.ndarray, reading: _Reading) -> np.ndarray:
     in a replicate: F is then 0 (nothing predicted), S undefined (NaN).
     """
     kind, norm = reading.kind, reading.norm
-    cnt = counts.astype(float)
+    cnt = np.asarray(counts, dtype=float)  # the draws are float already: no copy
     n = cnt @ sums.covered.T  # (n_rep, n_cols)
     ne = cnt.sum(axis=1, keepdims=True)
 
