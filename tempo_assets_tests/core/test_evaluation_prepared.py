@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, bootstrap_cis, evaluate_frames, paired_bootstraps
-from tempo_assets.core.evaluation import bootstrap, metrics
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.evaluation import bootstrap, metrics, scoring
+from tempo_assets.core.evaluation import predictions as predictions_module
 from tempo_assets.core.evaluation.benchmark import paired_differences
 from tempo_assets.core.evaluation.scoring import ScoringOptions, score_profile
 from tempo_assets.core.neighbours.homology import cluster_resample_counts
@@ -136,3 +138,92 @@ def test_a_window_sets_up_each_cell_once_for_every_method_profile_pass_and_pair(
     score_profile(eo, targets, gt, None, methods, options=options, taus=taus)
     paired_differences(eo, (targets, gt, None), methods, [("a", "b")], options=options, taus=taus)
     assert len(set_up) == targets["aspect"].nunique()
+
+
+def test_predictions_changed_in_place_are_prepared_again(toy):
+    """Prepared predictions are keyed by the frame's content, never its identity."""
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 6, n_proteins=10)
+    eo = EvalOntology.from_obo(path)
+    evaluate_frames(eo, gt, preds)
+    preds.loc[preds.index[:5], "score"] = 0.999  # the same object, other content
+    pd.testing.assert_frame_equal(evaluate_frames(eo, gt, preds), evaluate_frames(EvalOntology.from_obo(path), gt, preds))
+
+
+def test_the_sums_of_every_threshold_at_once_are_the_per_threshold_loop_bits():
+    """cafaeval sums each threshold's row alone; one row-wise reduction gives the same bits."""
+    rng = np.random.default_rng(3)
+    for n_p in (0, 1, 9, 8191, 8193, 20000):  # numpy sums pairwise in blocks; rows beyond one buffer too
+        n_pred = rng.random((101, n_p)) * 5 * (rng.random((101, n_p)) > 0.3)
+        tp = n_pred * rng.random((101, n_p))
+        n_gt = rng.random(n_p) * 4 * (rng.random(n_p) > 0.1)
+        contrib = metrics._Contrib(n_pred, tp, n_pred - tp, n_gt[None, :] - tp, n_gt)
+        expected = np.zeros((101, 6))
+        for k in range(101):
+            expected[k] = [(n_pred[k] > 0).sum(), tp[k].sum(), contrib.fp[k].sum(), contrib.fn[k].sum(),
+                           np.divide(tp[k], n_pred[k], out=np.zeros(n_p), where=n_pred[k] > 0).sum(),
+                           np.divide(tp[k], n_gt, out=np.zeros(n_p), where=n_gt > 0).sum()]
+        assert metrics._sum_metrics(contrib).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["str", object, "string[python]"])
+def test_a_string_column_factorises_as_its_python_strings(dtype):
+    values = ["Q9", "P1", "Q9", "A0", "P1", "Z7"]
+    column = pd.Series(values, dtype=dtype)
+    codes, uniques = predictions_module._string_codes(column)
+    expected_codes, expected_uniques = pd.factorize(np.asarray(values, dtype=object))
+    np.testing.assert_array_equal(codes, expected_codes)
+    assert codes.dtype == np.int64 and uniques.dtype == object and list(uniques) == list(expected_uniques)
+
+
+def _window(toy, seed: int):
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, seed, n_proteins=14)
+    aspect_of = {t: aspect for aspect, name in NAMES.items() for t in parents[name]}
+    gt = gt[gt["term"].isin(aspect_of)].assign(aspect=lambda f: f["term"].map(aspect_of))
+    preds = preds[preds["term"].isin(aspect_of)].assign(aspect=lambda f: f["term"].map(aspect_of))
+    targets = gt[["protein", "aspect"]].drop_duplicates()
+    targets = targets.assign(mode=np.where(np.arange(len(targets)) % 2, "NK", "LK"))
+    methods = {"a": preds, "b": preds.assign(score=np.random.default_rng(seed).random(len(preds))),
+               "a@t-1": preds.sample(frac=0.7, random_state=seed)}
+    taus = {(m, mode, aspect): 0.3 + 0.1 * i for i, m in enumerate(methods) for mode in ("NK", "LK") for aspect in NAMES}
+    clusters = {p: i // 2 for i, p in enumerate(sorted(set(targets["protein"])))}
+    return path, (targets, gt, None), methods, taus, clusters
+
+
+def test_a_profile_and_its_pairs_cut_each_cell_once_and_score_what_they_score_alone(toy, monkeypatch):
+    """The summary's intervals and the pairs read shared frames, setups, draws and replicates: each
+    number equals the one computed alone (a fresh ontology, nothing shared)."""
+    path, growth, methods, taus, clusters = _window(toy, 7)
+    options, pairs = ScoringOptions(n_boot=30, seed=2), [("a", "b"), ("a", "a@t-1")]
+    request = {"taus": taus, "clusters": clusters}
+    alone = score_profile(EvalOntology.from_obo(path), *growth, methods, options=options, **request)
+    paired_alone = paired_differences(EvalOntology.from_obo(path), growth, methods, pairs, options=options, **request)
+    cut = []
+    real = scoring.cell_predictions
+    monkeypatch.setattr(scoring, "cell_predictions", lambda *a: cut.append(1) or real(*a))
+    eo, frames = EvalOntology.from_obo(path), scoring.CellFrames(growth, methods)
+    shared = score_profile(eo, *growth, methods, options=options, frames=frames, **request)
+    paired = paired_differences(eo, growth, methods, pairs, options=options, frames=frames, **request)
+    pd.testing.assert_frame_equal(shared.summary, alone.summary)
+    pd.testing.assert_frame_equal(shared.curves, alone.curves)
+    pd.testing.assert_frame_equal(paired, paired_alone)
+    assert len(cut) == len(methods) * len(frames.cells)
+    for (mode, aspect), cell in frames.cells.items():  # each method's interval equals its own bootstrap alone
+        row = shared.summary[(shared.summary["method"] == "b") & (shared.summary["mode"] == mode)
+                             & (shared.summary["aspect"] == aspect)].iloc[0]
+        own = bootstrap_ci(EvalOntology.from_obo(path), cell.truth, frames.of("b", (mode, aspect)), metric="f",
+                           tau=taus[("b", mode, aspect)], n_boot=30, seed=2, clusters=clusters)
+        ns = next(iter(own))
+        assert (row["f_at_valid_tau_low"], row["f_at_valid_tau_cluster_high"]) == (own[ns]["low"], own[ns]["cluster_high"])
+
+
+def test_frames_cut_from_other_predictions_are_refused(toy):
+    path, growth, methods, taus, _ = _window(toy, 8)
+    frames = scoring.CellFrames(growth, methods)
+    other = {**methods, "b": methods["b"].copy()}
+    with pytest.raises(TempoInputError, match="frames: cut from other"):
+        score_profile(EvalOntology.from_obo(path), *growth, other, options=ScoringOptions(n_boot=0), frames=frames)
+    with pytest.raises(TempoInputError, match="frames: cut from other"):
+        paired_differences(EvalOntology.from_obo(path), (growth[0].copy(), *growth[1:]), methods, [("a", "b")],
+                           frames=frames, taus=taus)
