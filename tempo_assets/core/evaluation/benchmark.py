@@ -174,7 +174,9 @@ def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, 
     for name in {m for pair in pairs for m in pair}:
         if name not in methods:
             raise TempoInputError(f"paired bootstrap: no method {name!r} (have {sorted(methods)})")
-    frames = CellFrames(growth, methods) if req.frames is None else req.frames.check(growth, methods)
+    # alone: every method's split held for the pairs of each cell, a cell's frames only while it is scored
+    frames = (CellFrames(growth, methods, keep_frames=False, keep_splits=True) if req.frames is None
+              else req.frames.check(growth, methods))
     cells = list(frames.cells.items())
     slots: dict[tuple[int, int], list[dict]] = {}
     for c, ((mode, aspect), cell) in enumerate(cells):

@@ -190,11 +190,17 @@ class CellFrames:
     cells (:func:`evaluation_cells`) and, per (method, cell), :func:`cell_predictions` of the method
     split by aspect once. :func:`score_profile` and ``core.evaluation.benchmark.paired_differences``
     given the same object (``frames=``) read its cells and frames instead of cutting them again; each
-    first checks that it was built from the very growth and predictions it scores.
+    first checks that it was built from the very growth and predictions it scores. Shared, it holds
+    every cut frame (about the methods' predictions of the targets, what a paired bootstrap alone holds
+    split by aspect) until it is dropped, and one method's split at a time: the summary cuts every
+    cell of a method before the next. A pass alone holds what it held when it cut its own:
+    ``keep_frames=False`` holds no cut frame, ``keep_splits=True`` every method's split.
     """
 
-    def __init__(self, growth: tuple, methods: Mapping[str, pd.DataFrame]) -> None:
+    def __init__(self, growth: tuple, methods: Mapping[str, pd.DataFrame], keep_frames: bool = True,
+                 keep_splits: bool = False) -> None:
         self.growth, self.methods = tuple(growth), methods
+        self.keep_frames, self.keep_splits = keep_frames, keep_splits
         self.cells = evaluation_cells(*self.growth)
         self._split: dict[str, dict[str, pd.DataFrame]] = {}
         self._frames: dict[tuple, pd.DataFrame] = {}
@@ -208,11 +214,16 @@ class CellFrames:
 
     def of(self, name: str, key: tuple[str, str]) -> pd.DataFrame:
         """``protein, term, score`` of method ``name`` in the cell ``key`` (mode, aspect)."""
-        if (name, key) not in self._frames:
-            if name not in self._split:
-                self._split[name] = by_aspect(self.methods[name])
-            self._frames[(name, key)] = cell_predictions(self._split[name], self.cells[key])
-        return self._frames[(name, key)]
+        if (name, key) in self._frames:
+            return self._frames[(name, key)]
+        if name not in self._split:
+            if not self.keep_splits:
+                self._split.clear()
+            self._split[name] = by_aspect(self.methods[name])
+        frame = cell_predictions(self._split[name], self.cells[key])
+        if self.keep_frames:
+            self._frames[(name, key)] = frame
+        return frame
 
 
 def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.DataFrame,
@@ -450,7 +461,8 @@ def score_profile(eval_ontology, targets: pd.DataFrame, ground_truth: pd.DataFra
     extras = ScoringExtras.of(extras)
     tables = _ProfileTables()
     growth = (targets, ground_truth, known)
-    frames = CellFrames(growth, methods) if extras.frames is None else extras.frames.check(growth, methods)
+    frames = (CellFrames(growth, methods, keep_frames=False) if extras.frames is None
+              else extras.frames.check(growth, methods))
     for method in methods.items():
         _score_method(eval_ontology, frames, method, options, extras, tables)
     # no cell has a target (e.g. a window with no TEST growth): zero rows, every column still there
