@@ -6,6 +6,8 @@
 - Tampered in the store (content changed, recorded hash kept), ``frozen_recipe__hash_matches`` fails,
   ``tempo materialize`` stops before TEST, and a TEST run launched anyway refuses before it claims or
   reads anything.
+- Its rerankers, fitted once on the window's TRAIN labels by ``valid_selection``, are frozen with it and
+  read by ``test_score`` and ``benchmark`` (at t0 and t-1), never refitted there.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import pytest
 
 from tempo_assets.checks import CHECKS
 from tempo_assets.cli.graph_cmd import run_steps
+from tempo_assets.core.base.windows import parse_window_key
+from tempo_assets.core.recipe import frozen_recipe as frozen_recipe_module
 from tempo_assets.core.storage.artefact_types import FrozenRecipe
 from tempo_assets.core.recipe.selection import recipe_hash
 from tempo_assets.core.storage.claims import ClaimStore
@@ -119,3 +123,20 @@ def test_a_tampered_stored_recipe_fails_its_check_and_test_is_never_read(unscore
     assert any(c.startswith("TempoInputError: ") and wanted in c for c in failures["test_growth"]), failures
     assert ClaimStore.beside(unscored.artefacts).claims_of(window) == {}
     assert not store.exists("test_growth", window) and not store.exists("test_score", window)
+
+
+def test_test_score_and_benchmark_read_the_rerankers_frozen_with_the_recipe(unscored, monkeypatch):
+    window, store = unscored.plan.windows[0], unscored.store()
+    stored = store.open("frozen_recipe", window)
+    reranked = sorted(a for a, c in stored.value.recipe["aspects"].items() if c["variant"] == "lgbm")
+    assert reranked and sorted(stored.value.rerankers.models) == reranked  # fitted once, by valid_selection
+    labels = parse_window_key(window).recipe_labels
+    assert stored.meta["rerankers_fitted_on"] == f"reranker_labels[{labels}]"
+    assert stored.meta["rerankers_cutoff"] == store.read_meta("reranker_labels", labels)["cutoff"]
+
+    def refit(*args, **kwargs):
+        raise AssertionError("a reranker frozen with the recipe was refitted")
+
+    monkeypatch.setattr(frozen_recipe_module, "train_reranker", refit)
+    result = materialize(unscored, ["test_growth", "test_score", "benchmark"])
+    assert result.success, step_failures(unscored.instance, result.run_id)
