@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import dagster as dg
@@ -140,3 +141,25 @@ def test_test_score_and_benchmark_read_the_rerankers_frozen_with_the_recipe(unsc
     monkeypatch.setattr(frozen_recipe_module, "train_reranker", refit)
     result = materialize(unscored, ["test_growth", "test_score", "benchmark"])
     assert result.success, step_failures(unscored.instance, result.run_id)
+
+
+def test_rerankers_of_another_window_or_past_train_fail_the_check_and_are_never_scored(unscored):
+    window, store = unscored.plan.windows[0], unscored.store()
+    stored = store.open("frozen_recipe", window)
+    other = parse_window_key(window)
+    other = "__".join([other.t_minus_1, other.t0, other.t1, "2099-01-01"])
+    meta = {k: v for k, v in stored.meta.items() if k not in ("asset", "partition", "sha256", "file", "format",
+                                                             "version", "written_at", "run_id")}
+    # plant: the rerankers of another window, their recorded sha256 and the recipe's hash kept
+    moved = dataclasses.replace(stored.value.rerankers, window=other)
+    store.write("frozen_recipe", window, dataclasses.replace(stored.value, rerankers=moved), meta,
+                run_id=stored.meta.get("run_id"))
+    result = materialize(unscored, ["frozen_recipe"])
+    [evaluation] = [e for e in result.get_asset_check_evaluations() if e.check_name == "frozen_recipe__hash_matches"]
+    assert not evaluation.passed
+    assert f"fitted for window {other}, not {window}" in evaluation.metadata["rerankers"].value
+    # a TEST score launched anyway refuses to score with them
+    result = materialize(unscored, ["test_growth", "test_score"])
+    failures = step_failures(unscored.instance, result.run_id)
+    assert any(f"fitted for window {other}, not {window}" in c for c in failures["test_score"]), failures
+    assert not store.exists("test_score", window)
