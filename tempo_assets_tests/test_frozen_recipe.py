@@ -158,8 +158,10 @@ def test_rerankers_of_another_window_or_past_train_fail_the_check_and_are_never_
     [evaluation] = [e for e in result.get_asset_check_evaluations() if e.check_name == "frozen_recipe__hash_matches"]
     assert not evaluation.passed
     assert f"fitted for window {other}, not {window}" in evaluation.metadata["rerankers"].value
-    # a TEST score launched anyway refuses to score with them
+    # a TEST run launched anyway refuses before it claims or reads anything of TEST
     result = materialize(unscored, ["test_growth", "test_score"])
     failures = step_failures(unscored.instance, result.run_id)
-    assert any(f"fitted for window {other}, not {window}" in c for c in failures["test_score"]), failures
-    assert not store.exists("test_score", window)
+    assert list(failures) == ["test_growth"], failures
+    assert any(f"fitted for window {other}, not {window}" in c for c in failures["test_growth"]), failures
+    assert ClaimStore.beside(unscored.artefacts).claims_of(window) == {}
+    assert not store.exists("test_growth", window) and not store.exists("test_score", window)

@@ -49,16 +49,13 @@ def rerankers_problems(fitted: FittedRerankers, window: Window, recorded_sha256:
     return problems
 
 
-def stored_rerankers(recipe: Mapping[str, Any], fitted: FittedRerankers | None, window: Window,
-                     recorded_sha256: str | None, labels_release: str) -> dict[str, Reranker] | None:
-    """The frozen rerankers of ``recipe`` to score with, its rerankers trained on ``labels_release``.
-
-    ``None`` (the caller refits on its labels) when none were stored (a recipe frozen before they were
-    kept) or the recipe is trained on other labels here. Raises ``TempoInputError`` when they belong to
-    another window, no longer hash to what was frozen, or miss an aspect the recipe reranks.
-    """
+def check_rerankers(recipe: Mapping[str, Any], fitted: FittedRerankers | None, window: Window,
+                    recorded_sha256: str | None) -> None:
+    """Raise ``TempoInputError`` when ``recipe``'s kept rerankers belong to another window, were fitted on
+    other labels than its TRAIN labels, no longer hash to what was frozen, or miss an aspect the recipe
+    reranks (nothing to check when none were kept). Run before TEST is claimed."""
     if fitted is None:
-        return None
+        return
     problems = rerankers_problems(fitted, window, recorded_sha256)
     lacking = sorted(a for a, c in recipe["aspects"].items() if c["variant"] != "none" and a not in fitted.models)
     if lacking:
@@ -66,7 +63,17 @@ def stored_rerankers(recipe: Mapping[str, Any], fitted: FittedRerankers | None, 
     if problems:
         raise TempoInputError(f"the frozen rerankers of window {window.key}: {'; '.join(problems)}: refusing to "
                               "score with them", path=f"frozen_recipe[{window.key}].rerankers")
-    if fitted.labels_release != labels_release:
+
+
+def stored_rerankers(recipe: Mapping[str, Any], fitted: FittedRerankers | None, window: Window,
+                     recorded_sha256: str | None, labels_release: str) -> dict[str, Reranker] | None:
+    """The frozen rerankers of ``recipe`` to score with, its rerankers trained on ``labels_release``.
+
+    ``None`` (the caller refits on its labels) when none were stored (a recipe frozen before they were
+    kept) or the recipe is trained on other labels here; refused as :func:`check_rerankers` says.
+    """
+    check_rerankers(recipe, fitted, window, recorded_sha256)
+    if fitted is None or fitted.labels_release != labels_release:
         return None
     params = {a: c.get("params") or {} for a, c in recipe["aspects"].items()}
     return {aspect: Reranker.from_model_text(text, params.get(aspect)) for aspect, text in fitted.models.items()}
