@@ -15,6 +15,7 @@ from tempo_assets.assets.methods import submission
 from tempo_assets.assets.neighbours import knn_corpus
 from tempo_assets.assets.recipe import frozen_recipe, valid_selection
 from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.pipeline.frozen_rerankers import rerankers_problems
 from tempo_assets.core.storage.artefacts import ArtefactStore
 from tempo_assets.partitions import CUTOFFS, RELEASES, WINDOWS, parse_window_key
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
@@ -85,13 +86,22 @@ def valid_selection__no_test_lineage(context, archive: ArchiveResource, artefact
 
 
 @dg.asset_check(asset=frozen_recipe, name="frozen_recipe__hash_matches", blocking=True, partitions_def=WINDOWS,
-                description="the stored recipe still hashes to the frozen recipe_hash")
-def frozen_recipe__hash_matches(context, artefact_store: ArtefactStoreResource):
+                description="the stored recipe still hashes to the frozen recipe_hash; its rerankers (if kept) "
+                            "still hash to rerankers_sha256, were fitted for this window on its TRAIN labels, "
+                            "and their cutoff is within TRAIN (t-1)")
+def frozen_recipe__hash_matches(context, archive: ArchiveResource, artefact_store: ArtefactStoreResource):
     from tempo_assets.core.recipe.selection import recipe_hash
 
     artefact = artefact_store.store().open("frozen_recipe", context.partition_key)
     actual = recipe_hash(artefact.value["recipe"])
-    return dg.AssetCheckResult(passed=actual == artefact.meta.get("recipe_hash"), metadata={"recipe_hash": actual})
+    window, fitted, meta = parse_window_key(context.partition_key), artefact.value.get("rerankers"), artefact.meta
+    problems = [] if fitted is None else rerankers_problems(fitted, window, meta.get("rerankers_sha256"))
+    train_cutoff, fitted_cutoff = archive.cutoff_of(window.bound_of("train")), meta.get("rerankers_cutoff")
+    if fitted is not None and not (fitted_cutoff and parse_date(fitted_cutoff) <= train_cutoff):
+        problems.append(f"rerankers_cutoff {fitted_cutoff} is not within the TRAIN cutoff {train_cutoff}")
+    said = "; ".join(problems) or ("none kept (refitted where read)" if fitted is None else "ok")
+    return dg.AssetCheckResult(passed=actual == meta.get("recipe_hash") and not problems,
+                               metadata={"recipe_hash": actual, "rerankers": said})
 
 
 @dg.asset_check(asset=test_score, name="test_score__recipe_frozen_before_test", blocking=True, partitions_def=WINDOWS,

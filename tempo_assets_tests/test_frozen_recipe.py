@@ -6,10 +6,13 @@
 - Tampered in the store (content changed, recorded hash kept), ``frozen_recipe__hash_matches`` fails,
   ``tempo materialize`` stops before TEST, and a TEST run launched anyway refuses before it claims or
   reads anything.
+- Its rerankers, fitted once on the window's TRAIN labels by ``valid_selection``, are frozen with it and
+  read by ``test_score`` and ``benchmark`` (at t0 and t-1), never refitted there.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import dagster as dg
@@ -17,6 +20,8 @@ import pytest
 
 from tempo_assets.checks import CHECKS
 from tempo_assets.cli.graph_cmd import run_steps
+from tempo_assets.core.base.windows import parse_window_key
+from tempo_assets.core.recipe import frozen_recipe as frozen_recipe_module
 from tempo_assets.core.storage.artefact_types import FrozenRecipe
 from tempo_assets.core.recipe.selection import recipe_hash
 from tempo_assets.core.storage.claims import ClaimStore
@@ -117,5 +122,46 @@ def test_a_tampered_stored_recipe_fails_its_check_and_test_is_never_read(unscore
     assert list(failures) == ["test_growth"], failures
     wanted = f"hashes to {tampered}, not the frozen {frozen}: refusing to score TEST"
     assert any(c.startswith("TempoInputError: ") and wanted in c for c in failures["test_growth"]), failures
+    assert ClaimStore.beside(unscored.artefacts).claims_of(window) == {}
+    assert not store.exists("test_growth", window) and not store.exists("test_score", window)
+
+
+def test_test_score_and_benchmark_read_the_rerankers_frozen_with_the_recipe(unscored, monkeypatch):
+    window, store = unscored.plan.windows[0], unscored.store()
+    stored = store.open("frozen_recipe", window)
+    reranked = sorted(a for a, c in stored.value.recipe["aspects"].items() if c["variant"] == "lgbm")
+    assert reranked and sorted(stored.value.rerankers.models) == reranked  # fitted once, by valid_selection
+    labels = parse_window_key(window).recipe_labels
+    assert stored.meta["rerankers_fitted_on"] == f"reranker_labels[{labels}]"
+    assert stored.meta["rerankers_cutoff"] == store.read_meta("reranker_labels", labels)["cutoff"]
+
+    def refit(*args, **kwargs):
+        raise AssertionError("a reranker frozen with the recipe was refitted")
+
+    monkeypatch.setattr(frozen_recipe_module, "train_reranker", refit)
+    result = materialize(unscored, ["test_growth", "test_score", "benchmark"])
+    assert result.success, step_failures(unscored.instance, result.run_id)
+
+
+def test_rerankers_of_another_window_or_past_train_fail_the_check_and_are_never_scored(unscored):
+    window, store = unscored.plan.windows[0], unscored.store()
+    stored = store.open("frozen_recipe", window)
+    other = parse_window_key(window)
+    other = "__".join([other.t_minus_1, other.t0, other.t1, "2099-01-01"])
+    meta = {k: v for k, v in stored.meta.items() if k not in ("asset", "partition", "sha256", "file", "format",
+                                                             "version", "written_at", "run_id")}
+    # plant: the rerankers of another window, their recorded sha256 and the recipe's hash kept
+    moved = dataclasses.replace(stored.value.rerankers, window=other)
+    store.write("frozen_recipe", window, dataclasses.replace(stored.value, rerankers=moved), meta,
+                run_id=stored.meta.get("run_id"))
+    result = materialize(unscored, ["frozen_recipe"])
+    [evaluation] = [e for e in result.get_asset_check_evaluations() if e.check_name == "frozen_recipe__hash_matches"]
+    assert not evaluation.passed
+    assert f"fitted for window {other}, not {window}" in evaluation.metadata["rerankers"].value
+    # a TEST run launched anyway refuses before it claims or reads anything of TEST
+    result = materialize(unscored, ["test_growth", "test_score"])
+    failures = step_failures(unscored.instance, result.run_id)
+    assert list(failures) == ["test_growth"], failures
+    assert any(f"fitted for window {other}, not {window}" in c for c in failures["test_growth"]), failures
     assert ClaimStore.beside(unscored.artefacts).claims_of(window) == {}
     assert not store.exists("test_growth", window) and not store.exists("test_score", window)

@@ -16,6 +16,8 @@ from tempo_assets.core.audits.removals import MANIFEST_NAME, RemovalLog, log_eva
 from tempo_assets.core.base.dates import parse_date
 from tempo_assets.core.evaluation import EvalOntology
 from tempo_assets.core.labels.ia import ia_series
+from tempo_assets.core.base.windows import parse_window_key
+from tempo_assets.core.pipeline.frozen_rerankers import check_rerankers, rerankers_sha256, stored_rerankers
 from tempo_assets.core.pipeline.workflow import verify_recipe as check_recipe
 from tempo_assets.core.storage.artefacts import Artefact
 from tempo_assets.fingerprints import record_fingerprint
@@ -128,8 +130,31 @@ def eval_ontology(archive, release: str, ia_frame=None, orphans: bool = True):
 
 
 def verify_recipe(frozen: Artefact) -> dict:
-    """The frozen recipe, after checking its content still hashes to what was frozen."""
-    return check_recipe(frozen.value, frozen.meta.get("recipe_hash"), str(frozen.meta.get("partition")))
+    """The frozen recipe, after checking its content still hashes to what was frozen and its rerankers (if
+    kept) are its window's, fitted on its TRAIN labels and unchanged: before anything of TEST is claimed."""
+    window = str(frozen.meta.get("partition"))
+    recipe = check_recipe(frozen.value, frozen.meta.get("recipe_hash"), window)
+    check_rerankers(recipe, frozen.value.get("rerankers"), parse_window_key(window),
+                    frozen.meta.get("rerankers_sha256"))
+    return recipe
+
+
+def frozen_rerankers(frozen: Artefact, window) -> dict | None:
+    """The rerankers frozen with the recipe (fitted on ``window``'s TRAIN labels), checked against what was
+    frozen; ``None`` for a recipe frozen before they were kept (its readers refit them)."""
+    return stored_rerankers(frozen.value["recipe"], frozen.value.get("rerankers"), window,
+                            frozen.meta.get("rerankers_sha256"), window.recipe_labels)
+
+
+def rerankers_metadata(archive, fitted) -> dict[str, Any]:
+    """What the metadata says of a window's fitted rerankers (``FittedRerankers`` or ``None``): their sha256,
+    the TRAIN labels they were fitted on and those labels' cutoff (``frozen_recipe__hash_matches`` checks both)."""
+    if fitted is None:
+        return {}
+    return {"rerankers_sha256": rerankers_sha256(fitted),
+            "rerankers_cutoff": archive.cutoff_of(fitted.labels_release).isoformat(),
+            "rerankers_fitted_on": f"reranker_labels[{fitted.labels_release}]",
+            "rerankers_aspects": ", ".join(sorted(fitted.models))}
 
 
 def growth_removals(growth, methods=None) -> RemovalLog:

@@ -14,7 +14,7 @@ from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from tempo_assets.assets.common import (
-    binding_metadata, growth_removals, removal_metadata, role_in, scalar_metadata, verify_recipe,
+    binding_metadata, frozen_rerankers, growth_removals, removal_metadata, role_in, scalar_metadata, verify_recipe,
 )
 from tempo_assets.assets.labels import warehouse_evaluation_set
 from tempo_assets.core.base.faults import fault_point
@@ -215,7 +215,7 @@ def test_score(
     at_t0 = (s.get(t0) for s in (knn_corpus, ia_weights, embeddings, ontology, sequences, release_annotations))
     lafa = recipe_profile(recipe) == "lafa"  # LAFA's terms of interest and protein-binding filter read t1
     inputs = RecipeAtT0(test_growth, *at_t0, labels=reranker_labels.get(window.recipe_labels),
-                        ontology_t1=ontology.get(t1) if lafa else None)
+                        ontology_t1=ontology.get(t1) if lafa else None, rerankers=frozen_rerankers(frozen_recipe, window))
     settings = ScoreSettings(archive.reader(t1).obo_path(t1), grid.ks, grid.bootstrap_samples, grid.seed)
     scored = score_recipe_on_test(recipe, inputs, settings)
     if not scored.targets:  # nothing grew in (t0, t1]: scored with zero targets, said so, not a crash

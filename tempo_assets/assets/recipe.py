@@ -3,7 +3,9 @@ the chosen recipe frozen (content-hashed, immutable once written)."""
 
 import dagster as dg
 
-from tempo_assets.assets.common import binding_metadata, eval_ontology, growth_removals, removal_metadata, role_in
+from tempo_assets.assets.common import (
+    binding_metadata, eval_ontology, growth_removals, removal_metadata, rerankers_metadata, role_in,
+)
 from tempo_assets.core.pipeline.workflow import CandidateRelease, ValidScoring, select_on_valid
 from tempo_assets.core.recipe.selection import recipe_hash
 from tempo_assets.core.storage.artefact_types import FrozenRecipe
@@ -48,7 +50,7 @@ def valid_selection(
         archive.cutoff_of(new), artefacts=read, window=window.key, window_role="valid",
         profile=selection.recipe["profile"], grid_rows=len(selection.grid), grid=dg.MetadataValue.json(grid.selection_grid()),
         grid_table=dg.MetadataValue.md(selection.grid.to_markdown(index=False)), valid_targets=len(growth.targets),
-        excluded_by_sequence=len(growth.removed),
+        excluded_by_sequence=len(growth.removed), **rerankers_metadata(archive, selection.rerankers),
         **removal_metadata(context, artefact_store, growth_removals(growth, methods))))
 
 
@@ -60,12 +62,14 @@ def valid_selection(
 def frozen_recipe(
     context: dg.AssetExecutionContext, archive: ArchiveResource, valid_selection: Artefact
 ) -> dg.Output:
-    """One recipe per window, chosen on VALID (t-1, t0] and frozen (sha256 of its canonical JSON)."""
+    """One recipe per window, chosen on VALID (t-1, t0] and frozen (sha256 of its canonical JSON), with its
+    rerankers (fitted on the TRAIN labels at t-1, LightGBM's model text) frozen with it."""
     window = parse_window_key(context.partition_key)
-    recipe = valid_selection.value["recipe"]
+    recipe, rerankers = valid_selection.value["recipe"], valid_selection.value.get("rerankers")
     digest = recipe_hash(recipe)
-    return dg.Output(FrozenRecipe(recipe=recipe, recipe_hash=digest, window=window.key), metadata=binding_metadata(
+    frozen = FrozenRecipe(recipe=recipe, recipe_hash=digest, window=window.key, rerankers=rerankers)
+    return dg.Output(frozen, metadata=binding_metadata(
         archive.cutoff_of(window.t0), artefacts=[valid_selection], window=window.key, window_role="valid",
-        recipe_hash=digest))
+        recipe_hash=digest, **rerankers_metadata(archive, rerankers)))
 
 

@@ -29,7 +29,8 @@ HEADLINE_COLUMNS = ("f_at_valid_tau", "valid_tau", "fmax_oracle")
 class RecipeAtT0:
     """What the frozen recipe reads on TEST: the TEST growth, the t0 corpus, IA, embeddings, ontology,
     sequences and annotations, the TRAIN ``labels`` its rerankers were selected with
-    (``Window.recipe_labels``) and, for a recipe selected under lafa, the t1 ontology."""
+    (``Window.recipe_labels``), for a recipe selected under lafa the t1 ontology, and the rerankers
+    frozen with the recipe (fitted on ``labels``, ``core.pipeline.frozen_rerankers``; None: refit on them)."""
 
     test_growth: Artefact
     corpus: Artefact
@@ -40,6 +41,7 @@ class RecipeAtT0:
     annotations: Artefact
     labels: Artefact
     ontology_t1: Artefact | None = None
+    rerankers: Mapping[str, Any] | None = None
 
     def read(self) -> list[Artefact]:
         """The artefacts read, in the order the sidecar lists them."""
@@ -81,7 +83,8 @@ def score_recipe_on_test(recipe: Mapping[str, Any], inputs: RecipeAtT0, settings
                                inputs.annotations.value)
     evaluator = EvalOntology.from_obo(settings.obo_path_t1, ia=ia_series(inputs.ia.value), orphans=not lafa)
     scoring = TestScoring(evaluator, settings.bootstrap_samples, settings.seed,
-                          ontology_t1=None if inputs.ontology_t1 is None else inputs.ontology_t1.value)
+                          ontology_t1=None if inputs.ontology_t1 is None else inputs.ontology_t1.value,
+                          rerankers=inputs.rerankers)
     scores, methods = score_test(recipe, growth, release, inputs.labels.value, inputs.embeddings.value,
                                  settings.ks, scoring)
     removals = RemovalLog()

@@ -26,6 +26,7 @@ from tempo_assets.core.inputs.releases import archive_release_dates
 from tempo_assets.core.labels.ia import ia_series
 from tempo_assets.core.methods.eligibility import benchmark_methods, collect_records, method_eligibility
 from tempo_assets.core.methods.registry import load_registry
+from tempo_assets.core.pipeline.frozen_rerankers import stored_rerankers
 from tempo_assets.core.pipeline.workflow import (
     OLDER, BaselineConfig, Queries, TrainedAt, WindowNotes, WindowPredictions, benchmark_targets, benchmark_window,
     every_method, union_query, window_homology,
@@ -40,22 +41,24 @@ BASELINES = ("naive", "blast", "knn", "goa_nonexp")
 class MethodsAt:
     """Every method trained at ``cutoff`` asked about ``targets`` (``queries``: their embeddings, sequences
     and DIAMOND groups); the recipe's rerankers on the labels of ``labels_at`` (default ``cutoff``;
-    ``Window.recipe_labels`` at t0)."""
+    ``Window.recipe_labels`` at t0): ``rerankers`` when given (the frozen ones), else fitted on them."""
 
     cutoff: str
     queries: Queries
     targets: pd.DataFrame
     labels_at: str | None = None
+    rerankers: Mapping[str, Any] | None = None
 
 
 def methods_at(recipe: Mapping[str, Any], inputs: Sequence[ArtefactSet], at: MethodsAt, ks,
                baseline: BaselineConfig) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``at.cutoff`` (corpus, labels, annotations, ontology, sequences as of it,
-    ``inputs`` in ``TrainedAt``'s field order), and the artefacts it read."""
-    names = [field.name for field in fields(TrainedAt)]
+    ``inputs`` in ``TrainedAt``'s field order), and the artefacts it read; the recipe's rerankers are
+    ``at.rerankers`` when given (frozen ones, fitted on the labels read here), else fitted on the labels."""
+    names = [field.name for field in fields(TrainedAt) if field.name != "rerankers"]
     read = [artefacts.get(at.labels_at if name == "labels" and at.labels_at else at.cutoff)
             for name, artefacts in zip(names, inputs, strict=True)]
-    trained = TrainedAt(*(artefact.value for artefact in read))
+    trained = TrainedAt(*(artefact.value for artefact in read), rerankers=at.rerankers)
     return every_method(recipe, trained, at.queries, at.targets, ks, baseline), read
 
 
@@ -175,13 +178,21 @@ def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], test, valid):
     TEST, and at t-1 once on VALID and (decay) TEST targets together."""
     w, s, inputs = job.window, job.settings, job.artefacts.trained_inputs()
     sequences_t0 = dict(zip(at["seq_t0"].value["protein"], at["seq_t0"].value["sequence"]))
-    newest = MethodsAt(w.t0, Queries(at["emb_t0"].value, sequences_t0), test.targets, labels_at=w.recipe_labels)
+    frozen = job.artefacts.frozen_recipe
+
+    def frozen_on(labels_at: str):
+        """The frozen recipe's rerankers where they were fitted on ``labels_at``'s labels, else None (refit)."""
+        return stored_rerankers(job.recipe, frozen.value.get("rerankers"), w, frozen.meta.get("rerankers_sha256"),
+                                labels_at)
+
+    newest = MethodsAt(w.t0, Queries(at["emb_t0"].value, sequences_t0), test.targets, labels_at=w.recipe_labels,
+                       rerankers=frozen_on(w.recipe_labels))
     methods, read = methods_at(job.recipe, inputs, newest, s.ks, s.baseline)
     status, registered, records = registered_methods(job.archive_root, w, job.artefacts.method_predictions)
     embedded, sequences, targets, groups = union_query(
         test.targets if s.decay else None, valid.targets, at["emb_t0"].value, at["emb_v"].value,
         at["seq_t0"].value, at["seq_v"].value)
-    older_at = MethodsAt(w.t_minus_1, Queries(embedded, sequences, groups), targets)
+    older_at = MethodsAt(w.t_minus_1, Queries(embedded, sequences, groups), targets, rerankers=frozen_on(w.t_minus_1))
     older, read_older = methods_at(job.recipe, inputs, older_at, s.ks, s.baseline)
     methods.update(registered.at_t0)  # registered methods: their stored predictions at t0 and t-1
     older.update(registered.at_t_minus_1)

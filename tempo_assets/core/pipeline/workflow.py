@@ -29,6 +29,7 @@ from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, sele
 from tempo_assets.core.recipe.valid_grid import cafa_scorer
 from tempo_assets.core.recipe.frozen_recipe import apply_recipe, fit_rerankers
 from tempo_assets.core.base.windows import Window
+from tempo_assets.core.pipeline.frozen_rerankers import kept_rerankers
 from tempo_assets.core.pipeline.corpus_neighbours import neighbours_of, recipe_hits, term_depths
 from tempo_assets.core.pipeline.recipe_predictions import (
     SUBMISSION_CHUNK_PROTEINS, blast_predictions, method_predictions,
@@ -187,6 +188,7 @@ class TrainedAt:
     annotations: ReleaseAnnotations
     ontology: Any
     sequences: pd.DataFrame
+    rerankers: Mapping[str, Any] | None = None  # the recipe's, fitted on ``labels`` (frozen ones); None: fit
 
     def release(self) -> CandidateRelease:
         """The cutoff's release as the recipe's candidates read it."""
@@ -214,7 +216,8 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, queries: Queries
 
     proteins = targets["protein"].unique()
     source = candidate_source(trained.release(), queries, proteins, max(ks))
-    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology)
+    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology,
+                                 rerankers=trained.rerankers)
     methods["blast"] = _blast_by_group(trained, queries, proteins, config)
     methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
     return methods
@@ -253,13 +256,14 @@ class ValidScoring:
 
 @dataclass(frozen=True)
 class TestScoring:
-    """How TEST is scored: the evaluator, the bootstrap, and for a recipe selected under ``lafa`` the
-    ``t1`` ontology (its terms of interest)."""
+    """How TEST is scored: the evaluator, the bootstrap, for a recipe selected under ``lafa`` the
+    ``t1`` ontology (its terms of interest), and the recipe's frozen ``rerankers`` (None: refit)."""
 
     eval_ontology: Any
     n_boot: int
     seed: int
     ontology_t1: Any = None
+    rerankers: Mapping[str, Any] | None = None
 
 
 def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateRelease, labels: CandidateSource,
@@ -274,7 +278,9 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateR
     ``scoring.ontology_t0`` ontologies, ``prop fill``, ``eval_ontology`` built without orphans, MF
     protein-binding-only targets dropped), so the recipe's threshold and choices are made under the
     conventions it is reported under; the recipe records it (``profile``,
-    :func:`assets.recipe.recipe_profile`) and ``score_test`` scores it under the same.
+    :func:`assets.recipe.recipe_profile`) and ``score_test`` scores it under the same. The recipe's
+    rerankers are fitted here once, on ``labels`` (``window.recipe_labels``), and returned with the
+    selection (LightGBM's model text, ``core.pipeline.frozen_rerankers``) to be frozen with the recipe.
     """
 
     ks, lafa, ontology_t_minus_1 = grid["ks"], scoring.lafa, release.ontology
@@ -292,11 +298,13 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateR
     grid_frame, recipe = select_recipe(grid, train_sets={embedder: labels}, valid_sets={embedder: valid},
                                        scorer=scorer, window=window.key, ontology=ontology_t_minus_1)
     recipe["profile"] = "lafa" if lafa else "cafaeval"
+    rerankers = fit_rerankers(recipe, labels, valid)  # once per window: frozen with the recipe, read on TEST
     methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks),
-                                 ontology=ontology_t_minus_1)
+                                 ontology=ontology_t_minus_1, rerankers=rerankers)
     summary, _ = score_methods(scoring.eval_ontology, scored_growth.targets, scored_growth.ground_truth,
                                scored_growth.known, methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
-    return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary), methods
+    return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary,
+                          rerankers=kept_rerankers(rerankers, window)), methods
 
 
 def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRelease, labels: CandidateSource,
@@ -309,7 +317,8 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
     without orphans.
 
     ``labels`` are the TRAIN labels the recipe's rerankers were selected with (``Window.recipe_labels``):
-    the rerankers VALID fixed the thresholds for, fed by the ``t0`` corpus and candidate sources.
+    the rerankers VALID fixed the thresholds for, fed by the ``t0`` corpus and candidate sources; read as
+    frozen (``scoring.rerankers``, fitted once by :func:`select_on_valid`) when the recipe carries them.
 
     ``release`` is the ``t0`` release: its corpus and ontology, and its ``sequences`` and
     ``annotations`` (the recipe's DIAMOND and non-experimental GOA candidate sources, as
@@ -327,7 +336,8 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
                                   "(terms of interest)", path="score_test.ontology_t1")
         scored, toi, _ = lafa_growth(growth, release.ontology, scoring.ontology_t1)
     source = candidate_source(release, Queries(embedded), scored.targets["protein"].unique(), max(ks))
-    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=release.ontology)
+    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=release.ontology,
+                                 rerankers=scoring.rerankers)
     options = ScoringOptions(lafa=lafa, n_boot=scoring.n_boot, seed=scoring.seed, ci_metrics=("fmax_oracle",))
     summary, curves = score_methods(scoring.eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
                                     options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe),

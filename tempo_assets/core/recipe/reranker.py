@@ -122,6 +122,24 @@ class Reranker:
         }
         return json.dumps(payload, sort_keys=True).encode("utf-8")
 
+    def model_text(self) -> str:
+        """LightGBM's own model text of the trees used for prediction (``lgb.Booster(model_str=...)``
+        reads it back; ``booster.save_model`` writes the same format)."""
+        return self.booster.model_to_string(num_iteration=self.best_iteration)
+
+    @classmethod
+    def from_model_text(cls, text: str, params: Mapping[str, Any] | None = None) -> "Reranker":
+        """Inverse of :meth:`model_text`: every tree of the text predicts, its feature names are the columns
+        (``params``, the caller's hyperparameters, are carried as given); ``RerankerInputError`` on bad text."""
+        import lightgbm as lgb
+
+        try:
+            booster = lgb.Booster(model_str=text)
+        except (TypeError, ValueError, lgb.basic.LightGBMError) as exc:
+            raise RerankerInputError(f"not a LightGBM model text: {exc}", path="reranker model text")
+        return cls(booster=booster, params=_jsonable(dict(params or {})),
+                   best_iteration=int(booster.current_iteration()), feature_columns=tuple(booster.feature_name()))
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "Reranker":
         """Inverse of :meth:`to_bytes`; raises ``RerankerInputError`` on foreign bytes."""

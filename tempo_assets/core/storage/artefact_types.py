@@ -12,14 +12,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.storage.type_registry import register_codec, register_type
+from tempo_assets.core.storage.type_registry import ModelText, register_codec, register_type
 from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.labels.ia import IaCounts
 from tempo_assets.core.inputs.go_graph import Ontology, Term
 from tempo_assets.core.recipe.selection import CandidateSource
 
 __all__ = [
-    "Benchmark", "BenchmarkCatalog", "Embeddings", "FrozenRecipe", "KnnCorpus", "ReleaseAnnotations", "Scores",
+    "Benchmark", "BenchmarkCatalog", "Embeddings", "FittedRerankers", "FrozenRecipe", "KnnCorpus", "ModelText",
+    "ReleaseAnnotations", "Scores",
     "EvaluationSet", "ValidSelection",
 ]
 
@@ -77,23 +78,38 @@ class KnnCorpus(FieldAccess):
 
 @register_type
 @dataclass(frozen=True, eq=False)
+class FittedRerankers(FieldAccess):
+    """The recipe's rerankers of one window, fitted once on TRAIN: LightGBM's model text per aspect (stored as
+    ``.txt`` parts), the ``window`` and the ``reranker_labels`` release (``Window.recipe_labels``) fitted on."""
+
+    models: dict  # aspect -> ModelText
+    window: str
+    labels_release: str
+
+
+@register_type
+@dataclass(frozen=True, eq=False)
 class ValidSelection(FieldAccess):
-    """The VALID grid, the recipe it chose, VALID counts and the methods' VALID summary."""
+    """The VALID grid, the recipe it chose, VALID counts, the methods' VALID summary and the chosen
+    recipe's rerankers (fitted on TRAIN; ``None`` in a selection stored before they were kept)."""
 
     grid: pd.DataFrame
     recipe: dict
     valid_counts: pd.DataFrame
     valid_summary: pd.DataFrame
+    rerankers: FittedRerankers | None = None
 
 
 @register_type
 @dataclass(frozen=True, eq=False)
 class FrozenRecipe(FieldAccess):
-    """The recipe frozen on VALID, its content hash and the window it was chosen on."""
+    """The recipe frozen on VALID, its content hash, the window it was chosen on and its rerankers, frozen with
+    it before TEST (``None`` in a recipe frozen before they were kept: its readers refit them)."""
 
     recipe: dict
     recipe_hash: str
     window: str
+    rerankers: FittedRerankers | None = None
 
 
 @register_type

@@ -5,13 +5,14 @@ Layout under a :class:`Location` (a local folder, or an object store through uni
     <asset>/<partition>/artefact.json                  the sidecar: binding, sha256, file; the pointer
     <asset>/<partition>/versions/<version>/value.<ext> the value (parquet, txt, json, or a typed
                                                        manifest value.json naming its parts:
-                                                       parquet, npy, sparse npz)
+                                                       parquet, npy, sparse npz, txt)
 
 A write puts the value in a new version folder (named by its content hash), then replaces the
 sidecar atomically as its last step: a run killed between the two leaves the previous sidecar,
 which still names the previous (intact) version. Nothing is pickled and nothing loaded can execute
 code: a typed value is rebuilt only as one of the registered frozen dataclasses
-(:func:`register_type`), from parquet, ``.npy`` (``allow_pickle=False``) and JSON parts.
+(:func:`register_type`), from parquet, ``.npy`` (``allow_pickle=False``), JSON and text parts (a model
+in its library's own text format, ``ModelText``).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
 from tempo_assets.core.base.io import atomic_write, create_bytes_if_absent
 from tempo_assets.core.base.windows import release_of_partition
 from tempo_assets.core.storage import artefact_types  # noqa: F401  (registers the typed artefacts)
-from tempo_assets.core.storage.type_registry import CODECS, TYPES
+from tempo_assets.core.storage.type_registry import CODECS, TYPES, ModelText
 
 BINDING_KEYS = ("cutoff", "max_source_date", "sources")
 SIDECAR = "artefact.json"
@@ -252,6 +253,9 @@ def _encode(name: str, value: Any, parts: dict[str, bytes]) -> dict[str, Any]:
         sparse.save_npz(buffer, value, compressed=False)
         parts[f"{name}.npz"] = buffer.getvalue()
         return {"sparse": f"{name}.npz", "kind": value.format}
+    if isinstance(value, ModelText):
+        parts[f"{name}.txt"] = value.encode("utf-8")
+        return {"txt": f"{name}.txt"}
     kind = type(value).__name__
     if dataclasses.is_dataclass(value) and TYPES.get(kind) is type(value):
         fields = {f.name: _encode(f"{name}.{f.name}", getattr(value, f.name), parts)
@@ -260,7 +264,7 @@ def _encode(name: str, value: Any, parts: dict[str, bytes]) -> dict[str, Any]:
     if kind in CODECS and isinstance(value, CODECS[kind][0]):
         fields = {k: _encode(f"{name}.{k}", v, parts) for k, v in CODECS[kind][1](value).items()}
         return {"codec": kind, "fields": fields}
-    if isinstance(value, dict) and not _is_json(value):
+    if isinstance(value, dict) and (not _is_json(value) or any(isinstance(v, ModelText) for v in value.values())):
         return {"dict": {str(k): _encode(f"{name}.{k}", v, parts) for k, v in value.items()}}
     if _is_json(value):
         return {"json": json.loads(json.dumps(value, default=_json_default))}
@@ -275,6 +279,8 @@ def _decode(spec: Mapping[str, Any], read: Callable[[str], bytes]) -> Any:
     if "series" in spec:
         frame = pd.read_parquet(io.BytesIO(read(spec["series"])))
         return frame.iloc[:, 0].rename(spec.get("name"))
+    if "txt" in spec:
+        return ModelText(read(spec["txt"]).decode("utf-8"))
     if "npy" in spec:
         array = np.load(io.BytesIO(read(spec["npy"])), allow_pickle=False)
         return array.astype(object) if spec.get("object") else array

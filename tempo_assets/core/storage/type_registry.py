@@ -24,3 +24,8 @@ def register_type(cls: type) -> type:
 def register_codec(cls: type, to_fields: Callable[[Any], dict], from_fields: Callable[[dict], Any]) -> None:
     """Register a non-dataclass type by a pair of functions to and from a dict of encodable fields."""
     CODECS[cls.__name__] = (cls, to_fields, from_fields)
+
+
+class ModelText(str):
+    """A model in its library's own text format (LightGBM's model text): stored as a ``.txt`` part of its
+    artefact, readable by that library directly, not escaped into the JSON manifest."""
