@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import threading
-from pathlib import Path
 
 import dagster as dg
 import psutil
@@ -76,7 +75,7 @@ def test_kill_at_the_test_claim_the_dead_run_is_failed_released_burned_and_the_r
     assert f"TEST dead [{window}]" in audit.stdout
     # the report advises the state's own command, not a materialize that would be refused
     report = tempo("report", "--window", window, env=_env(graph))
-    assert f"its TEST is dead" in report.stderr and f"tempo test-claim release {window}" in report.stderr
+    assert "its TEST is dead" in report.stderr and f"tempo test-claim release {window}" in report.stderr
     release = tempo("test-claim", "release", window, "--reason", "killed at the claim", env=_env(graph))
     assert release.returncode == 0, release.stderr
     finished = _materialize_all(graph)

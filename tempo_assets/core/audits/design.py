@@ -12,7 +12,7 @@ module takes files in and writes the report out, and exports Tempo's own windows
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta, timezone
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
