@@ -275,25 +275,54 @@ def pytest_runtest_setup(item):
         _current_storage.set(None)
 
 
+# fixtures built once per module (or class) for the tests that share them: a file with one is run on
+# one xdist worker, every other test goes to whichever worker is free (pyproject: --dist loadgroup)
+SHARED_SCOPES = ("package", "module", "class")
+
+
+def file_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def shares_a_fixture(item) -> bool:
+    """``item`` uses a fixture built once per module, class or package."""
+    return any(defs and defs[-1].scope in SHARED_SCOPES for defs in item._fixtureinfo.name2fixturedefs.values())
+
+
+def pytest_itemcollected(item):
+    """A test that uses a fixture built once per module or class joins its file's xdist group: one
+    worker runs them, in their order, and builds the fixture once; every other test goes to whichever
+    worker is free (pyproject: ``--dist loadgroup``), so one long file no longer holds one worker."""
+    if shares_a_fixture(item):
+        item.add_marker(pytest.mark.xdist_group(file_of(item)))
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """Files with a slow test first, files that need the materialised ``data/`` last.
+    """Slow tests first, tests that need the materialised ``data/`` last (the slow ones of them first).
 
     With pytest-xdist the first worker starts ``python -m tempo_assets_tests.conftest RUN_FOLDER``
     (it takes the build's lock) as soon as it has collected, and every worker lowers its own
     priority (``nice`` 5) and meanwhile runs the tests that do not need it. Without xdist the
     first test that needs it builds it.
     """
-    # whole files move (xdist runs a file on one worker, its tests in their order); among the
-    # others, files with a slow test go first, so that no long file is left for the end
-    def file_of(item) -> str:
-        return item.nodeid.split("::")[0]
+    # xdist hands out the tests (a file's group as one unit, where it has one) in this order
+    # (pyproject: --no-loadscope-reorder), each to the first worker free: the long tests start early
+    # and the short ones fill the end, so the two workers finish together
+    def needs_demo(item) -> bool:
+        return bool(DEMO_FIXTURES & set(getattr(item, "fixturenames", ())))
 
-    files = {file_of(item) for item in items if DEMO_FIXTURES & set(getattr(item, "fixturenames", ()))}
-    slow = {file_of(item) for item in items if item.get_closest_marker("slow")} - files
-    rank = {file_: (0 if file_ in slow else 1 if file_ not in files else 2) for file_ in map(file_of, items)}
-    items.sort(key=lambda item: rank[file_of(item)])  # stable: each file's tests keep their order
-    if not files:
+    def rank(tests) -> int:  # 0 slow, 1 other, 2 slow on data/, 3 other on data/
+        return 2 * any(map(needs_demo, tests)) + (not any(t.get_closest_marker("slow") for t in tests))
+
+    groups: dict[str, list] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            groups.setdefault(file_of(item), []).append(item)
+    ranks = {name: rank(tests) for name, tests in groups.items()}
+    # stable: each file's tests keep their order
+    items.sort(key=lambda item: ranks[file_of(item)] if item.get_closest_marker("xdist_group") else rank([item]))
+    if not any(map(needs_demo, items)):
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker == "gw0":
