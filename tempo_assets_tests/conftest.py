@@ -297,23 +297,34 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group(file_of(item)))
 
 
+# the session builds started in the background as soon as a worker has collected: name -> the fixtures
+# that need it (each build function takes the run folder and holds that build's lock)
+BACKGROUND_BUILDS = {"demo": DEMO_FIXTURES, "tiny": {"tiny_build"}}
+
+
+def needs_build(item, name: str) -> bool:
+    return bool(BACKGROUND_BUILDS[name] & set(getattr(item, "fixturenames", ())))
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """Slow tests first, tests that need the materialised ``data/`` last (the slow ones of them first).
+    """Slow tests first (those on the tiny build after the others), tests that need the materialised
+    ``data/`` last (the slow ones of them first).
 
-    With pytest-xdist the first worker starts ``python -m tempo_assets_tests.conftest RUN_FOLDER``
-    (it takes the build's lock) as soon as it has collected, and every worker lowers its own
-    priority (``nice`` 5) and meanwhile runs the tests that do not need it. Without xdist the
-    first test that needs it builds it.
+    With pytest-xdist, as soon as it has collected, the first worker starts
+    ``python -m tempo_assets_tests.conftest RUN_FOLDER demo`` and the second ``... tiny`` (the first
+    both, when it is alone) for the builds the selected tests need (each takes its build's lock), and
+    every worker lowers its own priority (``nice`` 5) and meanwhile runs the tests that need neither.
+    Without xdist the first test that needs a build builds it.
     """
     # xdist hands out the tests (a file's group as one unit, where it has one) in this order
     # (pyproject: --no-loadscope-reorder), each to the first worker free: the long tests start early
     # and the short ones fill the end, so the two workers finish together
-    def needs_demo(item) -> bool:
-        return bool(DEMO_FIXTURES & set(getattr(item, "fixturenames", ())))
-
-    def rank(tests) -> int:  # 0 slow, 1 other, 2 slow on data/, 3 other on data/
-        return 2 * any(map(needs_demo, tests)) + (not any(t.get_closest_marker("slow") for t in tests))
+    def rank(tests) -> int:  # 0 slow, 1 slow on the tiny build, 2 other, 3 slow on data/, 4 other on data/
+        slow = any(t.get_closest_marker("slow") for t in tests)
+        if any(needs_build(t, "demo") for t in tests):
+            return 3 + (not slow)
+        return 2 if not slow else int(any(needs_build(t, "tiny") for t in tests))
 
     groups: dict[str, list] = {}
     for item in items:
@@ -322,28 +333,34 @@ def pytest_collection_modifyitems(session, config, items):
     ranks = {name: rank(tests) for name, tests in groups.items()}
     # stable: each file's tests keep their order
     items.sort(key=lambda item: ranks[file_of(item)] if item.get_closest_marker("xdist_group") else rank([item]))
-    if not any(map(needs_demo, items)):
-        return
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker == "gw0":
-        import subprocess
-        import sys
+    if worker is None:
+        return
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    needed = [name for name in BACKGROUND_BUILDS if any(needs_build(item, name) for item in items)]
+    if not needed:
+        return
+    mine = [name for i, name in enumerate(needed) if f"gw{i % workers}" == worker]
+    config._tempo_builds = [start_build(run_folder(session.config._tmp_path_factory), name) for name in mine]
+    # the builds are what the tests left for later wait on: the workers (and what their tests start)
+    # yield the CPU to them, which were started before this at the default priority
+    os.nice(5)
 
-        folder = run_folder(session.config._tmp_path_factory)
-        log = open(folder / "demo_graph_build.log", "w", encoding="utf-8")
-        config._tempo_demo_build = subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder)],
-                                                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    if worker is not None:
-        # the build is what the files left for the end wait on: the workers (and what their tests
-        # start) yield the CPU to it, which was started before this at the default priority
-        os.nice(5)
+
+def start_build(folder: Path, name: str):
+    import subprocess
+    import sys
+
+    log = open(folder / f"{name}_graph_build.log", "w", encoding="utf-8")
+    return subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder), name], cwd=REPO,
+                            stdout=log, stderr=subprocess.STDOUT)
 
 
 def pytest_unconfigure(config):
-    build = getattr(config, "_tempo_demo_build", None)
-    if build is not None and build.poll() is None:  # the run ended before the build did: stop it by its pid
-        build.kill()
-        build.wait()
+    for build in getattr(config, "_tempo_builds", ()):
+        if build.poll() is None:  # the run ended before the build did: stop it by its pid
+            build.kill()
+            build.wait()
 
 
 @pytest.fixture(scope="session")
@@ -374,7 +391,7 @@ def subprocess_env(graph: MaterialisedGraph) -> dict:
     return env
 
 
-if __name__ == "__main__":  # the background build: python -m tempo_assets_tests.conftest RUN_FOLDER
+if __name__ == "__main__":  # a background build: python -m tempo_assets_tests.conftest RUN_FOLDER demo|tiny
     import sys
 
-    build_demo(Path(sys.argv[1]))
+    {"demo": build_demo, "tiny": build_tiny}[sys.argv[2]](Path(sys.argv[1]))
