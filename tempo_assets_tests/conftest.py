@@ -276,8 +276,9 @@ def pytest_runtest_setup(item):
 
 
 # fixtures built once per module (or class) for the tests that share them: a file with one is run on
-# one xdist worker, every other test goes to whichever worker is free (pyproject: --dist loadgroup)
+# one xdist worker, every other test goes to whichever worker is free (FileGroupScheduling)
 SHARED_SCOPES = ("package", "module", "class")
+GROUPS_FILE = "xdist_file_groups.json"  # in the run folder: the files whose tests go to one worker together
 
 
 def file_of(item) -> str:
@@ -289,12 +290,37 @@ def shares_a_fixture(item) -> bool:
     return any(defs and defs[-1].scope in SHARED_SCOPES for defs in item._fixtureinfo.name2fixturedefs.values())
 
 
-def pytest_itemcollected(item):
-    """A test that uses a fixture built once per module or class joins its file's xdist group: one
-    worker runs them, in their order, and builds the fixture once; every other test goes to whichever
-    worker is free (pyproject: ``--dist loadgroup``), so one long file no longer holds one worker."""
-    if shares_a_fixture(item):
-        item.add_marker(pytest.mark.xdist_group(file_of(item)))
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler for --dist loadgroup
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups the workers found (:data:`GROUPS_FILE`): the tests of a file
+    that shares a module fixture go to one worker, in their order (the fixture built once); every other
+    test goes to whichever worker is free, so one long file no longer holds one worker.
+
+    (pytest-xdist's own ``xdist_group`` markers no longer group anything under pytest 9.2: it renames
+    ``item._nodeid``, which pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    groups = config._tmp_path_factory.getbasetemp() / GROUPS_FILE
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        grouped: set | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.grouped is None:  # first called once every worker has collected (and written the file)
+                self.grouped = set(json.loads(groups.read_text(encoding="utf-8"))) if groups.exists() else set()
+            file_ = nodeid.split("::")[0]
+            return file_ if file_ in self.grouped else nodeid
+
+    return FileGroupScheduling(config, log)
+
+
+def write_groups(folder: Path, grouped: set[str]) -> None:
+    """The grouped files for the controller's scheduler (every worker writes the same list, atomically)."""
+    partial = folder / f"{GROUPS_FILE}.{os.getpid()}"
+    partial.write_text(json.dumps(sorted(grouped)), encoding="utf-8")
+    os.replace(partial, folder / GROUPS_FILE)
 
 
 # the session builds started in the background as soon as a worker has collected: name -> the fixtures
@@ -326,16 +352,14 @@ def pytest_collection_modifyitems(session, config, items):
             return 3 + (not slow)
         return 2 if not slow else int(any(needs_build(t, "tiny") for t in tests))
 
-    groups: dict[str, list] = {}
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            groups.setdefault(file_of(item), []).append(item)
-    ranks = {name: rank(tests) for name, tests in groups.items()}
+    grouped = {file_of(item) for item in items if shares_a_fixture(item)}
+    ranks = {name: rank([item for item in items if file_of(item) == name]) for name in grouped}
     # stable: each file's tests keep their order
-    items.sort(key=lambda item: ranks[file_of(item)] if item.get_closest_marker("xdist_group") else rank([item]))
+    items.sort(key=lambda item: ranks[file_of(item)] if file_of(item) in grouped else rank([item]))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         return
+    write_groups(run_folder(session.config._tmp_path_factory), grouped)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     needed = [name for name in BACKGROUND_BUILDS if any(needs_build(item, name) for item in items)]
     if not needed:
