@@ -275,46 +275,116 @@ def pytest_runtest_setup(item):
         _current_storage.set(None)
 
 
+# fixtures built once per module (or class) for the tests that share them: a file with one is run on
+# one xdist worker, every other test goes to whichever worker is free (FileGroupScheduling)
+SHARED_SCOPES = ("package", "module", "class")
+GROUPS_FILE = "xdist_file_groups.json"  # in the run folder: the files whose tests go to one worker together
+
+
+def file_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def shares_a_fixture(item) -> bool:
+    """``item`` uses a fixture built once per module, class or package."""
+    return any(defs and defs[-1].scope in SHARED_SCOPES for defs in item._fixtureinfo.name2fixturedefs.values())
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler for --dist loadgroup
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups the workers found (:data:`GROUPS_FILE`): the tests of a file
+    that shares a module fixture go to one worker, in their order (the fixture built once); every other
+    test goes to whichever worker is free, so one long file no longer holds one worker.
+
+    (pytest-xdist's own ``xdist_group`` markers no longer group anything under pytest 9.2: it renames
+    ``item._nodeid``, which pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    groups = config._tmp_path_factory.getbasetemp() / GROUPS_FILE
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        grouped: set | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.grouped is None:  # first called once every worker has collected (and written the file)
+                self.grouped = set(json.loads(groups.read_text(encoding="utf-8"))) if groups.exists() else set()
+            file_ = nodeid.split("::")[0]
+            return file_ if file_ in self.grouped else nodeid
+
+    return FileGroupScheduling(config, log)
+
+
+def write_groups(folder: Path, grouped: set[str]) -> None:
+    """The grouped files for the controller's scheduler (every worker writes the same list, atomically)."""
+    partial = folder / f"{GROUPS_FILE}.{os.getpid()}"
+    partial.write_text(json.dumps(sorted(grouped)), encoding="utf-8")
+    os.replace(partial, folder / GROUPS_FILE)
+
+
+# the session builds started in the background as soon as a worker has collected: name -> the fixtures
+# that need it (each build function takes the run folder and holds that build's lock)
+BACKGROUND_BUILDS = {"demo": DEMO_FIXTURES, "tiny": {"tiny_build"}}
+
+
+def needs_build(item, name: str) -> bool:
+    return bool(BACKGROUND_BUILDS[name] & set(getattr(item, "fixturenames", ())))
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """Files with a slow test first, files that need the materialised ``data/`` last.
+    """Slow tests first (those on the tiny build after the others), tests that need the materialised
+    ``data/`` last (the slow ones of them first).
 
-    With pytest-xdist the first worker starts ``python -m tempo_assets_tests.conftest RUN_FOLDER``
-    (it takes the build's lock) as soon as it has collected, and every worker lowers its own
-    priority (``nice`` 5) and meanwhile runs the tests that do not need it. Without xdist the
-    first test that needs it builds it.
+    With pytest-xdist, as soon as it has collected, the first worker starts
+    ``python -m tempo_assets_tests.conftest RUN_FOLDER demo`` and the second ``... tiny`` (the first
+    both, when it is alone) for the builds the selected tests need (each takes its build's lock), and
+    every worker lowers its own priority (``nice`` 5) and meanwhile runs the tests that need neither.
+    Without xdist the first test that needs a build builds it.
     """
-    # whole files move (xdist runs a file on one worker, its tests in their order); among the
-    # others, files with a slow test go first, so that no long file is left for the end
-    def file_of(item) -> str:
-        return item.nodeid.split("::")[0]
+    # xdist hands out the tests (a file's group as one unit, where it has one) in this order
+    # (pyproject: --no-loadscope-reorder), each to the first worker free: the long tests start early
+    # and the short ones fill the end, so the two workers finish together
+    def rank(tests) -> int:  # 0 slow, 1 slow on the tiny build, 2 other, 3 slow on data/, 4 other on data/
+        slow = any(t.get_closest_marker("slow") for t in tests)
+        if any(needs_build(t, "demo") for t in tests):
+            return 3 + (not slow)
+        return 2 if not slow else int(any(needs_build(t, "tiny") for t in tests))
 
-    files = {file_of(item) for item in items if DEMO_FIXTURES & set(getattr(item, "fixturenames", ()))}
-    slow = {file_of(item) for item in items if item.get_closest_marker("slow")} - files
-    rank = {file_: (0 if file_ in slow else 1 if file_ not in files else 2) for file_ in map(file_of, items)}
-    items.sort(key=lambda item: rank[file_of(item)])  # stable: each file's tests keep their order
-    if not files:
-        return
+    grouped = {file_of(item) for item in items if shares_a_fixture(item)}
+    ranks = {name: rank([item for item in items if file_of(item) == name]) for name in grouped}
+    # stable: each file's tests keep their order
+    items.sort(key=lambda item: ranks[file_of(item)] if file_of(item) in grouped else rank([item]))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker == "gw0":
-        import subprocess
-        import sys
+    if worker is None:
+        return
+    write_groups(run_folder(session.config._tmp_path_factory), grouped)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    needed = [name for name in BACKGROUND_BUILDS if any(needs_build(item, name) for item in items)]
+    if not needed:
+        return
+    mine = [name for i, name in enumerate(needed) if f"gw{i % workers}" == worker]
+    config._tempo_builds = [start_build(run_folder(session.config._tmp_path_factory), name) for name in mine]
+    # the builds are what the tests left for later wait on: the workers (and what their tests start)
+    # yield the CPU to them, which were started before this at the default priority
+    os.nice(5)
 
-        folder = run_folder(session.config._tmp_path_factory)
-        log = open(folder / "demo_graph_build.log", "w", encoding="utf-8")
-        config._tempo_demo_build = subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder)],
-                                                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    if worker is not None:
-        # the build is what the files left for the end wait on: the workers (and what their tests
-        # start) yield the CPU to it, which was started before this at the default priority
-        os.nice(5)
+
+def start_build(folder: Path, name: str):
+    import subprocess
+    import sys
+
+    log = open(folder / f"{name}_graph_build.log", "w", encoding="utf-8")
+    return subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder), name], cwd=REPO,
+                            stdout=log, stderr=subprocess.STDOUT)
 
 
 def pytest_unconfigure(config):
-    build = getattr(config, "_tempo_demo_build", None)
-    if build is not None and build.poll() is None:  # the run ended before the build did: stop it by its pid
-        build.kill()
-        build.wait()
+    for build in getattr(config, "_tempo_builds", ()):
+        if build.poll() is None:  # the run ended before the build did: stop it by its pid
+            build.kill()
+            build.wait()
 
 
 @pytest.fixture(scope="session")
@@ -345,7 +415,7 @@ def subprocess_env(graph: MaterialisedGraph) -> dict:
     return env
 
 
-if __name__ == "__main__":  # the background build: python -m tempo_assets_tests.conftest RUN_FOLDER
+if __name__ == "__main__":  # a background build: python -m tempo_assets_tests.conftest RUN_FOLDER demo|tiny
     import sys
 
-    build_demo(Path(sys.argv[1]))
+    {"demo": build_demo, "tiny": build_tiny}[sys.argv[2]](Path(sys.argv[1]))

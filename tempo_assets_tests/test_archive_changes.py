@@ -22,7 +22,7 @@ from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import graph_from, materialise_archive
+from tempo_assets_tests.conftest import graph_from, materialise_archive, tiny_benchmark_config
 from tempo_assets_tests.toolkit import tempo as run_tempo
 
 NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "catalog_job"}
@@ -142,7 +142,8 @@ def tiny_inserted(tmp_path_factory):
     archive = build_tiny_archive(root / "build", n_releases=5)
     held = root / "held"
     shutil.move(str(archive / "releases" / RELEASES[3]), held)
-    graph = materialise_archive(root, archive)
+    # the tiny build's benchmark settings (fewer bootstrap resamples): what goes stale does not depend on them
+    graph = materialise_archive(root, archive, benchmark_config=tiny_benchmark_config())
     assert all(s == "ok" for _, _, s, _ in graph.report), graph.report
     old_windows = list(graph.plan.windows)
     shutil.move(str(held), archive / "releases" / RELEASES[3])  # inserted between RELEASES[2] and [4]

@@ -650,9 +650,10 @@ def test_sql_growth_matches_python_reference_on_synthetic_ontologies(wh, tmp_pat
     assert _rows(sql.targets, ["protein", "aspect", "mode"]) == EXPECTED_TARGETS
 
 
-@pytest.mark.slow
-def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
-    """Human 2014-09-29 -> 2019-01-14, a 1-in-8 sample of proteins (by accession hash)."""
+@pytest.fixture(scope="module")
+def real_sample():
+    """Human 2014-09-29 -> 2019-01-14, a 1-in-8 sample of proteins (by accession hash): what each
+    warehouse loads and the Python reference's growth, read and computed once for both backends."""
     from tempo_assets.core.labels.annotations import (
         clean_annotations,
         experimental_annotations,
@@ -669,37 +670,49 @@ def test_sql_growth_matches_python_reference_on_real_archive_sample(wh):
 
     releases = {OLD: ("goa/goa_human_2014-09-29.gaf.gz", "go/go_2014-10-27.obo.gz"),
                 NEW: ("goa/goa_human_2019-01-14.gaf.gz", "go/go_2019-01-27.obo.gz")}
-    propagated, ontologies, seeds = {}, {}, {}
+    annotations, propagated, ontologies, seeds = {}, {}, {}, {}
     for release, (gaf, obo) in releases.items():
         frame = sample(read_gaf(shared(GOA_ARCHIVE / gaf)))
         ontology = ontologies[release] = parse_obo(shared(GOA_ARCHIVE / obo))
         experimental, non_experimental = split_by_evidence(frame)
         experimental, _ = clean_annotations(experimental, ontology)
         non_experimental, _ = clean_annotations(non_experimental, ontology)
-        wh.load_annotations(release, pd.concat([experimental.assign(is_experimental=True),
-                                                non_experimental.assign(is_experimental=False)]))
+        annotations[release] = pd.concat([experimental.assign(is_experimental=True),
+                                          non_experimental.assign(is_experimental=False)])
         propagated[release], _ = experimental_annotations(frame, ontology)
         seeds[release] = set(experimental["term"])
     aligned, _ = align_terms(propagated[OLD], ontologies[NEW])
     # the closure rows the sample can reach keep the load small; the join is the same
     reach = {OLD: seeds[OLD],
              NEW: seeds[NEW] | {ontologies[NEW].resolve(t) for t in propagated[OLD]["term"]}}
+    closures = {}
     for release, ontology in ontologies.items():
         closure, alt_ids = ontology_frames(ontology)
-        wh.load_term_closure(release, closure[closure["term"].isin(reach[release])], alt_ids[
-            alt_ids["term"].isin(reach[release])])
+        closures[release] = (closure[closure["term"].isin(reach[release])],
+                             alt_ids[alt_ids["term"].isin(reach[release])])
+    sequences = {acc: sequence_sha256(seq) for acc, seq in read_fasta(
+        shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")).items()}
+    python = annotation_growth(aligned, propagated[NEW], sequences)
+    return annotations, closures, propagated, sequences, python
+
+
+@pytest.mark.slow
+def test_sql_growth_matches_python_reference_on_real_archive_sample(wh, real_sample):
+    """Human 2014-09-29 -> 2019-01-14, a 1-in-8 sample of proteins (by accession hash)."""
+    annotations, closures, propagated, sequences, python = real_sample
+    for release in (OLD, NEW):
+        wh.load_annotations(release, annotations[release])
+    for release in (OLD, NEW):
+        wh.load_term_closure(release, *closures[release])
         wh.run_model("experimental_annotations", release_id=release)
         sql_propagated = wh.read_table("experimental_annotations", release_id=release)
         assert _rows(sql_propagated, ["protein", "term", "aspect"]) == _rows(
             propagated[release], ["protein", "term", "aspect"])
-    sequences = {acc: sequence_sha256(seq) for acc, seq in read_fasta(
-        shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")).items()}
     wh.load_sequences(OLD, pd.DataFrame({"protein": list(sequences),
                                          "sequence_sha256": list(sequences.values())}))
     wh.run_model("aligned_annotations", old_release=OLD, new_release=NEW)
     wh.run_model("annotation_growth", old_release=OLD, new_release=NEW)
     sql = wh.read_growth(OLD, NEW)
-    python = annotation_growth(aligned, propagated[NEW], sequences)
     assert len(python.targets) > 200 and set(python.targets["mode"]) == {"NK", "LK", "PK"}
     _assert_same_growth(sql, python)
     for check in wh.checks("annotation_growth"):
