@@ -44,8 +44,9 @@ def rerankers_problems(fitted: FittedRerankers, window: Window, recorded_sha256:
     if fitted.labels_release != window.recipe_labels:
         problems.append(f"fitted on reranker_labels[{fitted.labels_release}], not the window's TRAIN labels "
                         f"reranker_labels[{window.recipe_labels}]")
-    if rerankers_sha256(fitted) != recorded_sha256:
-        problems.append(f"model texts hash to {rerankers_sha256(fitted)}, not the frozen {recorded_sha256}")
+    digest = rerankers_sha256(fitted)
+    if digest != recorded_sha256:
+        problems.append(f"model texts hash to {digest}, not the frozen {recorded_sha256}")
     return problems
 
 
