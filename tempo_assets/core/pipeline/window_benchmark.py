@@ -50,13 +50,35 @@ class MethodsAt:
     rerankers: Mapping[str, Any] | None = None
 
 
+class ReadOnce:
+    """The artefacts one benchmark reads, each (asset set, partition) fetched and decoded once.
+
+    The scoring cells read the ontology and sequences at t0 and t-1, and the methods trained there
+    read them again; the methods at t0 and the homology both read the t0 corpus. Each first read
+    goes through its set's role gate (``ArtefactSet.get``); a later one of the same set and
+    partition gets the same :class:`Artefact` (its value decoded once) instead of a second copy.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[tuple, tuple[ArtefactSet, Artefact]] = {}
+
+    def get(self, artefacts: ArtefactSet, key: str) -> Artefact:
+        """``artefacts.get(key)``, fetched the first time only."""
+        held = self._held.get((id(artefacts), key))
+        if held is None:  # the set is held beside its artefact, so its id stays its own
+            held = self._held[(id(artefacts), key)] = (artefacts, artefacts.get(key))
+        return held[1]
+
+
 def methods_at(recipe: Mapping[str, Any], inputs: Sequence[ArtefactSet], at: MethodsAt, ks,
-               baseline: BaselineConfig) -> tuple[dict, list[Artefact]]:
+               baseline: BaselineConfig, reads: ReadOnce | None = None) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``at.cutoff`` (corpus, labels, annotations, ontology, sequences as of it,
-    ``inputs`` in ``TrainedAt``'s field order), and the artefacts it read; the recipe's rerankers are
-    ``at.rerankers`` when given (frozen ones, fitted on the labels read here), else fitted on the labels."""
+    ``inputs`` in ``TrainedAt``'s field order), and the artefacts it read (through ``reads`` when
+    given); the recipe's rerankers are ``at.rerankers`` when given (frozen ones, fitted on the labels
+    read here), else fitted on the labels."""
     names = [field.name for field in fields(TrainedAt) if field.name != "rerankers"]
-    read = [artefacts.get(at.labels_at if name == "labels" and at.labels_at else at.cutoff)
+    reads = reads or ReadOnce()
+    read = [reads.get(artefacts, at.labels_at if name == "labels" and at.labels_at else at.cutoff)
             for name, artefacts in zip(names, inputs, strict=True)]
     trained = TrainedAt(*(artefact.value for artefact in read), rerankers=at.rerankers)
     return every_method(recipe, trained, at.queries, at.targets, ks, baseline), read
@@ -146,14 +168,14 @@ class BenchmarkRun:
     report: Path
 
 
-def _read_at(job: BenchmarkJob) -> dict[str, Artefact]:
+def _read_at(job: BenchmarkJob, reads: ReadOnce) -> dict[str, Artefact]:
     """The window's embeddings, sequences and IA at t0 and t-1 (``*_v``), its ontology at t-1, t0 and t1."""
     a, w = job.artefacts, job.window
     t0, tm1, t1 = w.t0, w.t_minus_1, w.growth_span("test")[1]
     out = {}
     for name, artefacts in (("emb", a.embeddings), ("seq", a.sequences), ("ia", a.ia_weights)):
-        out[f"{name}_t0"], out[f"{name}_v"] = artefacts.get(t0), artefacts.get(tm1)
-    out["onto_v"], out["onto_t0"], out["onto_t1"] = a.ontology.get(tm1), a.ontology.get(t0), a.ontology.get(t1)
+        out[f"{name}_t0"], out[f"{name}_v"] = reads.get(artefacts, t0), reads.get(artefacts, tm1)
+    out["onto_v"], out["onto_t0"], out["onto_t1"] = (reads.get(a.ontology, r) for r in (tm1, t0, t1))
     return out
 
 
@@ -173,10 +195,10 @@ def _profiles(job: BenchmarkJob, at: Mapping[str, Artefact]) -> list:
             for p in PROFILES]
 
 
-def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], test, valid):
+def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], cells: tuple, reads: ReadOnce):
     """``(WindowPredictions, registered methods' status and notes, artefacts read)``: every method at t0 on
-    TEST, and at t-1 once on VALID and (decay) TEST targets together."""
-    w, s, inputs = job.window, job.settings, job.artefacts.trained_inputs()
+    TEST, and at t-1 once on VALID and (decay) TEST targets together (``cells``: the TEST and VALID ones)."""
+    (test, valid), w, s, inputs = cells, job.window, job.settings, job.artefacts.trained_inputs()
     sequences_t0 = dict(zip(at["seq_t0"].value["protein"], at["seq_t0"].value["sequence"]))
     frozen = job.artefacts.frozen_recipe
 
@@ -187,13 +209,13 @@ def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], test, valid):
 
     newest = MethodsAt(w.t0, Queries(at["emb_t0"].value, sequences_t0), test.targets, labels_at=w.recipe_labels,
                        rerankers=frozen_on(w.recipe_labels))
-    methods, read = methods_at(job.recipe, inputs, newest, s.ks, s.baseline)
+    methods, read = methods_at(job.recipe, inputs, newest, s.ks, s.baseline, reads)
     status, registered, records = registered_methods(job.archive_root, w, job.artefacts.method_predictions)
     embedded, sequences, targets, groups = union_query(
         test.targets if s.decay else None, valid.targets, at["emb_t0"].value, at["emb_v"].value,
         at["seq_t0"].value, at["seq_v"].value)
     older_at = MethodsAt(w.t_minus_1, Queries(embedded, sequences, groups), targets, rerankers=frozen_on(w.t_minus_1))
-    older, read_older = methods_at(job.recipe, inputs, older_at, s.ks, s.baseline)
+    older, read_older = methods_at(job.recipe, inputs, older_at, s.ks, s.baseline, reads)
     methods.update(registered.at_t0)  # registered methods: their stored predictions at t0 and t-1
     older.update(registered.at_t_minus_1)
     predictions = WindowPredictions(methods, older, job.recipe)
@@ -221,13 +243,14 @@ def _write_report(job: BenchmarkJob, value: Benchmark, source: str) -> tuple[dic
 def run_benchmark(job: BenchmarkJob) -> BenchmarkRun:
     """Score every method on the window's TEST targets, each at its VALID threshold, and write the report."""
     w, a, s = job.window, job.artefacts, job.settings
-    at = _read_at(job)
+    reads = ReadOnce()
+    at = _read_at(job, reads)
     profiles = _profiles(job, at)
     test, valid = profiles[-1]  # cafaeval: every growth target (LAFA's are a subset)
-    predictions, (status, notes), read, sequences_t0 = _predictions(job, at, test, valid)
+    predictions, (status, notes), read, sequences_t0 = _predictions(job, at, (test, valid), reads)
     source = (f"valid_evaluation_set[{w.key}]: VALID growth ({w.t_minus_1}, {w.t0}], "
               f"every method trained at {w.t_minus_1}")
-    homology = window_homology(test.targets, sequences_t0, a.knn_corpus.get(w.t0).value, at["seq_t0"].value,
+    homology = window_homology(test.targets, sequences_t0, reads.get(a.knn_corpus, w.t0).value, at["seq_t0"].value,
                                threads=s.baseline.blast_threads)
     value = benchmark_window(profiles, predictions, s.options, job.derived, s.decay, source,
                              WindowNotes(notes=notes, method_status=status, homology=homology))
