@@ -1,7 +1,10 @@
 """Small vectorised array helpers shared by the numeric core modules."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -16,3 +19,21 @@ def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     return np.repeat(np.asarray(starts, dtype=np.int64), counts) + offsets
+
+
+@functools.lru_cache(maxsize=1)
+def _threadpools() -> ThreadpoolController:
+    return ThreadpoolController()  # scans the loaded BLAS libraries once (numpy's is loaded by now)
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread, for the products whose results are stored.
+
+    OpenBLAS splits a matrix product over its threads (one per core by default) and the partial sums
+    then add up in another order: the last bits of a product depend on the machine's cores (a float64
+    ``(100, 20000) @ (20000, 101)`` differs by 3.6e-12 between 2 threads and 1). On one thread a
+    bootstrap interval has the same bits on a laptop, on this 2-core machine and on a 64-core server.
+    It is also what a step should use: parallelism comes from the executor's processes (two window
+    runs at once already fill two cores). Entering and leaving costs microseconds.
+    """
+    return _threadpools().limit(limits=1, user_api="blas")

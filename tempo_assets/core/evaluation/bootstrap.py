@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.base.arrays import one_blas_thread
 from tempo_assets.core.neighbours.homology import cluster_codes
 from tempo_assets.core.base.progress import Progress
 from tempo_assets.core.evaluation.ontology import EvaluationInputError
@@ -87,15 +88,17 @@ def _values(sums: _Sums, counts: np.ndarray, reading: _Reading) -> np.ndarray:
     """
     kind, norm = reading.kind, reading.norm
     cnt = np.asarray(counts, dtype=float)  # the draws are float already: no copy
-    n = cnt @ sums.covered.T  # (n_rep, n_cols)
+    with one_blas_thread():  # the same bits on any number of cores
+        n = cnt @ sums.covered.T  # (n_rep, n_cols)
+        products = {key: cnt @ value.T for key, value in sums.sums.items()}
     ne = cnt.sum(axis=1, keepdims=True)
 
     def div(a, b):
         b = np.broadcast_to(b, a.shape)
         return np.divide(a, b, out=np.zeros_like(a), where=b > 0)
 
-    norm_sums = {key: div(cnt @ value.T, n if (norm == "pred" or (norm == "cafa" and key == "pr")) else ne)
-                 for key, value in sums.sums.items()}
+    norm_sums = {key: div(value, n if (norm == "pred" or (norm == "cafa" and key == "pr")) else ne)
+                 for key, value in products.items()}
     if kind == "f":
         values = _f(norm_sums["pr"], norm_sums["rc"])
     elif kind == "s":
