@@ -268,8 +268,10 @@ def recipe_features(
     sources = parse_sources(sources)
     columns = list(KEY_COLUMNS) + list(ALL_FEATURE_COLUMNS)
     corpus = _corpus(source.corpus_annotations)
-    knn = candidate_features(source.neighbours, source.corpus_annotations, ia=source.ia, term_depth=source.term_depth,
-                             k=k).astype({"protein": str, "term": str, "aspect": str})
+    # the KNN part's per-candidate columns (IA, depth...) are recomputed below for every candidate:
+    # no term weights here, so its leave-one-out IA is not computed twice
+    knn = candidate_features(source.neighbours, source.corpus_annotations, k=k).astype(
+        {"protein": str, "term": str, "aspect": str})
     queries = set(source.neighbours["query"].astype(str))
     if source.hits is not None:
         queries |= set(source.hits["query"].astype(str))
@@ -295,8 +297,13 @@ def recipe_features(
     out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
     out = _with_goa_features(_with_hit_features(out, hit_feats, hit_query), goa)
     out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k)
-    out = out.assign(_a=out["aspect_code"]).sort_values(["protein", "_a", "term"], kind="mergesort")
-    return out[columns].reset_index(drop=True)
+    return out.iloc[_candidate_order(out)][columns].reset_index(drop=True)
+
+
+def _candidate_order(out: pd.DataFrame) -> np.ndarray:
+    """The rows sorted by protein, aspect code, term (stable): sorted codes of the ids, not the strings."""
+    protein, term = (pd.factorize(out[c].to_numpy(dtype=object), sort=True)[0] for c in ("protein", "term"))
+    return np.lexsort((term, out["aspect_code"].to_numpy(dtype=np.float64), protein))
 
 
 def _hit_part(hits: pd.DataFrame | None, corpus: pd.DataFrame,
