@@ -77,3 +77,19 @@ def test_lookup_finds_each_repeated_id_and_no_id_for_a_missing_value():
     values = np.array(["c", None, "a", "c", "z", np.nan, "b"], dtype=object)
     assert _lookup(ids, values).tolist() == [2, -1, 0, 2, -1, -1, 1]
     assert _lookup(ids, np.array([], dtype=object)).tolist() == []
+
+
+def test_prior_joined_once_blends_every_weight_by_the_rule():
+    from tempo_assets.core.recipe.valid_grid import PriorAligned, blend_with_prior
+
+    scores = pd.DataFrame({"protein": ["P", "P", "Q"], "term": ["GO:1", "GO:2", "GO:1"], "aspect": ["MF"] * 3,
+                           "score": [0.8, 0.4, 0.0]})
+    prior = pd.DataFrame({"protein": ["P", "Q", "Q"], "term": ["GO:1", "GO:1", "GO:3"], "aspect": ["MF"] * 3,
+                          "score": [0.5, 0.0, 0.6]})
+    aligned = PriorAligned.of(scores, prior)
+    pairs = {("P", "GO:1"): (0.8, 0.5), ("P", "GO:2"): (0.4, 0.0), ("Q", "GO:1"): (0.0, 0.0), ("Q", "GO:3"): (0.0, 0.6)}
+    for weight in (0.25, 0.5, 1.0):
+        got = aligned.blend(weight)
+        want = {key: (1 - weight) * s + weight * p for key, (s, p) in pairs.items() if (1 - weight) * s + weight * p > 0}
+        assert dict(zip(zip(got["protein"], got["term"]), got["score"])) == want
+        pd.testing.assert_frame_equal(got, blend_with_prior(scores, prior, weight))
