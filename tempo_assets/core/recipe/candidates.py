@@ -268,8 +268,7 @@ def recipe_features(
     sources = parse_sources(sources)
     columns = list(KEY_COLUMNS) + list(ALL_FEATURE_COLUMNS)
     corpus = _corpus(source.corpus_annotations)
-    # the KNN part's per-candidate columns (IA, depth...) are recomputed below for every candidate:
-    # no term weights here, so its leave-one-out IA is not computed twice
+    # no term weights: the KNN part's per-candidate columns (IA, depth...) are computed once, below
     knn = candidate_features(source.neighbours, source.corpus_annotations, k=k).astype(
         {"protein": str, "term": str, "aspect": str})
     queries = set(source.neighbours["query"].astype(str))
