@@ -198,11 +198,15 @@ class IaCounts:
 
 
 def _lookup(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Position of each value in ``sorted_ids`` (int64), -1 when absent."""
-    if len(sorted_ids) == 0:
+    """Position of each value in ``sorted_ids`` (int64), -1 when absent.
+
+    Candidate rows repeat few proteins and terms: each distinct value is looked up once (its string
+    form, as the ids are strings) and the positions spread back by its factorised codes."""
+    if len(sorted_ids) == 0 or len(values) == 0:
         return np.full(len(values), -1, dtype=np.int64)
-    codes = pd.Index(sorted_ids).get_indexer(pd.Index(values.astype(str)))
-    return np.asarray(codes, dtype=np.int64)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    found = pd.Index(sorted_ids).get_indexer(pd.Index(np.asarray(uniques).astype(str)))
+    return np.asarray(found, dtype=np.int64)[codes]
 
 
 def _member(sorted_keys: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ import pandas as pd
 from tempo_assets.core.labels.annotations import propagate_annotations, require_columns
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.features import (
-    ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, _term_values, candidate_features,
+    ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, _contains, _term_values, candidate_features,
     prepare_neighbours,
 )
 from tempo_assets.core.labels.ia import IaCounts
@@ -268,8 +268,9 @@ def recipe_features(
     sources = parse_sources(sources)
     columns = list(KEY_COLUMNS) + list(ALL_FEATURE_COLUMNS)
     corpus = _corpus(source.corpus_annotations)
-    knn = candidate_features(source.neighbours, source.corpus_annotations, ia=source.ia, term_depth=source.term_depth,
-                             k=k).astype({"protein": str, "term": str, "aspect": str})
+    # no term weights: the KNN part's per-candidate columns (IA, depth...) are computed once, below
+    knn = candidate_features(source.neighbours, source.corpus_annotations, k=k).astype(
+        {"protein": str, "term": str, "aspect": str})
     queries = set(source.neighbours["query"].astype(str))
     if source.hits is not None:
         queries |= set(source.hits["query"].astype(str))
@@ -295,8 +296,13 @@ def recipe_features(
     out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
     out = _with_goa_features(_with_hit_features(out, hit_feats, hit_query), goa)
     out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k)
-    out = out.assign(_a=out["aspect"].map(ASPECT_CODES)).sort_values(["protein", "_a", "term"], kind="mergesort")
-    return out[columns].reset_index(drop=True)
+    return out.iloc[_candidate_order(out)][columns].reset_index(drop=True)
+
+
+def _candidate_order(out: pd.DataFrame) -> np.ndarray:
+    """The rows sorted by protein, aspect code, term (stable): sorted codes of the ids, not the strings."""
+    protein, term = (pd.factorize(out[c].to_numpy(dtype=object), sort=True)[0] for c in ("protein", "term"))
+    return np.lexsort((term, out["aspect_code"].to_numpy(dtype=np.float64), protein))
 
 
 def _hit_part(hits: pd.DataFrame | None, corpus: pd.DataFrame,
@@ -345,35 +351,76 @@ def _with_goa_features(out: pd.DataFrame, goa: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@dataclass(frozen=True)
+class _JointCodes:
+    """The candidates' (first ``n_out`` rows) and the corpus' protein, aspect and term ids as integer codes
+    factorised together, so an id equality is a code equality; strings stay at the edges."""
+
+    n_out: int
+    p: np.ndarray
+    a: np.ndarray
+    t: np.ndarray
+    uniques: tuple[np.ndarray, np.ndarray, np.ndarray]  # the protein, aspect and term ids by code
+
+    @classmethod
+    def of(cls, out: pd.DataFrame, corpus: pd.DataFrame) -> "_JointCodes":
+        coded = [pd.factorize(pd.concat([out[c], corpus[c]], ignore_index=True).to_numpy(dtype=object))
+                 for c in ("protein", "aspect", "term")]
+        (p, p_ids), (a, a_ids), (t, t_ids) = coded
+        return cls(len(out), p.astype(np.int64), a.astype(np.int64), t.astype(np.int64),
+                   (np.asarray(p_ids, dtype=object), np.asarray(a_ids, dtype=object), np.asarray(t_ids, dtype=object)))
+
+    def keys(self, *, term: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(candidates' keys, corpus keys) of (protein, aspect[, term])."""
+        n_a, n_t = len(self.uniques[1]), len(self.uniques[2])
+        key = self.p * n_a + self.a
+        if term:
+            key = key * n_t + self.t
+        return key[:self.n_out], key[self.n_out:]
+
+
 def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataFrame, weights: tuple,
                    k: int | None) -> pd.DataFrame:
-    """The features every candidate has whatever proposed it: leave-one-out prior and IA, depth, counts."""
+    """The features every candidate has whatever proposed it: leave-one-out prior and IA, depth, counts
+    (on integer codes of the ids; ``corpus`` holds each (protein, term, aspect) once)."""
     ia, term_depth = weights
-    term_n = corpus.groupby(["aspect", "term"]).size().rename("_tn").reset_index()
-    aspect_n = corpus[["protein", "aspect"]].drop_duplicates().groupby("aspect").size().rename("_an")
-    out = out.merge(term_n, on=["aspect", "term"], how="left")
-    own_term = out[list(KEY_COLUMNS)].merge(corpus.assign(_own=1), on=list(KEY_COLUMNS), how="left")["_own"]
-    own_aspect = out[["protein", "aspect"]].merge(corpus[["protein", "aspect"]].drop_duplicates().assign(_oa=1),
-                                                  on=["protein", "aspect"], how="left")["_oa"]
-    numer = out["_tn"].fillna(0).to_numpy(dtype=np.float64) - own_term.fillna(0).to_numpy(dtype=np.float64)
-    denom = out["aspect"].map(aspect_n).fillna(0).to_numpy(dtype=np.float64) - own_aspect.fillna(0).to_numpy()
+    codes = _JointCodes.of(out, corpus)
+    n_a, n_t = len(codes.uniques[1]), len(codes.uniques[2])
+    out_pat, corpus_pat = codes.keys(term=True)
+    out_pa, corpus_pa = codes.keys(term=False)
+    out_a, out_t = codes.a[:codes.n_out], codes.t[:codes.n_out]
+    corpus_pairs = np.unique(corpus_pa)
+    term_n = np.bincount(codes.a[codes.n_out:] * n_t + codes.t[codes.n_out:], minlength=n_a * n_t)
+    aspect_n = np.bincount(corpus_pairs % n_a, minlength=n_a)
+    numer = term_n[out_a * n_t + out_t].astype(np.float64) - _contains(np.unique(corpus_pat), out_pat)
+    denom = aspect_n[out_a].astype(np.float64) - _contains(corpus_pairs, out_pa)
     out["corpus_prior"] = np.where(denom > 0, numer / np.where(denom > 0, denom, 1.0), 0.0)
-    terms = out["term"].to_numpy(dtype=object)
+    term_ids = codes.uniques[2]
     if isinstance(ia, IaCounts):
-        out["ia"] = ia.leave_one_out(out["protein"].to_numpy(dtype=object), terms)
+        out["ia"] = ia.leave_one_out(out["protein"].to_numpy(dtype=object), term_ids[out_t])
     else:
-        unique = np.array(sorted(set(terms)), dtype=object)
-        values = pd.Series(_term_values(ia, unique), index=unique)
-        out["ia"] = values.reindex(terms).to_numpy(dtype=np.float64)
-    unique = np.array(sorted(set(terms)), dtype=object)
-    out["depth"] = pd.Series(_term_values(term_depth, unique), index=unique).reindex(terms).to_numpy(dtype=np.float64)
-    out["n_candidates"] = out.groupby(["protein", "aspect"])["term"].transform("size").astype(np.float64)
-    out["aspect_code"] = out["aspect"].map(ASPECT_CODES).astype(np.float64)
+        out["ia"] = _term_values(ia, term_ids)[out_t]
+    out["depth"] = _term_values(term_depth, term_ids)[out_t]
+    out["n_candidates"] = np.bincount(out_pa, minlength=len(codes.uniques[0]) * n_a)[out_pa].astype(np.float64)
+    out["aspect_code"] = np.array([ASPECT_CODES.get(a, np.nan) for a in codes.uniques[1]], dtype=np.float64)[out_a]
     top, share = _knn_summaries(neighbours, corpus, k)
-    out["top_similarity"] = out["protein"].map(top).fillna(0.0).to_numpy(dtype=np.float64)
-    out = out.merge(share, on=["protein", "aspect"], how="left")
-    out["aspect_neighbour_share"] = out["aspect_neighbour_share"].fillna(0.0)
-    return out.drop(columns=["_tn"])
+    out["top_similarity"] = _by_code(top, codes.uniques[0], codes.p[:codes.n_out])
+    share_key = _code_of(codes.uniques[0], share["protein"]) * n_a + _code_of(codes.uniques[1], share["aspect"])
+    known = share_key >= 0
+    by_pair = pd.Series(share["aspect_neighbour_share"].to_numpy(dtype=np.float64)[known], index=share_key[known])
+    out["aspect_neighbour_share"] = _by_code(by_pair, np.arange(len(codes.uniques[0]) * n_a), out_pa)
+    return out
+
+
+def _code_of(ids: np.ndarray, values: pd.Series) -> np.ndarray:
+    """The code of each value among ``ids`` (-1 where absent: no candidate has it)."""
+    return np.asarray(pd.Index(ids).get_indexer(values.to_numpy(dtype=object)), dtype=np.int64)
+
+
+def _by_code(values: pd.Series, ids: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``values`` (indexed by id) of each code's id, 0 where it has none (or NaN)."""
+    per_id = values.reindex(ids).to_numpy(dtype=np.float64)
+    return np.nan_to_num(per_id, nan=0.0)[codes]
 
 
 def restrict_sources(features: pd.DataFrame, sources: str | Sequence[str]) -> pd.DataFrame:
@@ -385,10 +432,12 @@ def restrict_sources(features: pd.DataFrame, sources: str | Sequence[str]) -> pd
     """
     sources = parse_sources(sources)
     flags = [f"src_{s}" for s in sources]
-    out = features[(features[flags] > 0).any(axis=1).to_numpy()].copy()
+    out = features[(features[flags] > 0).any(axis=1).to_numpy()].reset_index(drop=True)
     for name in SOURCE_COLUMNS:
         if name not in flags:
             out[name] = 0.0
-    out["n_candidates"] = out.groupby(["protein", "aspect"])["term"].transform("size").astype(np.float64)
-    return out.reset_index(drop=True)
+    protein, aspect = (pd.factorize(out[c].to_numpy(dtype=object))[0].astype(np.int64) for c in ("protein", "aspect"))
+    pairs = protein * (int(aspect.max(initial=-1)) + 1) + aspect
+    out["n_candidates"] = np.bincount(pairs, minlength=1)[pairs].astype(np.float64)
+    return out
 

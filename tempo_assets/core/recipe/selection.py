@@ -49,7 +49,7 @@ from tempo_assets.core.evaluation.scoring import ASPECTS, MODES, PROFILES, evalu
 from tempo_assets.core.recipe.reranker import RerankerInputError, _jsonable, train_reranker
 from tempo_assets.core.recipe.valid_grid import (
     CELL_KEYS, GRID_COLUMNS, OBJECTIVE, RECIPE_FORMAT, Scorer, SelectionGrid, SelectionInputError,
-    _curve_best, _labelled, _mean_curve_tau, _mode_targets, blend_with_prior, consistent, missing_inputs,
+    PriorAligned, _curve_best, _labelled, _mean_curve_tau, _mode_targets, consistent, missing_inputs,
     prior_scores,
 )
 
@@ -390,10 +390,10 @@ def _blend_prior(recipe: dict[str, Any], scores: _GridScores, run: _Selection,
         preds = scores.kept.get(pick.cell(name) + (aspect,))
         if preds is None or choice.get("valid_objective") is None or not weights:
             continue  # no VALID target in this aspect: nothing to blend on
-        mine = prior[prior["aspect"] == aspect]
+        aligned = PriorAligned.of(preds, prior[prior["aspect"] == aspect])  # joined once, blended per weight
         best_w, best_objective = 0.0, float(choice["valid_objective"])
         for w in weights:
-            scored = cells.score(pick.cell(name)[:-1] + (w,), aspect, blend_with_prior(preds, mine, w))
+            scored = cells.score(pick.cell(name)[:-1] + (w,), aspect, aligned.blend(w))
             rows.extend(_blend_row(run, pick.cell(name), (aspect, w), choice, row) for row in scored)
             fmaxes = [r["fmax"] for r in scored if r["status"] == "ok"]
             objective = float(np.mean(fmaxes)) if fmaxes else -math.inf

@@ -156,16 +156,37 @@ def blend_with_prior(scores: pd.DataFrame, prior: pd.DataFrame, weight: float) -
 
     ``weight = 0`` returns ``scores``; ``prior`` is restricted to the proteins and aspects of
     ``scores``' caller (pass the prior of the proteins being scored)."""
-    keys = ["protein", "term", "aspect"]
     weight = float(weight)
     if weight == 0.0:
-        return scores[keys + ["score"]].reset_index(drop=True)
-    both = scores[keys + ["score"]].merge(prior[keys + ["score"]].rename(columns={"score": "_prior"}),
-                                          on=keys, how="outer")
-    blended = ((1.0 - weight) * both["score"].fillna(0.0).to_numpy(dtype=np.float64)
-               + weight * both["_prior"].fillna(0.0).to_numpy(dtype=np.float64))
-    out = both[keys].assign(score=np.clip(blended, 0.0, 1.0))
-    return out[out["score"] > 0].reset_index(drop=True)
+        return scores[list(_BLEND_KEYS) + ["score"]].reset_index(drop=True)
+    return PriorAligned.of(scores, prior).blend(weight)
+
+
+_BLEND_KEYS = ("protein", "term", "aspect")
+
+
+@dataclass(frozen=True)
+class PriorAligned:
+    """``scores`` and ``prior`` over the union of their (protein, term, aspect) pairs, 0 where one lacks
+    the pair: joined once, blended at every weight (``blend_with_prior``'s rule)."""
+
+    keys: pd.DataFrame
+    score: np.ndarray
+    prior: np.ndarray
+
+    @classmethod
+    def of(cls, scores: pd.DataFrame, prior: pd.DataFrame) -> "PriorAligned":
+        keys = list(_BLEND_KEYS)
+        both = scores[keys + ["score"]].merge(prior[keys + ["score"]].rename(columns={"score": "_prior"}),
+                                              on=keys, how="outer")
+        return cls(both[keys], both["score"].fillna(0.0).to_numpy(dtype=np.float64),
+                   both["_prior"].fillna(0.0).to_numpy(dtype=np.float64))
+
+    def blend(self, weight: float) -> pd.DataFrame:
+        """The pairs scoring above 0 at ``(1 - weight) * score + weight * prior`` (``weight`` > 0)."""
+        weight = float(weight)
+        out = self.keys.assign(score=np.clip((1.0 - weight) * self.score + weight * self.prior, 0.0, 1.0))
+        return out[out["score"] > 0].reset_index(drop=True)
 
 
 def _mode_targets(ground_truth: pd.DataFrame, what: str) -> pd.DataFrame:
