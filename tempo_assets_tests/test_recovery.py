@@ -232,3 +232,41 @@ def test_jobs_2_kill_9_of_the_launcher_takes_its_step_processes_with_it(tiny_bui
     _all_ok(graph)
     with dg.DagsterInstance.from_config(str(graph.home)) as instance:
         assert not instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishes(tiny_build, tmp_path, jobs):
+    """``kill PID`` (SIGTERM: ``timeout``, a service manager) of ``tempo materialize`` stops it as Ctrl-C
+    would: the run under way is ended as failed, no later step starts, the exit status is 130 with one
+    line saying so. Before, ``--jobs 1`` failed that run and went on with the next steps (exit 1), and
+    ``--jobs 2``'s launcher died on the spot (its runs left ``STARTED`` until the next launch)."""
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    graph.instance.dispose()
+    for asset in ("submission", "benchmark_catalog"):  # two steps left: the submission, then the catalog
+        shutil.rmtree(graph.artefacts / asset)
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
+        before = {run.run_id for run in instance.get_runs()}
+    launcher = subprocess.Popen([script("tempo"), "materialize", "--all", "--jobs", jobs], env=_env(graph),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in launcher.stdout:
+        seen.append(line)
+        if ": started run " in line:
+            break
+    assert "submission_job" in seen[-1], seen
+    run_id = seen[-1].split(": started run ")[1].split()[0]
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:  # the signal lands in the step's body
+        wait_until(lambda: any(e.dagster_event.event_type == dg.DagsterEventType.STEP_START
+                               for e in instance.all_logs(run_id) if e.dagster_event), "the submission step starting",
+                   limit_s=120)
+    launcher.terminate()  # SIGTERM
+    out, err = launcher.communicate(timeout=120)
+    output = "".join(seen) + out
+    assert launcher.returncode == 130, f"rc {launcher.returncode}\n{output}{err}"
+    assert err.strip().splitlines()[-1].startswith("tempo: interrupted"), err
+    assert "catalog_job" not in output and "summary:" not in output, output  # nothing started after it
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:  # its run ended, not left STARTED
+        launched = [run for run in instance.get_runs() if run.run_id not in before]
+        assert [(run.job_name, run.status) for run in launched] == [("submission_job", dg.DagsterRunStatus.FAILURE)]
+    _materialize_all(graph)
+    _all_ok(graph)

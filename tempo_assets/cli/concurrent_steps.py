@@ -142,7 +142,12 @@ class ConcurrentSteps:
                     ended = wait([r.process.sentinel for r in self.running.values()])
                     for run in [r for r in list(self.running.values()) if r.process.sentinel in ended]:
                         self.finish(run)
-        except BaseException:  # Ctrl-C, or an error planning a step: no child outlives the launch
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: no child outlives the launch, none starts after
+            stopped = ", ".join(run.where for run in self.running.values()) or "none"
+            self.stop_all()
+            raise KeyboardInterrupt(f"the runs under way were stopped and are failed ({stopped}); no later step "
+                                    "was started (`tempo materialize` again builds what is missing)") from exc
+        except BaseException:  # an error planning a step: no child outlives the launch
             self.stop_all()
             raise
         return [self.report[i] for i in range(len(self.steps))]

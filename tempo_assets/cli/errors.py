@@ -13,6 +13,8 @@ from typing import Callable, Iterator
 
 #: exit status of a command that stopped on an error
 ERROR_EXIT = 2
+#: exit status of a command stopped by Ctrl-C (SIGINT) or SIGTERM, as a shell reports SIGINT
+INTERRUPTED_EXIT = 130
 # the audit and gate commands' exit status for a bad input file (their 2 means "investigate")
 INPUT_ERROR_EXIT_CODE = 3
 
@@ -64,6 +66,10 @@ def run_command(prog: str, call: Callable[[], int | None]) -> int:
     """``call()``'s exit status; an exception becomes ``<prog>: error: <one line>`` on stderr and 2."""
     try:
         return int(call() or 0)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM where the command turns it into one
+        said = one_line(exc) or "a run under way is ended as failed (`tempo status`)"
+        print(f"{prog}: interrupted: {said}", file=sys.stderr)
+        return INTERRUPTED_EXIT
     except BrokenPipeError:
         # the reader went away (`tempo status | head`): nothing to say, and nowhere to say it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

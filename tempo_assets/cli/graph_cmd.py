@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -126,10 +127,8 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     their own environment, so ``resources`` must be ``None`` then, the instance must be one they
     share (PostgreSQL) and the artefact store an object store.
 
-    ``jobs`` > 1 (``tempo materialize --jobs N``, ``concurrent_steps.py``): steps that do not depend
-    on one another run at once, at most ``jobs`` of them, each run in a process of its own; window
-    runs also no more than the free memory holds. ``jobs`` 1 runs every step in this process, one
-    after the other.
+    ``jobs`` > 1 (``concurrent_steps.py``): steps that do not depend on one another run at once, at most
+    ``jobs`` (and windows as many as the free memory holds), each in a process of its own; else in this one.
     """
     runner = StepRunner(instance, resources, echo, exclude, log_level)
     if jobs > 1 and len(steps) > 1 and not runner.distributed and not instance.is_ephemeral:
@@ -443,6 +442,7 @@ def _materialize(args) -> int:
     from tempo_assets.resources import default_artefacts_root
     from tempo_assets.runs import settle_dead_runs, step_lock
 
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` stops a launch as Ctrl-C does
     home = ensure_dagster_home()
     artefacts = default_artefacts_root()
     require_free_space(DAGSTER_HOME=str(home), **({} if "://" in artefacts else {"TEMPO_ARTEFACTS": artefacts}))

@@ -32,10 +32,11 @@ from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 
 import dagster as dg
+from dagster._core.events import RunFailureReason
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from tempo_assets.assets.methods import METHOD_JOBS
-from tempo_assets.cli.errors import ERROR_EXIT, debugging, error_line
+from tempo_assets.cli.errors import ERROR_EXIT, INTERRUPTED_EXIT, debugging, error_line
 from tempo_assets.core.base.liveness import SELF_ORCHESTRATED, ProcessIdentity, is_alive
 from tempo_assets.definitions import ASSET_CHECKS, ASSETS
 from tempo_assets.runs import launch_tags
@@ -44,7 +45,6 @@ from tempo_assets.sensors import JOBS
 CPU_TAG, PEAK_RSS_TAG = "tempo/cpu_s", "tempo/peak_rss_mb"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 LAUNCHER_POLL_S = 1.0
-INTERRUPTED_EXIT = 130  # a shell's status for a process ended by SIGINT
 
 
 def definitions_for(resources: dict) -> dg.Definitions:
@@ -87,7 +87,8 @@ class Usage:
 
 def execute_order(defs: dg.Definitions, instance, order: RunOrder):
     """Run ``order`` in this process, tagged with this process's identity; its CPU and peak RSS
-    recorded on the run. Returns Dagster's ``ExecuteInProcessResult``."""
+    recorded on the run. Returns Dagster's ``ExecuteInProcessResult``; raises ``KeyboardInterrupt``
+    when the run ended because this process got SIGINT or SIGTERM."""
     before = Usage.now()
     # the definitions load against this instance's defs-state storage, as `with instance:` would
     # set it, not whatever an earlier instance of this process left in Dagster's context variable
@@ -98,7 +99,20 @@ def execute_order(defs: dg.Definitions, instance, order: RunOrder):
     after = Usage.now()
     instance.add_run_tags(order.run_id, {CPU_TAG: f"{after.cpu_s - before.cpu_s:.2f}",
                                          PEAK_RSS_TAG: f"{after.peak_rss_mb:.0f}"})
+    if was_interrupted(result):  # Ctrl-C or SIGTERM: whoever asked for the run stops too, starting nothing more
+        raise KeyboardInterrupt(f"run {order.run_id} ({order.job} {order.key or ''}) was interrupted and is failed; "
+                                "`tempo materialize` again builds what is missing")
     return result
+
+
+def was_interrupted(result) -> bool:
+    """Whether a run executed in this process (``execute_order``'s result) ended because the process
+    got SIGINT or SIGTERM: Dagster turns either into an interruption of the run, which it ends as
+    failed with the reason "unexpected termination"."""
+    if result.success:
+        return False
+    return any(getattr(event.event_specific_data, "failure_reason", None) == RunFailureReason.UNEXPECTED_TERMINATION
+               for event in result.all_events if event.event_type == dg.DagsterEventType.RUN_FAILURE)
 
 
 def encode_resources(resources: dict) -> dict:
