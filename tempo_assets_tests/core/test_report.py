@@ -262,6 +262,17 @@ def test_archive_report(curves):
     assert 'class="derived"' not in no_derived
 
 
+def test_each_window_is_shown_under_its_catalog_status_and_reason():
+    """A stale window says so above its table, with why (the catalog asset passes every window's status)."""
+    statuses = {WINDOWS[0]: ("ready", ""), WINDOWS[1]: ("stale", "method m@1 registered since <w>")}
+    page = render_archive_report(make_results(), None, statuses)
+    assert page.count("status: ready") == 1 and page.count("status: stale") == 1
+    stale = page.index("status: stale")
+    assert page.index(f"<h3>{WINDOWS[1]}</h3>") < stale < page.index("</table>", stale)
+    assert "status: stale</strong>: method m@1 registered since &lt;w&gt;" in page
+    assert "status:" not in render_archive_report(make_results(), None)
+
+
 def test_gate_banner_heads_the_body_and_escapes_reasons(curves):
     page = render_archive_report(make_results(), None)
     bannered = report.with_gate_banner(page, "fail", "FAILED QUALITY GATE", ["feature <own_count> leaks"])
