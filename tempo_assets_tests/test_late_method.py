@@ -72,8 +72,8 @@ def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_
             assert state == "stale" and f"method {LATE} registered since" in reason, (window, state, reason)
             for asset in ("frozen_recipe", "test_growth", "test_score"):
                 assert before[f"{asset}[{window}]"][0] == "ok", (asset, window, before[f"{asset}[{window}]"])
-        # the catalog says so too (it said "ready"); the HTML page renders each window's catalog status
-        # (core/test_report: a stale one too), here checked on the page the run below ends with
+        # the catalog says so too (it said "ready"); the HTML page shows each window's catalog status
+        # (core/test_report.py::test_archive_report: a stale one too), checked on the page the run ends with
         catalog = tempo(capsys, "report", "--format", "md")
         assert all(f"| {window} | stale " in catalog for window in windows), catalog[:3000]
 
