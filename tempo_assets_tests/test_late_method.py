@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
-from tempo_assets.cli.main import main
 from tempo_assets.core.methods.eligibility import METHOD_PREFIX
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.partitions import plan_partitions
 from tempo_assets_tests.conftest import REPO, graph_from
+from tempo_assets_tests.toolkit import tempo_here
 
 pytestmark = pytest.mark.slow
 
@@ -27,20 +27,16 @@ LATE = "freqlate@1"
 KEPT = ("frozen_recipe", "test_growth", "test_score", "valid_selection", "valid_evaluation_set")
 
 
-def tempo(capsys, *args) -> str:
-    """``tempo ARGS`` in this process (``cli.main``, as a user's command runs it; the environment points
-    at the graph's instance and folders): its stdout. The subprocess startup would only reload what
-    this process has loaded; the CLI's own exit codes and error lines are tested in ``cli/``."""
-    capsys.readouterr()
-    code = main([*args])
-    out, err = capsys.readouterr()
-    assert code == 0, out[-2000:] + err[-2000:]
-    return out
+def tempo(graph, *args) -> str:
+    """``tempo ARGS`` on ``graph`` in this process (toolkit ``tempo_here``): its stdout."""
+    run = tempo_here(*args, env=graph.env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run.stdout
 
 
-def states(capsys) -> dict[str, tuple[str, str]]:
+def states(graph) -> dict[str, tuple[str, str]]:
     return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"])
-            for s in json.loads(tempo(capsys, "status", "--json"))}
+            for s in json.loads(tempo(graph, "status", "--json"))}
 
 
 def folder_bytes(folder) -> dict[str, bytes]:
@@ -52,10 +48,8 @@ def without_methods(summary: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["profile", "method", "mode", "aspect"]).reset_index(drop=True)
 
 
-def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_path, monkeypatch, capsys):
+def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_path):
     graph = graph_from(demo_build, tmp_path / "graph")
-    for name, value in graph.env.items():
-        monkeypatch.setenv(name, value)
     try:
         store, windows = graph.store(), list(graph.plan.windows)
         assert len(windows) == 2
@@ -64,9 +58,9 @@ def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_
         old = {w: store.open("benchmark", w).value.summary for w in windows}
         assert not any(f"{METHOD_PREFIX}{LATE}" in set(s["method"]) for s in old.values())
 
-        tempo(capsys, "method", "add", "freqlate", "--version", "1",
+        tempo(graph, "method", "add", "freqlate", "--version", "1",
               "--dir", str(REPO / "examples" / "methods" / "freqprior"), "--command", "python3 predict.py")
-        before = states(capsys)
+        before = states(graph)
         for window in windows:
             state, reason = before[f"benchmark[{window}]"]
             assert state == "stale" and f"method {LATE} registered since" in reason, (window, state, reason)
@@ -74,7 +68,7 @@ def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_
                 assert before[f"{asset}[{window}]"][0] == "ok", (asset, window, before[f"{asset}[{window}]"])
         # the catalog says so too (it said "ready"); the HTML page shows each window's catalog status
         # (core/test_report.py::test_archive_report: a stale one too), checked on the page the run ends with
-        catalog = tempo(capsys, "report", "--format", "md")
+        catalog = tempo(graph, "report", "--format", "md")
         assert all(f"| {window} | stale " in catalog for window in windows), catalog[:3000]
 
         plan = plan_partitions(open_archive(graph.archive))
