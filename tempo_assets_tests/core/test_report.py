@@ -247,7 +247,9 @@ def test_window_report_escapes_text(curves):
 
 def test_archive_report(curves):
     results = make_results()
-    html_text = render_archive_report(results, {"archive": "data/"})
+    # each window under its catalog status, a stale one with why (the catalog asset passes every window's)
+    statuses = {WINDOWS[0]: ("ready", ""), WINDOWS[1]: ("stale", "method m@1 registered since <w>")}
+    html_text = render_archive_report(results, {"archive": "data/"}, statuses)
     _assert_self_contained(html_text)
     images = _images(html_text)
     assert len(images) == html_text.count("<img") == 4  # F at the VALID tau, oracle Fmax, wfmax, smin
@@ -256,9 +258,13 @@ def test_archive_report(curves):
     assert 'class="derived"' in html_text and 'id="derived-legend"' in html_text
     for window in WINDOWS:
         assert f"<h3>{window}</h3>" in html_text
+    assert html_text.count("status: ready") == 1 and html_text.count("status: stale") == 1
+    stale = html_text.index("status: stale")
+    assert html_text.index(f"<h3>{WINDOWS[1]}</h3>") < stale < html_text.index("</table>", stale)
+    assert "status: stale</strong>: method m@1 registered since &lt;w&gt;" in html_text
     no_derived = render_archive_report(
         make_results(derived_window=None).drop(columns=["wfmax", "smin"]), None)
-    assert no_derived.count("<img") == 2
+    assert no_derived.count("<img") == 2 and "status:" not in no_derived
     assert 'class="derived"' not in no_derived
 
 
