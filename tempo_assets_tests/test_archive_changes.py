@@ -23,7 +23,7 @@ from tempo_assets.partitions import parse_window_key, plan_partitions, register_
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 from tempo_assets_tests.conftest import graph_from, materialise_archive, tiny_benchmark_config
-from tempo_assets_tests.toolkit import tempo as run_tempo, tempo_here
+from tempo_assets_tests.toolkit import tempo as run_tempo
 
 NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "catalog_job"}
 
@@ -33,7 +33,7 @@ def tempo(graph, *args) -> subprocess.CompletedProcess:
 
 
 def status(graph) -> dict[str, tuple[str, str]]:
-    run = tempo_here("status", "--json", env=graph.env)
+    run = tempo(graph, "status", "--json")
     assert run.returncode == 0, run.stderr
     return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"]) for s in json.loads(run.stdout)}
 
@@ -278,7 +278,7 @@ def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path):
         assert {s for k, (s, _) in after.items() if k not in waiting} <= {"ok", "superseded", "stale"}
         assert [k for k, (s, _) in after.items() if s == "stale"] == [f"submission[{seen['latest']}]"]
         # the superseded windows stay in the catalog as history, out of the current results
-        report_md = tempo_here("report", "--format", "md", env=graph.env)
+        report_md = tempo(graph, "report", "--format", "md")
         assert report_md.returncode == 0, report_md.stderr
         for window in seen["superseded"]:
             assert f"| {window} | superseded" in report_md.stdout

@@ -10,6 +10,8 @@ scored: ``window_job`` said "already materialised and current, skipped" and stat
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -18,8 +20,7 @@ from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.methods.eligibility import METHOD_PREFIX
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.partitions import plan_partitions
-from tempo_assets_tests.conftest import REPO, graph_from
-from tempo_assets_tests.toolkit import tempo_here
+from tempo_assets_tests.conftest import REPO, graph_from, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +29,10 @@ KEPT = ("frozen_recipe", "test_growth", "test_score", "valid_selection", "valid_
 
 
 def tempo(graph, *args) -> str:
-    """``tempo ARGS`` on ``graph`` in this process (toolkit ``tempo_here``): its stdout."""
-    run = tempo_here(*args, env=graph.env)
+    """``tempo ARGS`` on ``graph`` (a subprocess: in the test's process a command's Dagster instance can
+    leave its defs-state storage behind for the worker's next test): its stdout."""
+    run = subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], cwd=REPO, env=subprocess_env(graph),
+                         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return run.stdout
 

@@ -9,7 +9,7 @@
   developer's machine and **fails under CI** (``CI`` set, as ``.ci/run`` exports it), naming what is
   missing and how to get it: nothing that guards a promise disappears from a CI run.
 - **Runners**: :func:`tempo` and :func:`dagster` run the console scripts a user runs, from this
-  interpreter's environment, in the repository; :func:`tempo_here` runs a ``tempo`` command in the test's process.
+  interpreter's environment, in the repository.
 - **Fixture rewrites**: :func:`rewrite_fixtures` writes regenerated fixtures or snapshots when asked
   (``TEMPO_WRITE_FIXTURES=1``, ``TEMPO_UPDATE_SNAPSHOT=1``) and then fails the test, so a rewrite is
   never a pass: the new files are reviewed and committed, and the next run compares against them.
@@ -163,33 +163,6 @@ def tempo(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str | No
           timeout: float = 600) -> subprocess.CompletedProcess:
     """``tempo ARGS`` as a user runs it (the console script), with ``env`` over the current environment."""
     return _run([script("tempo"), *map(str, args)], env, cwd, timeout)
-
-
-def tempo_here(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``tempo ARGS`` run in this process (``cli.main``), with ``env`` over the environment while it runs.
-
-    For a test whose subject is what a command says (status, report), not how the command starts: a
-    subprocess would only import Dagster and load the definitions again (~3 CPU s). Exit codes and the
-    one-line errors of the console script itself are tested with :func:`tempo` (``cli/test_bad_input.py``).
-    """
-    import contextlib
-    import io
-
-    from tempo_assets.cli.main import main
-
-    saved = {name: os.environ.get(name) for name in (env or {})}
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        os.environ.update(env or {})
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([*map(str, args)])
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    return subprocess.CompletedProcess(["tempo", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def dagster(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
