@@ -364,8 +364,8 @@ class _JointCodes:
 
     @classmethod
     def of(cls, out: pd.DataFrame, corpus: pd.DataFrame) -> "_JointCodes":
-        coded = [pd.factorize(pd.concat([out[c], corpus[c]], ignore_index=True).to_numpy(dtype=object))
-                 for c in ("protein", "aspect", "term")]
+        # factorised as they are held (Arrow strings: pyarrow's dictionary encoding, no Python string per row)
+        coded = [pd.factorize(pd.concat([out[c], corpus[c]], ignore_index=True)) for c in ("protein", "aspect", "term")]
         (p, p_ids), (a, a_ids), (t, t_ids) = coded
         return cls(len(out), p.astype(np.int64), a.astype(np.int64), t.astype(np.int64),
                    (np.asarray(p_ids, dtype=object), np.asarray(a_ids, dtype=object), np.asarray(t_ids, dtype=object)))
@@ -389,10 +389,10 @@ def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataF
     out_pat, corpus_pat = codes.keys(term=True)
     out_pa, corpus_pa = codes.keys(term=False)
     out_a, out_t = codes.a[:codes.n_out], codes.t[:codes.n_out]
-    corpus_pairs = np.unique(corpus_pa)
+    corpus_pairs = _sorted_unique(corpus_pa)
     term_n = np.bincount(codes.a[codes.n_out:] * n_t + codes.t[codes.n_out:], minlength=n_a * n_t)
     aspect_n = np.bincount(corpus_pairs % n_a, minlength=n_a)
-    numer = term_n[out_a * n_t + out_t].astype(np.float64) - _contains(np.unique(corpus_pat), out_pat)
+    numer = term_n[out_a * n_t + out_t].astype(np.float64) - _contains(np.sort(corpus_pat), out_pat)
     denom = aspect_n[out_a].astype(np.float64) - _contains(corpus_pairs, out_pa)
     out["corpus_prior"] = np.where(denom > 0, numer / np.where(denom > 0, denom, 1.0), 0.0)
     term_ids = codes.uniques[2]
@@ -410,6 +410,12 @@ def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataF
     by_pair = pd.Series(share["aspect_neighbour_share"].to_numpy(dtype=np.float64)[known], index=share_key[known])
     out["aspect_neighbour_share"] = _by_code(by_pair, np.arange(len(codes.uniques[0]) * n_a), out_pa)
     return out
+
+
+def _sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """``np.unique(keys)`` by a sort (numpy's hashing unique was 10x slower on a full corpus' int64 keys)."""
+    ordered = np.sort(keys)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
 def _code_of(ids: np.ndarray, values: pd.Series) -> np.ndarray:
