@@ -8,23 +8,12 @@ import pandas as pd
 from tempo_assets.core.labels.ia import _lookup
 from tempo_assets.core.recipe.candidates import SOURCES, CandidateSource, recipe_features, restrict_sources
 from tempo_assets.core.recipe.features import ASPECT_CODES, prepare_neighbours
-from tempo_assets_tests.core.test_audits import world_inputs
+from tempo_assets_tests.core.test_candidates import world_source
 
 
 def world_features(tmp_path, k: int = 4) -> tuple[pd.DataFrame, CandidateSource]:
     """Every source's candidates of the audit world, with hits and non-experimental annotations in every aspect."""
-    inputs, _ = world_inputs(tmp_path, 3)
-    rng = np.random.default_rng(11)
-    queries = sorted(inputs.neighbours["query"].unique())
-    subjects = sorted(inputs.corpus_annotations["protein"].unique())
-    hits = pd.DataFrame([(q, s, float(rng.uniform(20, 100)), float(rng.uniform(30, 500)), 80.0, 70.0)
-                         for q in queries for s in rng.choice(subjects, size=3, replace=False)],
-                        columns=["query", "subject", "pident", "bitscore", "qcov", "scov"])
-    terms = inputs.corpus_annotations[["term", "aspect"]].drop_duplicates().to_numpy()
-    nonexp = pd.DataFrame([(q, *terms[i], "iea") for q in queries for i in rng.choice(len(terms), 4, replace=False)],
-                          columns=["protein", "term", "aspect", "group"])
-    source = CandidateSource(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia,
-                             term_depth=inputs.term_depth, hits=hits, nonexp=nonexp)
+    source = world_source(tmp_path, n_proteins=3, seed=11, per_query=(3, 4))
     return recipe_features(source, k=k, sources=SOURCES, prior_top=3), source
 
 

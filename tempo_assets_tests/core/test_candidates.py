@@ -143,22 +143,29 @@ def test_nonexp_groups_propagate_each_group(tmp_path):
     assert set(rows["protein"]) == {"P"}
 
 
+def world_source(tmp_path, n_proteins: int, seed: int, per_query: tuple[int, int]) -> CandidateSource:
+    """The audit world's candidate inputs with seeded DIAMOND hits and non-experimental annotations:
+    ``per_query`` (hits, annotations) for each query."""
+    inputs, _ = world_inputs(tmp_path, n_proteins)
+    rng = np.random.default_rng(seed)
+    queries = sorted(inputs.neighbours["query"].unique())
+    subjects = sorted(inputs.corpus_annotations["protein"].unique())
+    hits = pd.DataFrame([(q, s, float(rng.uniform(20, 100)), float(rng.uniform(30, 500)), 80.0, 70.0)
+                         for q in queries for s in rng.choice(subjects, size=per_query[0], replace=False)],
+                        columns=list(candidates.HIT_COLUMNS))
+    terms = inputs.corpus_annotations[["term", "aspect"]].drop_duplicates().to_numpy()
+    nonexp = pd.DataFrame([(q, *terms[i], "iea") for q in queries
+                           for i in rng.choice(len(terms), per_query[1], replace=False)],
+                          columns=["protein", "term", "aspect", "group"])
+    return CandidateSource(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia, term_depth=inputs.term_depth,
+                           hits=hits, nonexp=nonexp)
+
+
 @pytest.mark.parametrize("sources", ["knn", "knn+diamond", "knn+goa+prior", "knn+prior"])
 def test_a_candidate_set_cut_from_the_union_equals_the_set_built_alone(tmp_path, sources):
     from tempo_assets.core.recipe.candidates import restrict_sources
 
-    inputs, _ = world_inputs(tmp_path, 1)
-    rng = np.random.default_rng(5)
-    queries = sorted(inputs.neighbours["query"].unique())
-    subjects = sorted(inputs.corpus_annotations["protein"].unique())
-    hits = pd.DataFrame([(q, s, float(rng.uniform(20, 100)), float(rng.uniform(30, 500)), 80.0, 70.0)
-                         for q in queries for s in rng.choice(subjects, size=4, replace=False)],
-                        columns=list(candidates.HIT_COLUMNS))
-    terms = inputs.corpus_annotations[["term", "aspect"]].drop_duplicates().to_numpy()
-    nonexp = pd.DataFrame([(q, *terms[i], "iea") for q in queries for i in rng.choice(len(terms), 3, replace=False)],
-                          columns=["protein", "term", "aspect", "group"])
-    source = CandidateSource(inputs.neighbours, inputs.corpus_annotations, ia=inputs.ia, term_depth=inputs.term_depth,
-                             hits=hits, nonexp=nonexp)
+    source = world_source(tmp_path, n_proteins=1, seed=5, per_query=(4, 3))
     union = recipe_features(source, k=4, sources=SOURCES, prior_top=3)
     alone = recipe_features(source, k=4, sources=sources, prior_top=3)
     assert 0 < len(alone) < len(union)
