@@ -5,14 +5,24 @@ cafaeval runs as a subprocess in its own venv: ``$TEMPO_CAFAEVAL_PYTHON`` or
 and fail under CI (``tempo_assets_tests/toolkit.py``).
 The ground truth is real: experimental, non-NOT human annotations of proteins that gained terms
 between the 2014-09-29 and 2019-01-14 GOA files (a seeded subsample of a few hundred).
+
+cafaeval's outputs are kept in ``fixtures/cafaeval_reference/<case>/`` with the sha256 of everything
+that run read (the cafaeval version, its options, the OBO, ground truth, IA and prediction files, as
+bytes): when this run's inputs have that digest, the kept outputs are cafaeval's answer to them and
+cafaeval is not run again (it took ~100 s per case). Any other digest (a changed generator, OBO or
+GAF, another cafaeval) runs cafaeval here, compares, and warns that the kept outputs are stale;
+``TEMPO_WRITE_FIXTURES=1`` rewrites them from a live run.
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
 import math
 import shutil
+import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +30,9 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.evaluation import cafa_eval, write_results
-from tempo_assets_tests.toolkit import GOA_ARCHIVE, cafaeval_python, needs_cafaeval, needs_shared, shared
+from tempo_assets_tests.toolkit import (
+    GOA_ARCHIVE, REPO, cafaeval_python, needs_cafaeval, needs_shared, rewrite_fixtures, shared,
+)
 
 EXPERIMENTAL = {"EXP", "IDA", "IPI", "IMP", "IGI", "IEP", "TAS", "IC",
                 "HTP", "HDA", "HMP", "HGI", "HEP"}
@@ -37,6 +49,63 @@ def run_cafaeval(python: Path, obo: Path, pred_dir: Path, gt: Path, out_dir: Pat
                "-out_dir", str(out_dir), "-threads", "1", "-log_level", "warning", *options]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+REFERENCE_OUTPUTS = REPO / "tempo_assets_tests" / "fixtures" / "cafaeval_reference"
+DIGEST_FILE = "inputs.sha256"
+
+
+def cafaeval_version(python: Path) -> str:
+    done = subprocess.run([str(python), "-c", "from importlib.metadata import version; print(version('cafaeval'))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+def inputs_digest(version: str, obo: Path, pred_dir: Path, gt: Path, options: list[str]) -> str:
+    """sha256 of what a cafaeval run reads: its version, options (a file named by its bytes), OBO, ground
+    truth and every prediction file (by its path under ``pred_dir`` and its bytes)."""
+    digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(f"{label}\0{len(data)}\0".encode())
+        digest.update(data)
+
+    add("cafaeval", version.encode())
+    add("obo", obo.read_bytes())
+    add("gt", gt.read_bytes())
+    for option in options:
+        add("option", Path(option).read_bytes() if Path(option).is_absolute() else option.encode())
+    for path in sorted(p for p in pred_dir.rglob("*") if p.is_file()):
+        add(f"prediction {path.relative_to(pred_dir).as_posix()}", path.read_bytes())
+    return digest.hexdigest()
+
+
+def reference_outputs(case: str, python: Path, obo: Path, pred_dir: Path, gt: Path, out_dir: Path,
+                      options: list[str]) -> None:
+    """cafaeval's outputs for these inputs into ``out_dir``: the kept ones when their digest matches,
+    else from a live run (and a warning that the kept ones are stale)."""
+    kept = REFERENCE_OUTPUTS / case
+    digest = inputs_digest(cafaeval_version(python), obo, pred_dir, gt, options)
+    rewrite = os.environ.get("TEMPO_WRITE_FIXTURES", "").strip() not in ("", "0")
+    if not rewrite and (kept / DIGEST_FILE).is_file() and (kept / DIGEST_FILE).read_text().strip() == digest:
+        shutil.copytree(kept, out_dir, ignore=shutil.ignore_patterns(DIGEST_FILE))
+        return
+    run_cafaeval(python, obo, pred_dir, gt, out_dir, *options)
+    if not rewrite:
+        warnings.warn(f"{kept.relative_to(REPO)}: the kept cafaeval outputs are for other inputs, so cafaeval "
+                      "ran here (slow); TEMPO_WRITE_FIXTURES=1 rewrites them")
+        return
+
+    def write() -> None:
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.mkdir(parents=True)
+        for name in OUTPUTS:
+            if (out_dir / name).exists():
+                shutil.copy(out_dir / name, kept / name)
+        (kept / DIGEST_FILE).write_text(digest + "\n")
+
+    rewrite_fixtures("TEMPO_WRITE_FIXTURES", write, f"cafaeval's outputs for {case}")
 
 
 def read_experimental(path: Path) -> pd.DataFrame:
@@ -195,7 +264,7 @@ def test_outputs_identical_to_cafaeval(data, tmp_path, case):
         (preds / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(data["preds"] / name, preds / name)
     reference = tmp_path / "reference"
-    run_cafaeval(python, data["obos"][day], preds, data["gt"], reference, *cli_options)
+    reference_outputs(case, python, data["obos"][day], preds, data["gt"], reference, cli_options)
     df_all, dfs_best = cafa_eval(data["obos"][day], preds, data["gt"], **kwargs)
     write_results(df_all, dfs_best, tmp_path / "ours", th_step=kwargs.get("th_step", 0.01))
     compared = compare_outputs(tmp_path / "ours", reference)
