@@ -24,7 +24,7 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.storage.warehouse import (
     Warehouse, default_sql_dir, default_warehouse_url, ontology_frames,
 )
-from tempo_assets.core.storage.warehouse_models import WarehouseError
+from tempo_assets.core.storage.warehouse_models import WarehouseError, _positional
 from tempo_assets_tests.services import postgres_database
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
@@ -469,6 +469,52 @@ def test_other_loaders_validate(wh):
     with pytest.raises(WarehouseError, match="not a release id"):
         wh.load_sequences("latest", OLD_SEQUENCES)
     assert wh.read_table("stg_sequences").empty
+
+
+def _stored(wh: Warehouse, name: str, columns: list[str]) -> set[tuple]:
+    """The release OLD's rows of ``name`` as tuples of plain Python values (SQLite hands booleans
+    back as 0/1, PostgreSQL as bool; a missing qualifier as None)."""
+    frame = wh.read_table(name, release_id=OLD)
+    rows = frame[columns].astype(object).where(frame[columns].notna(), None)
+    return {tuple(bool(v) if c == "is_experimental" else v for c, v in zip(columns, row))
+            for row in rows.itertuples(index=False)}
+
+
+def test_loads_write_exactly_the_rows_given(wh):
+    """The loads hand the driver positional tuples: each value must land in its own column."""
+    annotations = pd.DataFrame({
+        "protein": ["P2", "P1", "P3"], "term": [M2, B2, C2], "aspect": ["MF", "BP", "CC"],
+        "evidence": ["IDA", "IEA", "EXP"], "is_experimental": [True, False, True],
+        "date": [20100102, 20091231, 20140929],
+        "qualifier": [None, "NOT|involved_in", "contributes_to"],
+    })
+    wh.load_annotations(OLD, annotations)
+    wh.load_term_closure(OLD, NEW_CLOSURE, NEW_ALT_IDS)
+    wh.load_sequences(OLD, OLD_SEQUENCES)
+    given = annotations.astype(object).where(annotations.notna(), None)
+    assert _stored(wh, "stg_annotations", ["protein", "term", "aspect", "evidence", "qualifier",
+                                           "is_experimental", "annotation_date"]) == {
+        (r.protein, r.term, r.aspect, r.evidence, r.qualifier, r.is_experimental, r.date)
+        for r in given.itertuples(index=False)}
+    assert _stored(wh, "stg_term_closure", ["term", "ancestor", "aspect"]) == set(
+        NEW_CLOSURE.itertuples(index=False, name=None))
+    assert _stored(wh, "stg_term_alt_ids", ["alt_id", "term"]) == {(M5, M2)}
+    assert _stored(wh, "stg_sequences", ["protein", "sequence_sha256"]) == set(
+        OLD_SEQUENCES.itertuples(index=False, name=None))
+    # the aspect CHECK (written as comparisons, not an ``in`` list: warehouse_tables._one_of)
+    # still refuses any other value
+    with pytest.raises(IntegrityError), wh.engine.begin() as conn:
+        conn.execute(text("insert into stg_term_closure (release_id, term, ancestor, aspect) "
+                          "values (:r, 'GO:1', 'GO:1', 'XX')"), {"r": NEW})
+
+
+def test_positional_statement_keeps_comments_and_literals_out():
+    sql = "-- grain: one row per :thing\ninsert into t (a, b) values (:b, ':a' || '%') -- :c"
+    assert _positional(sql, "qmark") == ("insert into t (a, b) values (?, ':a' || '%')", ("b",))
+    assert _positional(sql, "pyformat") == ("insert into t (a, b) values (%s, ':a' || '%%')",
+                                            ("b",))
+    with pytest.raises(WarehouseError, match="positional"):
+        _positional(sql, "named")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,6 +140,33 @@ def _params(sql: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_PARAM.findall(code)))
 
 
+# the DBAPI paramstyles whose markers bind by position: sqlite3's, and psycopg's (which takes
+# "%s" in a pyformat statement)
+_POSITIONAL_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+def _positional(statement: str, paramstyle: str) -> tuple[str, tuple[str, ...]]:
+    """``statement`` with each ``:name`` replaced by the driver's positional marker, and the names
+    in the order of the markers: its rows can then go to ``executemany`` as plain tuples.
+
+    Comments are dropped first (they are not sent); string literals are left as they are.
+    """
+    if paramstyle not in _POSITIONAL_MARKS:
+        raise WarehouseError(f"no positional parameter marker for the driver's {paramstyle!r} style")
+    code = "\n".join(line.split("--", 1)[0].rstrip() for line in statement.splitlines())
+    if _POSITIONAL_MARKS[paramstyle] == "%s":
+        code = code.replace("%", "%%")  # a literal percent sign, to a "format" driver
+    parts = re.split(r"('[^']*')", code)  # odd parts are string literals
+    names: list[str] = []
+
+    def mark(match: re.Match) -> str:
+        names.append(match.group(1))
+        return _POSITIONAL_MARKS[paramstyle]
+
+    parts = [part if i % 2 else _PARAM.sub(mark, part) for i, part in enumerate(parts)]
+    return "".join(parts).strip(), tuple(names)
+
+
 def _statement(sql: str) -> str:
     """The file's single statement without its trailing semicolon."""
     body = sql.strip()

@@ -10,12 +10,22 @@ from sqlalchemy import (
 )
 
 
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    """``column = 'a' or column = 'b' or ...``: the same rule as ``column in ('a', 'b', ...)``.
+
+    SQLite evaluates an ``in`` list of three or more constants through a small table it builds
+    at each execution of a statement, and a staging load executes its insert once per row: on
+    full GO's term closure that doubled the load's time. The comparisons cost nothing extra.
+    """
+    return " or ".join(f"{column} = '{value}'" for value in values)
+
+
 def _aspect_check(table: str) -> CheckConstraint:
-    return CheckConstraint("aspect in ('BP', 'MF', 'CC')", name=f"ck_{table}_aspect")
+    return CheckConstraint(_one_of("aspect", ("BP", "MF", "CC")), name=f"ck_{table}_aspect")
 
 
 def _mode_check(table: str) -> CheckConstraint:
-    return CheckConstraint("mode in ('NK', 'LK', 'PK')", name=f"ck_{table}_mode")
+    return CheckConstraint(_one_of("mode", ("NK", "LK", "PK")), name=f"ck_{table}_mode")
 
 
 # SQLite stores a table with a primary key as one B-tree keyed by it (other dialects ignore
