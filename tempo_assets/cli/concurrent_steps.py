@@ -1,7 +1,8 @@
 """``tempo materialize --jobs N``: independent steps run at once, each run in a process of its own.
 
 The steps ``graph_cmd.plan_steps`` lists (in dependency order) are launched as soon as every step
-they depend on (:func:`step_dependencies`) has ended, at most ``N`` at once, each one's Dagster run
+they depend on (:func:`step_dependencies`) has ended -- a submission as soon as the frozen recipe
+it applies is ready, before its window's run ends -- at most ``N`` at once, each one's Dagster run
 executing in a child process (``step_process.child_main``, forked from a forkserver that preloaded
 the code location). Everything else is the sequential path's (``graph_cmd.StepRunner``): a step is
 planned, gated and launched under its lock (held until its run ends), the TEST claims decide in the
@@ -37,10 +38,14 @@ MAX_WINDOWS_VARIABLE = "TEMPO_MAX_PARALLEL_WINDOWS"
 # archive's release files (data/: 9.7 MB -> 2.4 GB, measured 1.3 GB; a full human archive, a few
 # hundred MB -> over 20 GB, measured 11.6 GB); a measured peak replaces it
 WINDOW_BASE_MB, WINDOW_MB_PER_ARCHIVE_MB = 500.0, 200.0
-# forked children start from a server that imported these once
-PRELOAD = ["tempo_assets.cli.step_process"]
+# forked children start from a server that imported these once: the code location, and the SQLite
+# storage a local instance opens (else each child imported it in DagsterInstance.from_ref: 0.5 CPU s,
+# 1.7 s wall on the loaded 2-core machine, of every run)
+PRELOAD = ["tempo_assets.cli.step_process", "dagster._core.storage.sqlite_storage"]
 # how long a stopped child gets to end its run before it is killed
 STOP_GRACE_S = 20.0
+# how often the launcher looks whether a submission's frozen recipe is ready while its window's run goes on
+RECIPE_POLL_S = 3.0
 SEQUENCE_JOBS = ("release_job", "cutoff_job", "method_bundle_job", "method_job")
 
 
@@ -51,6 +56,13 @@ def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[
     them): a cutoff waits for every release, a window for every release, cutoff and method run, the
     submission for those and the window whose frozen recipe it applies (``upstream_of``), the
     catalog (or a job this does not know) for everything before it.
+
+    The one wait that may end before the step waited for has ended: a submission's on the window of
+    its recipe. It starts once every other step it waits for has ended and, while that window's run
+    goes on, its own plan (``runner.plan_step``) reads that window's frozen recipe -- stored, current,
+    its blocking checks passed in that run -- and has nothing waiting, unchecked or blocked
+    (:meth:`ConcurrentSteps.recipe_ready`; a frozen recipe is never rewritten). Else, and when the
+    window's run has not started, it waits for the run to end.
     """
     out: list[set[int]] = []
     for i, (job, key) in enumerate(steps):
@@ -133,13 +145,16 @@ class ConcurrentSteps:
         pending = list(range(len(self.steps)))
         try:
             while pending or self.running:
-                for index in [i for i in pending if self.can_start(i)]:
-                    if len(self.running) >= self.jobs or not self.can_start(index):
+                for index in list(pending):
+                    if len(self.running) >= self.jobs:
                         break
-                    pending.remove(index)
-                    self.start(index)
+                    if self.can_start(index):
+                        pending.remove(index)
+                        self.start(index)
                 if self.running:
-                    ended = wait([r.process.sentinel for r in self.running.values()])
+                    polls = len(self.running) < self.jobs and any(self.waits_on_recipe(i) for i in pending)
+                    ended = wait([r.process.sentinel for r in self.running.values()],
+                                 RECIPE_POLL_S if polls else None)
                     for run in [r for r in list(self.running.values()) if r.process.sentinel in ended]:
                         self.finish(run)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: no child outlives the launch, none starts after
@@ -153,11 +168,31 @@ class ConcurrentSteps:
         return [self.report[i] for i in range(len(self.steps))]
 
     def can_start(self, index: int) -> bool:
-        if not self.depends[index] <= set(self.report):
+        if not self.depends[index] <= set(self.report) and not self.recipe_ready(index):
             return False
         if self.steps[index][0] != "window_job":
             return True
         return sum(1 for r in self.running.values() if self.steps[r.index][0] == "window_job") < self.windows
+
+    def waits_on_recipe(self, index: int) -> bool:
+        """Whether step ``index`` is a submission that waits only for window runs under way (its recipe's)."""
+        left = self.depends[index] - set(self.report)
+        return (self.steps[index][0] == "submission_job" and bool(left)
+                and all(self.steps[j][0] == "window_job" and j in self.running for j in left))
+
+    def recipe_ready(self, index: int) -> bool:
+        """Whether submission ``index`` may start before its recipe's window run ends (:func:`step_dependencies`):
+        the frozen recipe its plan reads now is one of those windows', and nothing it reads waits,
+        is unchecked (the window's run evaluates the recipe's checks itself) or blocked."""
+        if not self.waits_on_recipe(index):
+            return False
+        windows = {self.steps[j][1] for j in self.depends[index] - set(self.report)}
+        if not any(self.runner.store.exists("frozen_recipe", w) for w in windows):
+            return False  # not stored yet: no need to plan
+        job, key = self.steps[index]
+        step = self.runner.plan_step(job, key)
+        recipes = {p for a, p in step.upstream if a == "frozen_recipe"}
+        return bool(recipes) and recipes <= windows and step.ready
 
     def echo_for(self, index: int):
         return self.lines.setdefault(index, []).append

@@ -10,8 +10,8 @@ import psutil
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, max_parallel_windows, step_dependencies,
-                                               window_memory_mb)
+from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, ConcurrentSteps, max_parallel_windows,
+                                               step_dependencies, window_memory_mb)
 from tempo_assets.cli.graph_cmd import run_steps
 from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG
 from tempo_assets.core.base.errors import TempoInputError
@@ -20,7 +20,7 @@ from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import open_archive
 from tempo_assets.runs import PID_TAG
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
-from tempo_assets_tests.conftest import make_home
+from tempo_assets_tests.conftest import make_home, tiny_copy
 
 STEPS = [("release_job", "r1"), ("release_job", "r2"), ("cutoff_job", "r2"), ("method_bundle_job", "r2"),
          ("method_job", "r2|m"), ("window_job", "r1|r2|r3"), ("window_job", "r2|r3|r4"),
@@ -58,6 +58,48 @@ def test_steps_wait_only_for_what_they_read():
     assert depends[5] == depends[6] == [0, 1, 2, 3, 4]          # windows: not on each other
     assert depends[7] == [0, 1, 2, 3, 4, 6]                     # the submission: the window of its recipe
     assert depends[8] == list(range(8))                         # the catalog: after everything
+
+
+def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe_is_ready():
+    w1, w2, submission = 5, 6, 7
+
+    def upstream_of(job, key):
+        return [("frozen_recipe", STEPS[w2][1])] if job == "submission_job" else []
+
+    planned = []
+
+    class Runner:  # what recipe_ready asks of graph_cmd.StepRunner: the store and the step's plan now
+        stored: set[str] = set()
+        plan = SimpleNamespace(upstream=[], ready=False)
+        store = SimpleNamespace(exists=lambda asset, key: asset == "frozen_recipe" and key in Runner.stored)
+
+        def plan_step(self, job, key):
+            planned.append((job, key))
+            return Runner.plan
+
+    launch = object.__new__(ConcurrentSteps)  # no forkserver: only the launch rule is under test
+    launch.steps, launch.runner = STEPS, Runner()
+    launch.depends = step_dependencies(STEPS, upstream_of)
+    launch.report = {i: () for i in range(w1)}
+    launch.running = {w1: None, w2: None}
+    assert launch.waits_on_recipe(submission)
+    assert not launch.recipe_ready(submission) and not planned  # W2's recipe not stored: not even planned
+    Runner.stored = {STEPS[w1][1]}
+    assert not launch.recipe_ready(submission) and not planned  # W1's is not the one it waits for
+    Runner.stored.add(STEPS[w2][1])
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w2][1])], ready=False)  # its checks to come
+    assert not launch.can_start(submission)
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w2][1])], ready=True)
+    assert launch.can_start(submission)
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w1][1])], ready=True)  # it would apply W1's
+    assert not launch.can_start(submission)
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w2][1])], ready=True)
+    del launch.running[w2]  # W2's run not started (or its step still to plan): wait for it to end
+    assert not launch.waits_on_recipe(submission) and not launch.can_start(submission)
+    launch.running[w2] = None
+    del launch.report[4]  # a method run still under way: the rule is only about window runs
+    assert not launch.can_start(submission)
+    assert not launch.waits_on_recipe(8)  # the catalog never starts early
 
 
 @pytest.fixture
@@ -107,3 +149,30 @@ def test_jobs_2_overlaps_independent_runs_and_jobs_1_does_not(tiny):
     (_, end_c), (start_d, _) = run_times(instance, [runs[third].run_id, runs[fourth].run_id])
     assert end_c <= start_d, "--jobs 1 overlapped two runs"
     assert {runs[third].tags[PID_TAG], runs[fourth].tags[PID_TAG]} == {str(os.getpid())}
+
+
+
+def test_the_submission_starts_once_its_recipe_is_ready_not_when_its_window_run_ends(tiny_build, tmp_path):
+    # the session's tiny build made its scored stage with --jobs 2 from the unscored one, whose window's
+    # frozen recipe was stored and checked: the window's TEST phase, the latest submission and the catalog
+    graph = tiny_copy(tiny_build, tmp_path / "graph")
+    try:
+        [window], cutoff = graph.plan.windows, graph.plan.cutoffs[-1]
+        # the window's second run (its first, in the unscored stage, built everything up to the recipe)
+        [window_run] = [r for r in graph.instance.get_runs(filters=dg.RunsFilter(job_name="window_job"))
+                        if dg.AssetKey("test_score") in r.asset_selection]
+        assert window_run.tags["dagster/partition"] == window
+        assert dg.AssetKey("frozen_recipe") not in window_run.asset_selection
+        submission_run = runs_of(graph.instance, "submission_job")[cutoff]
+        (_, window_ended), (submission_started, _) = run_times(graph.instance,
+                                                               [window_run.run_id, submission_run.run_id])
+        assert submission_started < window_ended, "the submission waited for the end of its window's run"
+        # what it applied is the window's stored recipe, and it is current (a rerun would skip it)
+        store = graph.store()
+        assert store.read_meta("submission", cutoff)["recipe_window"] == window
+        assert (store.read_meta("submission", cutoff)["recipe_hash"]
+                == store.read_meta("frozen_recipe", window)["recipe_hash"])
+        report = run_steps([("submission_job", cutoff)], graph.instance, graph.resources, echo=lambda *_: None)
+        assert report[0][2] == "skipped"
+    finally:
+        graph.instance.dispose()
