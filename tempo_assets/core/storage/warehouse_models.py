@@ -134,8 +134,13 @@ def _grain(path: Path) -> str:
     return first[3:].strip()
 
 
+def _without_comments(sql: str) -> str:
+    """``sql`` with each line's ``--`` comment dropped (not sent, and no parameter hides in one)."""
+    return "\n".join(line.split("--", 1)[0].rstrip() for line in sql.splitlines())
+
+
 def _params(sql: str) -> tuple[str, ...]:
-    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    code = _without_comments(sql)
     code = re.sub(r"'[^']*'", "''", code)
     return tuple(dict.fromkeys(_PARAM.findall(code)))
 
@@ -153,7 +158,7 @@ def _positional(statement: str, paramstyle: str) -> tuple[str, tuple[str, ...]]:
     """
     if paramstyle not in _POSITIONAL_MARKS:
         raise WarehouseError(f"no positional parameter marker for the driver's {paramstyle!r} style")
-    code = "\n".join(line.split("--", 1)[0].rstrip() for line in statement.splitlines())
+    code = _without_comments(statement)
     if _POSITIONAL_MARKS[paramstyle] == "%s":
         code = code.replace("%", "%%")  # a literal percent sign, to a "format" driver
     parts = re.split(r"('[^']*')", code)  # odd parts are string literals

@@ -9,6 +9,8 @@ from sqlalchemy import (
     Boolean, CheckConstraint, Column, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
 )
 
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES
+
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
     """``column = 'a' or column = 'b' or ...``: the same rule as ``column in ('a', 'b', ...)``.
@@ -21,11 +23,11 @@ def _one_of(column: str, values: tuple[str, ...]) -> str:
 
 
 def _aspect_check(table: str) -> CheckConstraint:
-    return CheckConstraint(_one_of("aspect", ("BP", "MF", "CC")), name=f"ck_{table}_aspect")
+    return CheckConstraint(_one_of("aspect", ASPECTS), name=f"ck_{table}_aspect")
 
 
 def _mode_check(table: str) -> CheckConstraint:
-    return CheckConstraint(_one_of("mode", ("NK", "LK", "PK")), name=f"ck_{table}_mode")
+    return CheckConstraint(_one_of("mode", MODES), name=f"ck_{table}_mode")
 
 
 # SQLite stores a table with a primary key as one B-tree keyed by it (other dialects ignore
