@@ -214,7 +214,9 @@ def _segment_cumsum(seg: np.ndarray, values: np.ndarray, n_seg: int, reverse: bo
     """Sequential (left-to-right, or right-to-left) cumulative sums inside sorted segments.
 
     ``values`` (n, k) float; ``seg`` (n,) sorted segment ids. Exact sequential order, unlike a
-    global cumsum minus offsets.
+    global cumsum minus offsets: the segments of each length class (up to the next power of two)
+    are laid out as the rows of one zero-padded (rows, width, k) block, whose ``cumsum`` along the
+    width adds each row's entries one after the other (padding trails, so it never adds in).
     """
     n = seg.size
     out = np.zeros_like(values)
@@ -226,16 +228,20 @@ def _segment_cumsum(seg: np.ndarray, values: np.ndarray, n_seg: int, reverse: bo
     rank = np.arange(n, dtype=np.int64) - starts[seg]
     if reverse:
         rank = counts[seg] - 1 - rank
-    order = np.lexsort((seg, rank))  # by rank, then segment
-    by_rank = np.bincount(rank, minlength=int(counts.max()))
-    bounds = np.zeros(by_rank.size + 1, dtype=np.int64)
-    np.cumsum(by_rank, out=bounds[1:])
-    acc = np.zeros((n_seg, values.shape[1]))
-    for r in range(by_rank.size):
-        idx = order[bounds[r]:bounds[r + 1]]
-        s = seg[idx]
-        acc[s] += values[idx]
-        out[idx] = acc[s]
+    # a segment of c entries goes to the block of width 2**bit_length(c - 1) (1, 2, 4, ... >= c)
+    width_bits = np.frexp(np.maximum(counts - 1, 0))[1]
+    width_bits[counts == 0] = -1
+    entry_bits = width_bits[seg]
+    row_of = np.empty(n_seg, dtype=np.int64)
+    for bits in np.unique(width_bits[counts > 0]):
+        segments = np.flatnonzero(width_bits == bits)
+        row_of[segments] = np.arange(segments.size)
+        idx = np.flatnonzero(entry_bits == bits)
+        rows, cols = row_of[seg[idx]], rank[idx]
+        block = np.zeros((segments.size, 1 << int(bits), values.shape[1]), dtype=values.dtype)
+        block[rows, cols] = values[idx]
+        np.cumsum(block, axis=1, out=block)
+        out[idx] = block[rows, cols]
     return out
 
 

@@ -137,8 +137,17 @@ class Cell:
 
 
 def frame_digest(frame: pd.DataFrame) -> str:
-    """sha256 of a frame's rows, sorted (order-free identity of a target or truth set)."""
-    text = "\n".join(sorted("\t".join(map(str, row)) for row in frame.itertuples(index=False)))
+    """sha256 of a frame's rows, sorted (order-free identity of a target or truth set).
+
+    A row is its values as ``str`` joined by tabs; the columns are read as Python values once
+    (``tolist``: what iterating the rows gives, without pandas building each row from Arrow).
+    """
+    if len(frame.columns) == 0:
+        rows = ["" for _ in range(len(frame))]
+    else:
+        columns = [map(str, frame.iloc[:, i].tolist()) for i in range(frame.shape[1])]
+        rows = ["\t".join(row) for row in zip(*columns)]
+    text = "\n".join(sorted(rows))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.base.arrays import strings_at
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.vocabulary import ASPECT_TO_NAMESPACE, ASPECTS, NAMESPACE_TO_ASPECT
 from tempo_assets.core.inputs.obo_header import OboFormatError, _header_date
@@ -255,9 +256,9 @@ class Ontology:
         out_protein = keys // n_terms
         out_term = keys % n_terms
         return pd.DataFrame({
-            "protein": np.asarray(proteins, dtype=object)[out_protein],
-            "term": index.to_numpy(dtype=object)[out_term],
-            "aspect": aspects[out_term],
+            "protein": strings_at(proteins, out_protein),
+            "term": strings_at(index, out_term),
+            "aspect": strings_at(aspects, out_term),
         })
 
     def _ancestor_rows(self, term_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -315,10 +316,10 @@ class Ontology:
             start = stop
         keys = np.concatenate([k for k, _ in parts])
         values = np.concatenate([v for _, v in parts])
-        out = pd.DataFrame({"protein": np.asarray(proteins, dtype=object)[keys // n_terms],
-                            "term": index.to_numpy(dtype=object)[keys % n_terms]})
+        out = pd.DataFrame({"protein": strings_at(proteins, keys // n_terms),
+                            "term": strings_at(index, keys % n_terms)})
         if "aspect" in columns:
-            out["aspect"] = aspects[keys % n_terms]
+            out["aspect"] = strings_at(aspects, keys % n_terms)
         out["score"] = values
         if len(unknown):
             out = pd.concat([out, unknown], ignore_index=True).sort_values(["protein", "term"], kind="mergesort")
@@ -331,11 +332,14 @@ class Ontology:
         c, ancestor = self._ancestor_rows(term_pos)
         keys = np.repeat(protein_codes, c) * n_terms + ancestor
         values = np.repeat(scores, c)
-        by = np.lexsort((-values, keys))  # per key, the highest score first
-        keys, values = keys[by], values[by]
+        # one sort of the int64 keys and a max per run of equal keys: cheaper than sorting on
+        # (key, -score) and taking each run's first; fmax, as that first, skips a NaN unless all are
+        by = np.argsort(keys)
+        keys = keys[by]
         first = np.ones(len(keys), dtype=bool)
         first[1:] = keys[1:] != keys[:-1]
-        return keys[first], values[first]
+        starts = np.flatnonzero(first)
+        return keys[starts], np.fmax.reduceat(values[by], starts) if len(starts) else values[:0]
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,69 @@
+"""The vectorised helpers that replace row loops equal the loops they replace, bit for bit."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo_assets.core.base.arrays import strings_at
+from tempo_assets.core.evaluation.metrics import _segment_cumsum
+from tempo_assets.core.evaluation.scoring import frame_digest
+
+
+def _loop_segment_cumsum(seg: np.ndarray, values: np.ndarray, reverse: bool) -> np.ndarray:
+    """Each segment's entries added one after the other (from its last with ``reverse``)."""
+    out = np.zeros_like(values)
+    for s in np.unique(seg):
+        idx = np.flatnonzero(seg == s)
+        acc = np.zeros(values.shape[1])
+        for i in (idx[::-1] if reverse else idx):
+            acc = acc + values[i]
+            out[i] = acc
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_segment_cumsum_adds_in_the_loops_order(seed, reverse):
+    rng = np.random.default_rng(seed)
+    n_seg = int(rng.integers(1, 50))
+    lengths = rng.integers(0, 20, n_seg)
+    lengths[rng.integers(0, n_seg)] = int(rng.integers(100, 400))  # one long segment: several widths
+    seg = np.repeat(np.arange(n_seg), lengths)
+    # magnitudes far apart: another order of the additions gives other last bits
+    values = rng.random((seg.size, 3)) * 10.0 ** rng.integers(-8, 8, (seg.size, 1))
+    got = _segment_cumsum(seg, values, n_seg, reverse)
+    assert np.array_equal(got, _loop_segment_cumsum(seg, values, reverse))
+
+
+def test_segment_cumsum_of_nothing():
+    assert _segment_cumsum(np.zeros(0, dtype=np.int64), np.zeros((0, 2)), 3, False).shape == (0, 2)
+
+
+@pytest.mark.parametrize("uniques", [np.array(["P2", "P1", "Q9"], dtype=object), pd.Index(["GO:1", "GO:2", "GO:3"]),
+                                     np.array([3, 1, 2], dtype=object), np.array(["a", None, "c"], dtype=object)])
+def test_strings_at_is_the_object_column(uniques):
+    codes = np.array([2, 0, 0, 1, 2])
+    want = pd.Series(np.asarray(uniques, dtype=object)[codes])
+    got = pd.Series(strings_at(uniques, codes))
+    pd.testing.assert_series_equal(got, want)
+    assert got.dtype == want.dtype
+    empty = pd.Series(strings_at(uniques, codes[:0]))
+    pd.testing.assert_series_equal(empty, pd.Series(np.asarray(uniques, dtype=object)[codes[:0]]))
+
+
+def _loop_frame_digest(frame: pd.DataFrame) -> str:
+    text = "\n".join(sorted("\t".join(map(str, row)) for row in frame.itertuples(index=False)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame({"protein": ["P2", "P1", "P1"], "term": ["GO:2", "GO:1", "GO:3"]}),
+    pd.DataFrame({"a": [1, 2, 3], "b": [0.1, float("nan"), 3.0], "c": ["x", None, "z"], "d": [True, False, True]}),
+    pd.DataFrame({"protein": ["P1", "P2"], "term": ["GO:1", "GO:2"]}, index=[7, 3]).iloc[:0],
+    pd.DataFrame(index=range(3)),
+])
+def test_frame_digest_is_the_row_loops(frame):
+    assert frame_digest(frame) == _loop_frame_digest(frame)
