@@ -327,23 +327,23 @@ def stage_scores(window: Window, work: Path, state: dict):
 
 def stage_evaluation(window: Window, work: Path, state: dict):
     from tempo_assets.core.evaluation import EvalOntology, evaluate_frames
-    from tempo_assets.core.evaluation.scoring import by_aspect, cell_curve, cell_predictions, evaluation_cells
+    from tempo_assets.core.evaluation.scoring import CellFrames, cell_curve
 
     ontology = EvalOntology.from_obo(window.new_obo)
     scores = state["scores"]
-    cells = evaluation_cells(window.targets, window.ground_truth, window.known)
-    split = by_aspect(scores)
-    frames = {key: (cell.truth, cell_predictions(split, cell), cell.known) for key, cell in cells.items()}
+    growth = (window.targets, window.ground_truth, window.known)
+    cut = CellFrames(growth, {"knn": scores})
+    cells = cut.cells
+    frames = {key: (cell.truth, cut.of("knn", key), cell.known) for key, cell in cells.items()}
 
     def raw_eval():
         return {key: evaluate_frames(ontology, truth, preds, known=known)
                 for key, (truth, preds, known) in frames.items()}
 
     def tempo_eval():
-        cells = evaluation_cells(window.targets, window.ground_truth, window.known)
-        split = by_aspect(scores)
-        return {key: cell_curve(ontology, cell.aspect, cell.truth, cell_predictions(split, cell),
-                                known=cell.known) for key, cell in cells.items()}
+        fresh = CellFrames(growth, {"knn": scores}, keep_frames=False)
+        return {key: cell_curve(ontology, cell.aspect, cell.truth, fresh.of("knn", key), known=cell.known)
+                for key, cell in fresh.cells.items()}
 
     raw, peer = measure(raw_eval)
     curves, tempo = measure(tempo_eval)

@@ -227,3 +227,34 @@ def test_frames_cut_from_other_predictions_are_refused(toy):
     with pytest.raises(TempoInputError, match="frames: cut from other"):
         paired_differences(EvalOntology.from_obo(path), (growth[0].copy(), *growth[1:]), methods, [("a", "b")],
                            frames=frames, taus=taus)
+
+
+@pytest.mark.parametrize("ambiguous", [False, True])
+def test_cell_frames_cut_what_comparing_each_row_with_the_cells_targets_cuts(ambiguous):
+    """A cell's predictions are its aspect's rows whose protein is one of its targets, in row order
+    (found by codes; by string comparison when a protein is a target of two cells of one aspect)."""
+    rng = np.random.default_rng(11)
+    proteins = [f"P{i}" for i in range(40)]
+    targets = pd.DataFrame([(p, a, ["NK", "LK", "PK"][int(rng.integers(0, 3))]) for p in proteins[:30]
+                            for a in ("BP", "MF") if rng.random() < 0.7], columns=["protein", "aspect", "mode"])
+    if ambiguous:  # one protein a target of two modes of one aspect
+        first = targets.iloc[0]
+        other = next(m for m in ("NK", "LK", "PK") if m != first["mode"])
+        targets = pd.concat([targets, pd.DataFrame([{**first.to_dict(), "mode": other}])], ignore_index=True)
+    truth = targets[["protein", "aspect"]].assign(term="GO:1")
+    n = 500
+    predictions = pd.DataFrame({"protein": rng.choice(proteins, n), "term": rng.choice(["GO:1", "GO:2", "GO:3"], n),
+                                "aspect": rng.choice(["BP", "MF", "CC"], n), "score": rng.random(n).round(2)},
+                               index=rng.permutation(n) + 1000)
+    no_mf = predictions[predictions["aspect"] != "MF"]
+    frames = scoring.CellFrames((targets, truth, None), {"a": predictions, "b": no_mf})
+    for name, frame in (("a", predictions), ("b", no_mf)):
+        for (mode, aspect), cell in frames.cells.items():
+            got = frames.of(name, (mode, aspect))
+            if aspect not in set(frame["aspect"]):
+                pd.testing.assert_frame_equal(got, pd.DataFrame(columns=["protein", "term", "score"]))
+                continue
+            by_aspect = frame[frame["aspect"] == aspect]
+            want = by_aspect[["protein", "term", "score"]][by_aspect["protein"].isin(cell.proteins)]
+            pd.testing.assert_frame_equal(got, want)
+    assert (scoring.method_rows(predictions, frames.cells).cell is None) == ambiguous

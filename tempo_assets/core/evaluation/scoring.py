@@ -179,17 +179,53 @@ def evaluation_cells(targets: pd.DataFrame, ground_truth: pd.DataFrame, known: p
     return out
 
 
-def cell_predictions(split: Mapping[str, pd.DataFrame], cell: Cell) -> pd.DataFrame:
-    """The predictions of ``split`` (aspect -> frame) for the cell's proteins: ``protein, term, score``."""
-    predictions = split.get(cell.aspect)
-    if predictions is None:
+@dataclass(frozen=True)
+class MethodRows:
+    """Where one method's prediction rows fall among the cells of a growth (:func:`method_rows`).
+
+    ``cell`` (n_rows,) each row's position in the cells (-1: in none), or None when a protein is a target
+    of two cells of one aspect (then each cell compares its own proteins); ``aspects`` the aspects the
+    method predicts in."""
+
+    cell: np.ndarray | None
+    aspects: frozenset
+
+
+def method_rows(predictions: pd.DataFrame, cells: Mapping[tuple[str, str], Cell]) -> MethodRows:
+    """Each prediction row's cell, by integer codes: the proteins and aspects factorised once, each cell's
+    targets looked up among the distinct proteins (not every row compared with every cell's strings)."""
+    a_codes, a_uniques = pd.factorize(predictions["aspect"])
+    aspects = frozenset(a_uniques)
+    p_codes, p_uniques = pd.factorize(predictions["protein"])
+    proteins, code_of_aspect = pd.Index(p_uniques), {a: i for i, a in enumerate(a_uniques)}
+    table = np.full((len(a_uniques), len(p_uniques)), -1, dtype=np.int64)
+    for position, cell in enumerate(cells.values()):
+        a = code_of_aspect.get(cell.aspect)
+        if a is None:
+            continue
+        found = proteins.get_indexer(pd.unique(cell.proteins))
+        found = found[found >= 0]
+        if (table[a, found] >= 0).any():
+            return MethodRows(None, aspects)
+        table[a, found] = position
+    rows = np.full(len(predictions), -1, dtype=np.int64)
+    both = (a_codes >= 0) & (p_codes >= 0)
+    rows[both] = table[a_codes[both], p_codes[both]]
+    return MethodRows(rows, aspects)
+
+
+def cell_predictions(predictions: pd.DataFrame, where: MethodRows, cell: Cell, position: int) -> pd.DataFrame:
+    """``protein, term, score`` of the rows of ``predictions`` in ``cell`` (at ``position`` among the cells):
+    rows of its aspect whose protein is one of its targets, in their order; ``where`` is
+    :func:`method_rows` of the predictions (its ``cell`` None: each row compared with the cell's targets)."""
+    if cell.aspect not in where.aspects:
         return pd.DataFrame(columns=["protein", "term", "score"])
-    return predictions[["protein", "term", "score"]][predictions["protein"].isin(cell.proteins)]
-
-
-def by_aspect(predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Predictions split once per aspect (cells filter these small frames, not the whole one)."""
-    return {a: rows for a, rows in predictions.groupby("aspect", sort=False, observed=True)}
+    if where.cell is None:
+        keep = (predictions["aspect"] == cell.aspect) & predictions["protein"].isin(cell.proteins)
+        rows = np.flatnonzero(keep.to_numpy(dtype=bool))
+    else:
+        rows = np.flatnonzero(where.cell == position)
+    return predictions[["protein", "term", "score"]].iloc[rows]
 
 
 class CellFrames:
@@ -197,13 +233,13 @@ class CellFrames:
 
     Built from ``growth`` ``(targets, ground_truth, known)`` and ``methods`` (name -> predictions): the
     cells (:func:`evaluation_cells`) and, per (method, cell), :func:`cell_predictions` of the method
-    split by aspect once. :func:`score_profile` and ``core.evaluation.benchmark.paired_differences``
+    (each row's cell found once per method, :func:`method_rows`). :func:`score_profile` and ``core.evaluation.benchmark.paired_differences``
     given the same object (``frames=``) read its cells and frames instead of cutting them again; each
     first checks that it was built from the very growth and predictions it scores. Shared, it holds
-    every cut frame (about the methods' predictions of the targets, what a paired bootstrap alone holds
-    split by aspect) until it is dropped, and one method's split at a time: the summary cuts every
-    cell of a method before the next. A pass alone holds what it held when it cut its own:
-    ``keep_frames=False`` holds no cut frame, ``keep_splits=True`` every method's split.
+    every cut frame (about the methods' predictions of the targets) until it is dropped, and one
+    method's row cells at a time: the summary cuts every cell of a method before the next. A pass
+    alone holds what it held when it cut its own: ``keep_frames=False`` holds no cut frame,
+    ``keep_splits=True`` every method's row cells (one integer per prediction row).
     """
 
     def __init__(self, growth: tuple, methods: Mapping[str, pd.DataFrame], keep_frames: bool = True,
@@ -211,7 +247,8 @@ class CellFrames:
         self.growth, self.methods = tuple(growth), methods
         self.keep_frames, self.keep_splits = keep_frames, keep_splits
         self.cells = evaluation_cells(*self.growth)
-        self._split: dict[str, dict[str, pd.DataFrame]] = {}
+        self._position = {key: i for i, key in enumerate(self.cells)}
+        self._split: dict[str, MethodRows] = {}
         self._frames: dict[tuple, pd.DataFrame] = {}
 
     def check(self, growth: tuple, methods: Mapping[str, pd.DataFrame]) -> CellFrames:
@@ -228,8 +265,8 @@ class CellFrames:
         if name not in self._split:
             if not self.keep_splits:
                 self._split.clear()
-            self._split[name] = by_aspect(self.methods[name])
-        frame = cell_predictions(self._split[name], self.cells[key])
+            self._split[name] = method_rows(self.methods[name], self.cells)
+        frame = cell_predictions(self.methods[name], self._split[name], self.cells[key], self._position[key])
         if self.keep_frames:
             self._frames[(name, key)] = frame
         return frame
