@@ -202,10 +202,15 @@ def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], cells: tuple, re
     sequences_t0 = dict(zip(at["seq_t0"].value["protein"], at["seq_t0"].value["sequence"]))
     frozen = job.artefacts.frozen_recipe
 
+    parsed: dict[str, Any] = {}
+
     def frozen_on(labels_at: str):
-        """The frozen recipe's rerankers where they were fitted on ``labels_at``'s labels, else None (refit)."""
-        return stored_rerankers(job.recipe, frozen.value.get("rerankers"), w, frozen.meta.get("rerankers_sha256"),
-                                labels_at)
+        """The frozen recipe's rerankers where they were fitted on ``labels_at``'s labels, else None (refit);
+        parsed once per labels (t0 reads the TRAIN labels, which may be those of t-1)."""
+        if labels_at not in parsed:
+            parsed[labels_at] = stored_rerankers(job.recipe, frozen.value.get("rerankers"), w,
+                                                 frozen.meta.get("rerankers_sha256"), labels_at)
+        return parsed[labels_at]
 
     newest = MethodsAt(w.t0, Queries(at["emb_t0"].value, sequences_t0), test.targets, labels_at=w.recipe_labels,
                        rerankers=frozen_on(w.recipe_labels))

@@ -202,12 +202,15 @@ def _ontology_fields(ontology: Ontology) -> dict[str, Any]:
 
 def _ontology_from_fields(values: dict[str, Any]) -> Ontology:
     table = values["terms"]
+    # each column read as Python values once (what iterating the rows gives, without a row per term)
+    columns = {name: table[name].tolist() for name in ("id", "name", "namespace", "is_obsolete", *TERM_LISTS,
+                                                       "relation", "relation_target")}
     terms = {}
-    for row in table.itertuples(index=False):
-        terms[row.id] = Term(
-            id=row.id, name=row.name, namespace=row.namespace, is_obsolete=bool(row.is_obsolete),
-            **{name: tuple(getattr(row, name)) for name in TERM_LISTS},
-            other_relations=tuple(zip(row.relation, row.relation_target)))
+    for i, term_id in enumerate(columns["id"]):
+        terms[term_id] = Term(
+            id=term_id, name=columns["name"][i], namespace=columns["namespace"][i],
+            is_obsolete=bool(columns["is_obsolete"][i]), **{name: tuple(columns[name][i]) for name in TERM_LISTS},
+            other_relations=tuple(zip(columns["relation"][i], columns["relation_target"][i])))
     ontology = Ontology(terms, header=values["header"], path=values.get("path"))  # stored before: an absolute path
     ontology.ignored_references = int(values["ignored_references"])
     return ontology
