@@ -67,3 +67,22 @@ def _loop_frame_digest(frame: pd.DataFrame) -> str:
 ])
 def test_frame_digest_is_the_row_loops(frame):
     assert frame_digest(frame) == _loop_frame_digest(frame)
+
+
+@pytest.mark.parametrize("case", ["primary", "dual", "alt"])
+def test_term_columns_look_up_what_the_loop_looks_up(case):
+    """A predicted term's columns: its alt id's primaries when it is an alt id (checked first, as cafaeval
+    does, even for an id that is also a primary: ``dual``), else its own column."""
+    from tempo_assets.core.evaluation.ontology import _Namespace
+    from tempo_assets.core.evaluation.predictions import _Raw, _term_columns
+
+    terms = [f"GO:{i}" for i in range(6)]
+    alt = {"GO:9": (1, 2), **({"GO:3": (4,)} if case == "dual" else {})}
+    ns = _Namespace("biological_process", terms, {t: i for i, t in enumerate(terms)}, alt, np.zeros(7, dtype=np.int64),
+                    np.zeros(0, dtype=np.int64), np.zeros(6, dtype=np.int64), np.zeros(6, dtype=bool))
+    predicted = ["GO:3", "GO:0", "GO:5", "GO:3"] + (["GO:9"] if case == "alt" else [])
+    raw = _Raw.from_values(["P1"] * len(predicted), predicted, np.ones(len(predicted)), range(len(predicted)), None)
+    cols, counts = _term_columns(ns, raw, np.arange(len(predicted)))
+    want = [c for t in predicted for c in (alt[t] if t in alt else (ns.index[t],))]
+    assert cols.tolist() == want
+    assert (counts is None) == (case != "alt")

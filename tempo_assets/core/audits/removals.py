@@ -185,7 +185,8 @@ class RemovalLog:
 def manifest_text(rows: pd.DataFrame) -> str:
     """The TSV text of a manifest frame (header, then one line per row)."""
     lines = ["\t".join(COLUMNS)]
-    for record_id, kind, reason, count in rows[list(COLUMNS)].itertuples(index=False):
+    # each column read as Python values once (what iterating the rows gives, without a row per record)
+    for record_id, kind, reason, count in zip(*(rows[column].tolist() for column in COLUMNS)):
         if any(c in str(record_id) for c in "\t\n\r"):
             raise TempoInputError(f"removal record id {record_id!r} contains a tab or newline")
         lines.append(f"{record_id}\t{kind}\t{reason}\t{int(count)}")

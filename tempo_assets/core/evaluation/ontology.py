@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,13 @@ class _Namespace:
     @property
     def n_terms(self) -> int:
         return len(self.terms)
+
+    @cached_property
+    def lookup(self) -> tuple[pd.Index, np.ndarray, pd.Index]:
+        """(primary ids, their columns, alt ids): indexes that look many terms up at once."""
+        return (pd.Index(list(self.index), dtype=object), np.fromiter(self.index.values(), dtype=np.int64,
+                                                                        count=len(self.index)),
+                pd.Index(list(self.alt), dtype=object))
 
 
 # The only tags cafaeval reads, at the start of a line after leading whitespace (which its

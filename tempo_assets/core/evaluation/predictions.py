@@ -8,6 +8,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,11 @@ class _Truth:
     proteins: list[str]
     row_of: dict[str, int]
     keys: np.ndarray  # sorted int64 row * n_terms + term
+
+    @cached_property
+    def rows_index(self) -> pd.Index:
+        """The proteins as an index (position = row), to look many up at once."""
+        return pd.Index(self.proteins, dtype=object)
 
 
 def _read_pairs(path: str | Path, what: str) -> tuple[list[str], list[str]]:
@@ -295,13 +301,19 @@ def _term_columns(ns: _Namespace, raw: _Raw, sel: np.ndarray) -> tuple[np.ndarra
     term_codes, term_uniques = raw.term_codes, raw.terms
     tcode = term_codes[sel]
     uniq_t = np.flatnonzero(np.bincount(tcode, minlength=term_uniques.size))
-    col_lists = []
-    for t in uniq_t:
-        term = term_uniques[t]
-        alts = ns.alt.get(term)
-        col_lists.append(alts if alts is not None else (ns.index[term],))
-    sizes = np.array([len(c) for c in col_lists], dtype=np.int64)
-    flat_cols = np.fromiter((c for cl in col_lists for c in cl), dtype=np.int64, count=int(sizes.sum()))
+    primaries, columns, alt_ids = ns.lookup
+    wanted = np.asarray(term_uniques[uniq_t], dtype=object)
+    hit = primaries.get_indexer(wanted)
+    if (hit >= 0).all() and (not len(alt_ids) or (alt_ids.get_indexer(wanted) < 0).all()):
+        flat_cols, sizes = columns[hit], np.ones(uniq_t.size, dtype=np.int64)  # primary ids only: no loop
+    else:
+        col_lists = []
+        for t in uniq_t:
+            term = term_uniques[t]
+            alts = ns.alt.get(term)
+            col_lists.append(alts if alts is not None else (ns.index[term],))
+        sizes = np.array([len(c) for c in col_lists], dtype=np.int64)
+        flat_cols = np.fromiter((c for cl in col_lists for c in cl), dtype=np.int64, count=int(sizes.sum()))
     # flat_cols is ordered by uniq_t; each unique term code's slice starts here
     starts_by_code = np.zeros(term_uniques.size, dtype=np.int64)
     starts_by_code[uniq_t] = np.cumsum(sizes) - sizes
@@ -316,7 +328,7 @@ def _term_columns(ns: _Namespace, raw: _Raw, sel: np.ndarray) -> tuple[np.ndarra
 def _namespace_entries(ns: _Namespace, truth: _Truth, raw: _Raw, in_ns: np.ndarray, tau: np.ndarray,
                        max_terms: int | None) -> tuple[tuple | None, int]:
     """((rows, cols, bins) of the namespace's positive entries, or None), NaN scores skipped."""
-    uniq_rows = np.array([truth.row_of.get(p, -1) for p in raw.proteins], dtype=np.int64)
+    uniq_rows = truth.rows_index.get_indexer(np.asarray(raw.proteins, dtype=object)).astype(np.int64)
     rows = uniq_rows[raw.protein_codes[in_ns]]
     keep = rows >= 0
     sel = in_ns[keep]

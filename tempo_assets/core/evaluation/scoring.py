@@ -440,7 +440,7 @@ def _strata_by_aspect(strata: pd.DataFrame | None) -> dict[str, dict[str, str]]:
     if strata is None:
         return {}
     require_columns(strata, ("protein", "aspect", "identity_stratum"), "identity strata")
-    return {aspect: dict(zip(rows["protein"].astype(str), rows["identity_stratum"]))
+    return {aspect: dict(zip(rows["protein"].astype(str).tolist(), rows["identity_stratum"].tolist()))
             for aspect, rows in strata.groupby("aspect", sort=False)}
 
 
