@@ -86,3 +86,22 @@ def test_term_columns_look_up_what_the_loop_looks_up(case):
     want = [c for t in predicted for c in (alt[t] if t in alt else (ns.index[t],))]
     assert cols.tolist() == want
     assert (counts is None) == (case != "alt")
+
+
+@pytest.mark.parametrize("ns_label", ["biological_process", "BP"])
+def test_curve_rows_are_the_namespaces_rows_by_tau(ns_label):
+    """A plot's curve: the rows of its namespace (full or short name), tau ascending, as the frame-based cut."""
+    from tempo_assets.core.evaluation.plots import _curve_rows
+
+    rng = np.random.default_rng(5)
+    tau = np.round(rng.permutation(np.arange(0.01, 1, 0.01)), 2)
+    frame = pd.DataFrame({"ns": [ns_label] * tau.size + ["molecular_function"] * 3, "tau": np.r_[tau, 0.1, 0.2, 0.3],
+                          **{c: rng.random(tau.size + 3) for c in ("pr", "rc", "f", "pr_w", "rc_w", "f_w")}})
+    for weighted in (False, True):
+        sfx = "_w" if weighted else ""
+        rows = frame[frame["ns"].astype(str).isin(["biological_process", "BP"])]
+        want = pd.DataFrame({"tau": rows["tau"].to_numpy(), "pr": rows["pr" + sfx].to_numpy(),
+                             "rc": rows["rc" + sfx].to_numpy(), "f": rows["f" + sfx].to_numpy()})
+        want = want.sort_values("tau", kind="mergesort").reset_index(drop=True)
+        pd.testing.assert_frame_equal(_curve_rows(frame, "BP", weighted, "m"), want)
+    assert _curve_rows(frame, "CC", False, "m") is None

@@ -67,14 +67,14 @@ def _curve_rows(df_all: pd.DataFrame, ns: str, weighted: bool, method: str) -> p
         raise ReportInputError(f"curve of {method!r} holds several prediction files",
                                path=method)
     full = NAMESPACES.get(ns, ns)
-    rows = frame[frame["ns"].astype(str).isin([full, _short_aspect(full)])]
-    if rows.empty:
+    # numpy on the few rows of a curve (pandas' per-call overhead is most of a small frame's cost)
+    keep = np.isin(np.asarray([str(v) for v in frame["ns"].tolist()], dtype=object), [full, _short_aspect(full)])
+    if not keep.any():
         return None
-    out = pd.DataFrame({"tau": rows["tau"].astype(np.float64).to_numpy(),
-                        "pr": rows["pr" + sfx].astype(np.float64).to_numpy(),
-                        "rc": rows["rc" + sfx].astype(np.float64).to_numpy(),
-                        "f": rows["f" + sfx].astype(np.float64).to_numpy()})
-    return out.sort_values("tau", kind="mergesort").reset_index(drop=True)
+    columns = {name: frame[column].to_numpy(dtype=np.float64)[keep]
+               for name, column in (("tau", "tau"), ("pr", "pr" + sfx), ("rc", "rc" + sfx), ("f", "f" + sfx))}
+    order = np.argsort(columns["tau"], kind="stable")
+    return pd.DataFrame({name: values[order] for name, values in columns.items()})
 
 
 def _point_at(rows: pd.DataFrame, tau: float | None) -> tuple[float, float, float, float]:
