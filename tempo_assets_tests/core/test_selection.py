@@ -397,6 +397,29 @@ def test_the_blended_prior_leaves_the_scored_proteins_own_labels_out():
     assert loo.loc["A"].to_dict() == {"GO:1": pytest.approx(2 / 3), "GO:3": pytest.approx(1 / 3)}  # GO:2 was A's alone
 
 
+def test_the_left_out_prior_recounts_each_aspect_on_its_own_proteins():
+    """Per (target, term): ``(n(t) - [own]) / (N(aspect) - [target in aspect])`` with each aspect's own N."""
+    from tempo_assets.core.recipe.baselines import naive_term_scores
+
+    corpus = pd.DataFrame([("A", "GO:1", "BP"), ("A", "GO:2", "BP"), ("B", "GO:1", "BP"), ("C", "GO:3", "BP"),
+                           ("D", "GO:1", "BP"), ("A", "GO:7", "MF"), ("E", "GO:7", "MF"), ("E", "GO:8", "MF")],
+                          columns=["protein", "term", "aspect"])
+    targets = pd.DataFrame({"protein": ["A", "A", "E", "Z"], "aspect": ["BP", "MF", "BP", "MF"]})
+    plain = naive_term_scores(corpus, targets)
+    loo = naive_term_scores(corpus, targets, leave_one_out=True)
+    n_terms = corpus.groupby(["term", "aspect"]).size().to_dict()
+    n_aspect = corpus.groupby("aspect")["protein"].nunique().to_dict()
+    own, member = set(map(tuple, corpus.to_numpy())), set(map(tuple, corpus[["protein", "aspect"]].to_numpy()))
+    want = {}
+    for p, t, a, score in plain.itertuples(index=False):
+        mine, inside = int((p, t, a) in own), int((p, a) in member)
+        if mine or inside:
+            score = (n_terms[(t, a)] - mine) / (n_aspect[a] - inside) if n_aspect[a] - inside > 0 else 0.0
+        if score > 0:
+            want[(p, t)] = score
+    assert {(p, t): s for p, t, _, s in loo.itertuples(index=False)} == want
+
+
 def test_recipe_profile_defaults_to_cafaeval_and_refuses_another():
     """A recipe records the profile it was selected under; one frozen before that was cafaeval's."""
     from tempo_assets.core.recipe.selection import recipe_profile

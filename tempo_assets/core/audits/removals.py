@@ -103,9 +103,9 @@ class RemovalLog:
     def add(self, record_ids: Iterable[str], kind: str, reason: str | Iterable[str],
             count: int | Iterable[int] = 1) -> int:
         """Log records; ``reason`` and ``count`` are one value or one per record. Returns the count added."""
-        ids = pd.Series(list(record_ids), dtype=object).astype(str)
+        ids = pd.Series(_listed(record_ids), dtype=object).astype(str)
         n = len(ids)
-        reasons = pd.Series([reason] * n if isinstance(reason, str) else list(reason), dtype=object)
+        reasons = pd.Series([reason] * n if isinstance(reason, str) else _listed(reason), dtype=object)
         counts = np.full(n, count, dtype=np.int64) if np.isscalar(count) else np.asarray(list(count), dtype=np.int64)
         if len(reasons) != n or len(counts) != n:
             raise TempoInputError(f"removal log ({kind}): {n} ids but {len(reasons)} reasons, {len(counts)} counts")
@@ -180,6 +180,11 @@ class RemovalLog:
         with atomic_write(path, "wb") as handle:
             handle.write(buffer.getvalue())
         return sha256_file(path)
+
+
+def _listed(values: Iterable) -> list:
+    """``list(values)``; a Series or array through ``tolist`` (not one Python step per Arrow element)."""
+    return values.tolist() if isinstance(values, (pd.Series, pd.Index, np.ndarray)) else list(values)
 
 
 def manifest_text(rows: pd.DataFrame) -> str:

@@ -96,7 +96,8 @@ def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) 
                                                    how="left")["_own"].fillna(0).to_numpy(dtype=np.float64)
     in_aspect = out[["protein", "aspect"]].merge(own_aspect.assign(_in=1), on=["protein", "aspect"],
                                                  how="left")["_in"].fillna(0).to_numpy(dtype=np.float64)
-    denom = out["aspect"].map(per_aspect).to_numpy(dtype=np.float64) - in_aspect
+    # the aspect's count looked up by index (not Series.map, which calls back per row on Arrow strings)
+    denom = per_aspect.reindex(out["aspect"].to_numpy()).to_numpy(dtype=np.float64) - in_aspect
     numer = out["_n"].to_numpy(dtype=np.float64) - own
     loo = np.divide(numer, denom, out=np.zeros_like(numer), where=denom > 0)
     touched = (own > 0) | (in_aspect > 0)
