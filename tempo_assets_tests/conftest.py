@@ -373,6 +373,21 @@ def pytest_collection_modifyitems(session, config, items):
     os.nice(5)
 
 
+WORKERS_VARIABLE = "TEMPO_TEST_WORKERS"
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: one xdist worker per core, plus one. Much of the slow tests' time is spent waiting
+    for the subprocesses they start (``tempo``, ``dagster``, servers) to import, start up or be
+    killed; a worker more keeps both cores busy meanwhile. ``TEMPO_TEST_WORKERS`` sets the number."""
+    given = os.environ.get(WORKERS_VARIABLE, "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise pytest.UsageError(f"{WORKERS_VARIABLE}={given!r} is not a whole number of at least 1")
+        return int(given)
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def start_build(folder: Path, name: str):
     import subprocess
     import sys

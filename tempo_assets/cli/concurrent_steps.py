@@ -55,7 +55,8 @@ def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[
     Conservative where a job reads partitions through ``AllPartitionMapping`` (the IO manager picks
     them): a cutoff waits for every release, a window for every release, cutoff and method run, the
     submission for those and the window whose frozen recipe it applies (``upstream_of``), the
-    catalog (or a job this does not know) for everything before it.
+    catalog for the windows and what they wait for (it reads each window's benchmark and state, not
+    the submission, so the two run side by side), a job this does not know for everything before it.
 
     The one wait that may end before the step waited for has ended: a submission's on the window of
     its recipe. It starts once every other step it waits for has ended and, while that window's run
@@ -83,6 +84,8 @@ def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[
         elif job == "submission_job":
             recipes = {p for a, p in upstream_of(job, key) if a == "frozen_recipe"}
             deps = earlier(*SEQUENCE_JOBS) | {j for j in earlier("window_job") if not recipes or steps[j][1] in recipes}
+        elif job == "catalog_job":
+            deps = earlier(*SEQUENCE_JOBS, "window_job")
         else:
             deps = set(range(i))
         out.append(deps)

@@ -57,7 +57,8 @@ def test_steps_wait_only_for_what_they_read():
     assert depends[4] == [0, 1, 2, 3]                           # a method: after its cutoff's bundle
     assert depends[5] == depends[6] == [0, 1, 2, 3, 4]          # windows: not on each other
     assert depends[7] == [0, 1, 2, 3, 4, 6]                     # the submission: the window of its recipe
-    assert depends[8] == list(range(8))                         # the catalog: after everything
+    assert depends[8] == [0, 1, 2, 3, 4, 5, 6]                  # the catalog: after the windows, beside the submission
+    assert sorted(step_dependencies(STEPS + [("some_new_job", None)], upstream_of)[9]) == list(range(9))  # unknown: after all
 
 
 def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe_is_ready():
