@@ -6,10 +6,16 @@ rebuilds exactly those benchmarks from the stored ``test_growth`` (TEST is read 
 recipe, TEST growth, TEST score and the TEST claims are left as they were, byte for byte, and every
 number the recipe and the baselines had stays. Before, the method ran at every cutoff and was never
 scored: ``window_job`` said "already materialised and current, skipped" and status said ``ok``.
+
+The graph is the tiny archive with five releases (two windows, four cutoffs, as ``data/`` has) and one
+method registered before it was scored (``data/`` registers two): the session's tiny build (its first
+window scored) with the fifth release and the method added, materialised on. The promise does not depend
+on the data's size, and ``data/``'s two benchmarks took most of this test's three CPU minutes.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -18,14 +24,33 @@ import pytest
 
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.core.methods.eligibility import METHOD_PREFIX
+from tempo_assets.core.methods.registry import MethodSpec, add_method
 from tempo_assets.core.inputs.releases import open_archive
-from tempo_assets.partitions import plan_partitions
-from tempo_assets_tests.conftest import REPO, graph_from, subprocess_env
+from tempo_assets.partitions import plan_partitions, register_partitions
+from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
+from tempo_assets_tests.conftest import REPO, subprocess_env, tiny_copy
 
 pytestmark = pytest.mark.slow
 
 LATE = "freqlate@1"
 KEPT = ("frozen_recipe", "test_growth", "test_score", "valid_selection", "valid_evaluation_set")
+FREQPRIOR = REPO / "examples" / "methods" / "freqprior"
+
+
+def scored_graph(tiny_build, root):
+    """The tiny archive with five releases (two windows) and ``freqprior@1`` registered, materialised through
+    every window's benchmark, the latest submission and the catalog (``tempo materialize --all``): a copy of
+    the session's tiny build (four releases, its window scored) with the fifth release and the method added."""
+    graph = tiny_copy(tiny_build, root / "graph")
+    fifth = build_tiny_archive(root / "five", n_releases=5) / "releases" / RELEASES[4]  # the first four are the build's
+    shutil.copytree(fifth, graph.archive / "releases" / RELEASES[4])
+    add_method(graph.archive, MethodSpec(name="freqprior", version="1", kind="command", dir=str(FREQPRIOR),
+                                         command="python3 predict.py"))
+    graph.plan = plan_partitions(open_archive(graph.archive))
+    register_partitions(graph.instance, graph.plan)
+    report = run_steps(plan_steps(graph.plan, "all"), graph.instance, graph.resources, echo=lambda *_: None)
+    assert all(status in ("ok", "skipped") for _, _, status, _ in report), report
+    return graph
 
 
 def tempo(graph, *args) -> str:
@@ -51,18 +76,19 @@ def without_methods(summary: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["profile", "method", "mode", "aspect"]).reset_index(drop=True)
 
 
-def test_a_method_added_after_scoring_is_scored_on_every_window(demo_build, tmp_path):
-    graph = graph_from(demo_build, tmp_path / "graph")
+def test_a_method_added_after_scoring_is_scored_on_every_window(tiny_build, tmp_path):
+    graph = scored_graph(tiny_build, tmp_path)
     try:
         store, windows = graph.store(), list(graph.plan.windows)
         assert len(windows) == 2
         kept = {(a, w): folder_bytes(store.folder(a, w)) for a in KEPT for w in windows}
         claims = folder_bytes(graph.artefacts / "_test_claims")
         old = {w: store.open("benchmark", w).value.summary for w in windows}
+        assert all(f"{METHOD_PREFIX}freqprior@1" in set(s["method"]) for s in old.values())  # scored beside it
         assert not any(f"{METHOD_PREFIX}{LATE}" in set(s["method"]) for s in old.values())
 
         tempo(graph, "method", "add", "freqlate", "--version", "1",
-              "--dir", str(REPO / "examples" / "methods" / "freqprior"), "--command", "python3 predict.py")
+              "--dir", str(FREQPRIOR), "--command", "python3 predict.py")
         before = states(graph)
         for window in windows:
             state, reason = before[f"benchmark[{window}]"]

@@ -193,11 +193,18 @@ def tempo_instance_limit(copy: Copy):
         return info.slot_count
 
 
+# each launch runs its steps in its own process (Dagster's in-process executor, which takes the pool's slots
+# too): the race is between the launches. The default multiprocess executor started a Python process per
+# step and per check (about 20 CPU s a launch, 60 to 80 a test); a run it executes is killed in
+# test_recovery.py::test_a_dagster_cli_run_killed_after_the_test_read_is_failed_and_its_stored_growth_scored
+IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
+
+
 def launch(copy: Copy, selection: str, barrier_at: str, n: int = 3) -> list[subprocess.CompletedProcess]:
     """``n`` concurrent ``dagster asset materialize --select SELECTION --partition W`` launches, released
     together at ``barrier_at`` (``executor`` or ``claim:ASSET``: see ``_tempo_wrap_barrier``)."""
     command = [script("dagster"), "asset", "materialize", "--select", selection, "--partition", copy.window,
-               "-m", "tempo_assets.definitions"]
+               "-m", "tempo_assets.definitions", "--config-json", IN_PROCESS]
     logs = [copy.probe_log.with_name(f"launch{i}.log") for i in range(n)]
     with socket.socket() as barrier:
         barrier.bind(("127.0.0.1", 0))
