@@ -10,7 +10,7 @@ import pytest
 
 from tempo_assets.core.evaluation import EvalOntology, bootstrap_ci, bootstrap_cis, evaluate_frames, paired_bootstraps
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.evaluation import bootstrap, metrics, scoring
+from tempo_assets.core.evaluation import bootstrap, cells, metrics, scoring
 from tempo_assets.core.evaluation import predictions as predictions_module
 from tempo_assets.core.evaluation.benchmark import paired_differences
 from tempo_assets.core.evaluation.scoring import ScoringOptions, score_profile
@@ -200,9 +200,9 @@ def test_a_profile_and_its_pairs_cut_each_cell_once_and_score_what_they_score_al
     alone = score_profile(EvalOntology.from_obo(path), *growth, methods, options=options, **request)
     paired_alone = paired_differences(EvalOntology.from_obo(path), growth, methods, pairs, options=options, **request)
     cut = []
-    real = scoring.cell_predictions
-    monkeypatch.setattr(scoring, "cell_predictions", lambda *a: cut.append(1) or real(*a))
-    eo, frames = EvalOntology.from_obo(path), scoring.CellFrames(growth, methods)
+    real = cells.cell_predictions
+    monkeypatch.setattr(cells, "cell_predictions", lambda *a: cut.append(1) or real(*a))
+    eo, frames = EvalOntology.from_obo(path), cells.CellFrames(growth, methods)
     shared = score_profile(eo, *growth, methods, options=options, frames=frames, **request)
     paired = paired_differences(eo, growth, methods, pairs, options=options, frames=frames, **request)
     pd.testing.assert_frame_equal(shared.summary, alone.summary)
@@ -220,7 +220,7 @@ def test_a_profile_and_its_pairs_cut_each_cell_once_and_score_what_they_score_al
 
 def test_frames_cut_from_other_predictions_are_refused(toy):
     path, growth, methods, taus, _ = _window(toy, 8)
-    frames = scoring.CellFrames(growth, methods)
+    frames = cells.CellFrames(growth, methods)
     other = {**methods, "b": methods["b"].copy()}
     with pytest.raises(TempoInputError, match="frames: cut from other"):
         score_profile(EvalOntology.from_obo(path), *growth, other, options=ScoringOptions(n_boot=0), frames=frames)
@@ -247,7 +247,7 @@ def test_cell_frames_cut_what_comparing_each_row_with_the_cells_targets_cuts(amb
                                 "aspect": rng.choice(["BP", "MF", "CC"], n), "score": rng.random(n).round(2)},
                                index=rng.permutation(n) + 1000)
     no_mf = predictions[predictions["aspect"] != "MF"]
-    frames = scoring.CellFrames((targets, truth, None), {"a": predictions, "b": no_mf})
+    frames = cells.CellFrames((targets, truth, None), {"a": predictions, "b": no_mf})
     for name, frame in (("a", predictions), ("b", no_mf)):
         for (mode, aspect), cell in frames.cells.items():
             got = frames.of(name, (mode, aspect))
@@ -257,4 +257,4 @@ def test_cell_frames_cut_what_comparing_each_row_with_the_cells_targets_cuts(amb
             by_aspect = frame[frame["aspect"] == aspect]
             want = by_aspect[["protein", "term", "score"]][by_aspect["protein"].isin(cell.proteins)]
             pd.testing.assert_frame_equal(got, want)
-    assert (scoring.method_rows(predictions, frames.cells).cell is None) == ambiguous
+    assert (cells.method_rows(predictions, frames.cells).cell is None) == ambiguous

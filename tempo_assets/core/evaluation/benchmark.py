@@ -105,7 +105,7 @@ def protein_binding_only_targets(ground_truth: pd.DataFrame, known: pd.DataFrame
 class PairedRequest:
     """What :func:`paired_differences` compares: ``metric``, the terms of interest ``toi``, each
     method's VALID ``taus`` ``(method, mode, aspect) -> tau``, the targets' sequence ``clusters`` and
-    the ``frames`` (``core.evaluation.scoring.CellFrames``) of the same growth and methods another pass
+    the ``frames`` (``core.evaluation.cells.CellFrames``) of the same growth and methods another pass
     cut (None: cut here)."""
 
     metric: str = "f_at_valid_tau"

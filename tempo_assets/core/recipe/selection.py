@@ -55,7 +55,7 @@ from tempo_assets.core.recipe.valid_grid import (
 
 
 class _CellScorer:
-    """VALID cells of one candidate source (``core.evaluation.scoring.evaluation_cells``), scored per mode for one aspect."""
+    """VALID cells of one candidate source (``core.evaluation.cells.evaluation_cells``), scored per mode for one aspect."""
 
     def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
                  modes: Sequence[str]):
