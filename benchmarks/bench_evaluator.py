@@ -85,7 +85,8 @@ def run_side(root: str, window_path: str, n_boot: int, selection: int) -> dict:
     sys.path.insert(0, root)
     from tempo_assets.core.evaluation import EvalOntology
     from tempo_assets.core.evaluation.benchmark import paired_differences
-    from tempo_assets.core.evaluation.scoring import ScoringOptions, cell_curve, evaluation_cells, score_profile
+    from tempo_assets.core.evaluation.cells import evaluation_cells
+    from tempo_assets.core.evaluation.scoring import ScoringOptions, cell_curve, score_profile
 
     with open(window_path, "rb") as handle:
         w = pickle.load(handle)

@@ -327,7 +327,8 @@ def stage_scores(window: Window, work: Path, state: dict):
 
 def stage_evaluation(window: Window, work: Path, state: dict):
     from tempo_assets.core.evaluation import EvalOntology, evaluate_frames
-    from tempo_assets.core.evaluation.scoring import CellFrames, cell_curve
+    from tempo_assets.core.evaluation.cells import CellFrames
+    from tempo_assets.core.evaluation.scoring import cell_curve
 
     ontology = EvalOntology.from_obo(window.new_obo)
     scores = state["scores"]

@@ -9,7 +9,7 @@ import pytest
 
 from tempo_assets.core.base.arrays import strings_at
 from tempo_assets.core.evaluation.metrics import _segment_cumsum
-from tempo_assets.core.evaluation.scoring import frame_digest
+from tempo_assets.core.evaluation.cells import frame_digest
 
 
 def _loop_segment_cumsum(seg: np.ndarray, values: np.ndarray, reverse: bool) -> np.ndarray:

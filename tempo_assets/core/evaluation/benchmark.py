@@ -25,8 +25,9 @@ from tempo_assets.core.labels.annotations import require_columns as _require
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import paired_bootstraps
 from tempo_assets.core.evaluation.metrics import from_keywords
+from tempo_assets.core.evaluation.cells import CellFrames
 from tempo_assets.core.evaluation.scoring import (
-    HEADLINE, METRIC_ALIASES, METRICS, CellFrames, ScoringOptions, score_methods,
+    HEADLINE, METRIC_ALIASES, METRICS, ScoringOptions, score_methods,
 )
 
 __all__ = [

@@ -29,13 +29,12 @@ import pandas as pd
 from tempo_assets.core.labels.annotations import require_columns
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
-from tempo_assets.core.evaluation.cells import (  # noqa: F401 (the cells are read from here too)
-    Cell, CellFrames, MethodRows, cell_predictions, evaluation_cells, frame_digest, method_rows)
+from tempo_assets.core.evaluation.cells import Cell, CellFrames
 from tempo_assets.core.evaluation.metrics import from_keywords
 from tempo_assets.core.evaluation.tables import evaluated_rows
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
-from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES  # noqa: E402,F401
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES
 # summary column -> (evaluator frame column, bootstrap metric, best is max?)
 METRICS: dict[str, tuple[str, str, bool]] = {
     "fmax_oracle": ("f", "f", True), "wfmax": ("f_w", "f_w", True), "smin": ("s", "s", False),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tempo_assets.core.evaluation.benchmark import lafa_terms_of_interest, protein_binding_only_targets
 from tempo_assets.core.labels.growth import Growth, align_terms, annotation_growth
-from tempo_assets.core.evaluation.scoring import MODES
+from tempo_assets.core.base.vocabulary import MODES
 
 
 def sequence_map(frame: pd.DataFrame, restrict: Iterable[str] | None = None) -> dict[str, str]:

@@ -22,8 +22,10 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.neighbours.homology import MIN_COVERAGE, MIN_IDENTITY, target_homology
 from tempo_assets.core.labels.ia import ia_counts
+from tempo_assets.core.base.vocabulary import MODES
+from tempo_assets.core.evaluation.cells import CellFrames
 from tempo_assets.core.evaluation.scoring import (
-    MODES, CellFrames, ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of,
+    ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of,
 )
 from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe
 from tempo_assets.core.recipe.valid_grid import cafa_scorer

@@ -45,7 +45,9 @@ from tempo_assets.core.recipe.features import prepare_neighbours
 from tempo_assets.core.base.io import digest_json
 from tempo_assets.core.neighbours.knn import knn_term_scores
 from tempo_assets.core.base.progress import Progress
-from tempo_assets.core.evaluation.scoring import ASPECTS, MODES, PROFILES, evaluation_cells
+from tempo_assets.core.base.vocabulary import ASPECTS, MODES
+from tempo_assets.core.evaluation.cells import evaluation_cells
+from tempo_assets.core.evaluation.scoring import PROFILES
 from tempo_assets.core.recipe.reranker import RerankerInputError, _jsonable, train_reranker
 from tempo_assets.core.recipe.valid_grid import (
     CELL_KEYS, GRID_COLUMNS, OBJECTIVE, RECIPE_FORMAT, Scorer, SelectionGrid, SelectionInputError,

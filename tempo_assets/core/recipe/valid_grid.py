@@ -14,7 +14,8 @@ import pandas as pd
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.baselines import naive_term_scores
 from tempo_assets.core.recipe.candidates import CandidateSource, feature_set, parse_sources
-from tempo_assets.core.evaluation.scoring import ASPECTS, cell_curve, curve_best
+from tempo_assets.core.base.vocabulary import ASPECTS
+from tempo_assets.core.evaluation.scoring import cell_curve, curve_best
 from tempo_assets.core.recipe.reranker import label_candidates
 
 
