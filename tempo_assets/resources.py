@@ -91,7 +91,7 @@ class ArtefactStoreResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # every step that reads or writes an artefact passes here: the run names the process that
         # orchestrates it, so a kill -9 of that process is seen by the next tempo command
-        tag_run_process(context.instance, context.dagster_run)
+        tag_run_process(context.instance, context.run)
 
     def store(self) -> ArtefactStore:
         return open_artefact_store(self.root)
