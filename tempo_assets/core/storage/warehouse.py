@@ -1,7 +1,7 @@
 """The SQL warehouse: staged annotations, propagated marts, growths and evaluation sets.
 
 Python loads the staging relations (cleaned annotations, the ontology's term closure and alt
-ids, sequence hashes); everything else is a SQL model under ``dbt_like_sql/`` run through
+ids with its content hash, sequence hashes); everything else is a SQL model under ``dbt_like_sql/`` run through
 SQLAlchemy (``Warehouse`` here; its tables in ``warehouse_tables.py``, its models and checks in
 ``warehouse_models.py``).
 Every model writes one *partition* (a release, a pair of releases, or a window and its role):
@@ -216,7 +216,7 @@ class Warehouse:
 
     # -- registry ---------------------------------------------------------------------------
     def models(self) -> list[Model]:
-        """Every relation in dependency order: the three staging loads, then the marts."""
+        """Every relation in dependency order: the staging loads, then the marts."""
         return list(self._models.values())
 
     def checks(self, relation: str | None = None) -> list[Check]:
