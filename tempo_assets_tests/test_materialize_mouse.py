@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tempo_assets.core.labels.annotations import EXPERIMENTAL_CODES
+from tempo_assets.core.storage.warehouse import Warehouse
 from tempo_assets_tests.conftest import materialise_archive
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared, tempo
 N_PROTEINS = 600
@@ -99,4 +100,12 @@ def test_mouse_archive_through_one_window(tmp_path):
     assert summary["n_targets"].gt(0).all() and summary["fmax_oracle"].between(0, 1).all()
     # every source the TEST score read is dated on or before t1's cutoff
     assert max(s["date"] for s in meta["sources"] if "date" in s) <= "2019-01-27"
+    # the warehouse records each release's ontology by its artefact's sha256: the three releases on
+    # GO 2014-10-27 built its closure once and copied it (core/storage/warehouse_ontology.py)
+    with Warehouse(graph.env["TEMPO_WAREHOUSE_URL"]) as warehouse:
+        recorded = warehouse.read_table("stg_release_ontologies")
+    releases = ("2014-09-29", "2016-01-15", "2017-06-15", "2019-01-14")
+    assert dict(zip(recorded["release_id"], recorded["ontology_sha256"])) == {
+        release: store.read_meta("ontology", release)["sha256"] for release in releases}
+    assert recorded["ontology_sha256"].nunique() == 2
     graph.instance.dispose()

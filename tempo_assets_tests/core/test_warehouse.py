@@ -607,6 +607,67 @@ def test_evaluation_set_checks_find_planted_violations(built):
 
 
 # ---------------------------------------------------------------------------------------------
+# an ontology staged once per content hash, copied to the releases that share it
+
+SHARED_GO, OTHER_GO = "1" * 64, "2" * 64
+
+
+def _ontology_rows(wh: Warehouse, release: str) -> tuple[set, set]:
+    closure = wh.read_table("stg_term_closure", release_id=release)
+    alt_ids = wh.read_table("stg_term_alt_ids", release_id=release)
+    return _rows(closure, ["term", "ancestor", "aspect"]), _rows(alt_ids, ["alt_id", "term"])
+
+
+def _never_read():
+    raise AssertionError("the ontology was read although a release staged it before")
+
+
+def test_a_release_sharing_a_staged_ontology_copies_its_rows_without_reading_it(wh, tmp_path):
+    from tempo_assets.core.inputs.ontology import parse_obo
+
+    old_ontology, new_ontology = parse_obo(_old_obo(tmp_path)), parse_obo(_new_obo(tmp_path))
+    closure, alt_ids = ontology_frames(new_ontology)
+    built = (_rows(closure, ["term", "ancestor", "aspect"]), _rows(alt_ids, ["alt_id", "term"]))
+    assert wh.load_ontology(OLD, lambda: new_ontology, SHARED_GO) == len(closure)
+    assert wh.load_ontology(NEW, _never_read, SHARED_GO) == len(closure)
+    assert _ontology_rows(wh, NEW) == _ontology_rows(wh, OLD) == built
+    recorded = wh.read_table("stg_release_ontologies")
+    assert _rows(recorded, ["release_id", "ontology_sha256"]) == {(OLD, SHARED_GO), (NEW, SHARED_GO)}
+    # another ontology is built from itself and replaces the copy; the other release keeps its rows
+    wh.load_ontology(NEW, lambda: old_ontology, OTHER_GO)
+    old_closure, old_alt_ids = ontology_frames(old_ontology)
+    assert _ontology_rows(wh, NEW) == (_rows(old_closure, ["term", "ancestor", "aspect"]), set())
+    assert _ontology_rows(wh, OLD) == built
+    # frames loaded without a hash record none: no release copies them as an ontology's
+    wh.load_term_closure(OLD, NEW_CLOSURE, NEW_ALT_IDS)
+    assert set(wh.read_table("stg_release_ontologies")["release_id"]) == {NEW}
+    assert wh.load_ontology("2022-09-12", lambda: new_ontology, SHARED_GO) == len(closure)
+    with pytest.raises(WarehouseError, match="not a lowercase hex sha256"):
+        wh.load_ontology(NEW, new_ontology, "ABC")
+
+
+def test_a_copy_reads_only_a_donor_still_recording_the_hash(wh, tmp_path):
+    """The copy's own filter (not only the donor look-up) holds the hash: a donor re-staged with
+    another ontology between the two gives no rows, and the ontology is then built from itself."""
+    from tempo_assets.core.inputs.ontology import parse_obo
+    from tempo_assets.core.storage.warehouse_ontology import copy_ontology_statements
+
+    new_ontology = parse_obo(_new_obo(tmp_path))
+    wh.load_ontology(OLD, new_ontology, OTHER_GO)
+    with wh.engine.begin() as conn:
+        for statement in copy_ontology_statements(wh.metadata, NEW, OLD, SHARED_GO).values():
+            conn.execute(statement)
+    assert _ontology_rows(wh, NEW) == (set(), set())
+    # a donor recorded without rows (its rows gone meanwhile): nothing is copied, the ontology is built
+    with wh.engine.begin() as conn:
+        conn.execute(text("insert into stg_release_ontologies (release_id, ontology_sha256) "
+                          "values (:r, :h)"), {"r": "2010-01-01", "h": SHARED_GO})
+    read = []
+    assert wh.load_ontology(NEW, lambda: read.append(1) or new_ontology, SHARED_GO) > 0
+    assert read and _ontology_rows(wh, NEW) == _ontology_rows(wh, OLD)
+
+
+# ---------------------------------------------------------------------------------------------
 # the SQL files themselves
 
 SQL_FILES = sorted(default_sql_dir().rglob("*.sql"))

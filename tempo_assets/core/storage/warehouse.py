@@ -1,7 +1,7 @@
 """The SQL warehouse: staged annotations, propagated marts, growths and evaluation sets.
 
 Python loads the staging relations (cleaned annotations, the ontology's term closure and alt
-ids, sequence hashes); everything else is a SQL model under ``dbt_like_sql/`` run through
+ids with its content hash, sequence hashes); everything else is a SQL model under ``dbt_like_sql/`` run through
 SQLAlchemy (``Warehouse`` here; its tables in ``warehouse_tables.py``, its models and checks in
 ``warehouse_models.py``).
 Every model writes one *partition* (a release, a pair of releases, or a window and its role):
@@ -39,6 +39,9 @@ from tempo_assets.core.storage.warehouse_models import (
     Check, GrowthFrames, Model, ModelRun, WarehouseError, _REGISTRY, _RELEASE_PARAMS, _REQUIRED_INPUTS,
     _grain, _params, _positional, _read_sql, _statement,
 )
+from tempo_assets.core.storage.warehouse_ontology import (
+    ONTOLOGY_RELATIONS, copy_ontology_statements, ontology_donor, ontology_frames,
+)
 from tempo_assets.core.storage.warehouse_tables import _build_metadata
 
 __all__ = [
@@ -72,39 +75,6 @@ def default_warehouse_url(dagster_home: str | None = None) -> str:
     home = dagster_home or os.environ.get("DAGSTER_HOME")
     folder = Path(home) if home else default_sql_dir().parent / ".tempo_cache"
     return f"sqlite:///{(folder / 'tempo_warehouse.sqlite').resolve()}"
-
-
-# ----------------------------------------------------------------------------------------------
-# staging frames of an ontology
-
-
-def ontology_frames(ontology: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The staging frames of an ``core.inputs.go_graph.Ontology``.
-
-    Returns
-    -------
-    closure : DataFrame ``term, ancestor, aspect``, shape (n_pairs, 3)
-        ``ontology.ancestors(term)`` (self included) for every live primary term with an aspect.
-    alt_ids : DataFrame ``alt_id, term``, shape (n_alt, 2)
-        Every alt id that ``ontology.resolve`` maps to such a term (ids that are stanzas of
-        their own are left out: ``resolve`` never reads them as alt ids).
-    """
-    terms, ancestors, aspects = [], [], []
-    live = set()
-    for term_id, record in ontology.terms.items():
-        aspect = ontology.aspect(term_id)
-        if record.is_obsolete or aspect not in ASPECTS:
-            continue
-        live.add(term_id)
-        for ancestor in sorted(ontology.ancestors(term_id)):
-            terms.append(term_id)
-            ancestors.append(ancestor)
-            aspects.append(aspect)
-    closure = pd.DataFrame({"term": terms, "ancestor": ancestors, "aspect": aspects}, dtype=str)
-    pairs = [(alt, ontology.resolve(alt)) for alt in ontology.alt_ids if alt not in ontology.terms]
-    pairs = [(alt, primary) for alt, primary in pairs if primary in live]
-    alt_ids = pd.DataFrame(pairs or None, columns=["alt_id", "term"], dtype=str)
-    return closure, alt_ids
 
 
 # ----------------------------------------------------------------------------------------------
@@ -246,7 +216,7 @@ class Warehouse:
 
     # -- registry ---------------------------------------------------------------------------
     def models(self) -> list[Model]:
-        """Every relation in dependency order: the three staging loads, then the marts."""
+        """Every relation in dependency order: the staging loads, then the marts."""
         return list(self._models.values())
 
     def checks(self, relation: str | None = None) -> list[Check]:
@@ -398,7 +368,8 @@ class Warehouse:
         return self._replace_partitions(release_id, {"stg_annotations": columns})["stg_annotations"]
 
     def load_term_closure(self, release_id: str, frame: pd.DataFrame,
-                          alt_ids: pd.DataFrame | None = None) -> int:
+                          alt_ids: pd.DataFrame | None = None,
+                          ontology_sha256: str | None = None) -> int:
         """Replace the release's ontology staging: ``stg_term_closure`` and ``stg_term_alt_ids``.
 
         ``frame`` (``term, ancestor, aspect``) is the is_a/part_of closure inside each namespace
@@ -406,10 +377,13 @@ class Warehouse:
         ``stg_term_closure__reflexive`` check verifies it). ``alt_ids`` (``alt_id, term``) maps
         alternative ids to live primary terms; the growth model uses it to express an older
         release's terms in this release's vocabulary (None loads no alt ids). Both relations
-        are replaced in one transaction. Returns the closure rows written.
+        are replaced in one transaction, with the release's ``stg_release_ontologies`` row: the
+        content hash of the ontology the frames were built from (``ontology_sha256``, which
+        :meth:`load_ontology` gives), or none. Returns the closure rows written.
         """
         where = f"stg_term_closure[release_id={release_id}]"
         self._check_release_id("release_id", release_id)
+        self._check_ontology_sha256(ontology_sha256)
         self._frame_columns(where, frame, ("term", "ancestor", "aspect"))
         self._check_values(where, frame, "aspect", ASPECTS)
         frame = (frame[["term", "ancestor", "aspect"]].astype(str).drop_duplicates()
@@ -441,16 +415,55 @@ class Warehouse:
                                  "not be a live term and must map to one", alt_where)
         alternatives = {"release_id": [release_id] * len(alt_ids),
                         "alt_id": alt_ids["alt_id"].tolist(), "term": alt_ids["term"].tolist()}
+        recorded = [] if ontology_sha256 is None else [ontology_sha256]
         written = self._replace_partitions(release_id, {
             "stg_term_closure": closure,
             "stg_term_alt_ids": alternatives,
+            "stg_release_ontologies": {"release_id": [release_id] * len(recorded),
+                                       "ontology_sha256": recorded},
         })
         return written["stg_term_closure"]
 
-    def load_ontology(self, release_id: str, ontology: Any) -> int:
-        """:meth:`load_term_closure` with the frames of :func:`ontology_frames`."""
-        closure, alt_ids = ontology_frames(ontology)
-        return self.load_term_closure(release_id, closure, alt_ids)
+    def load_ontology(self, release_id: str, ontology: Any, ontology_sha256: str | None = None) -> int:
+        """:meth:`load_term_closure` with the frames of :func:`ontology_frames`; returns the closure rows.
+
+        ``ontology_sha256`` is the ontology's content hash (its stored artefact's sha256): when
+        another release staged that ontology, its rows are copied in SQL (``warehouse_ontology.py``)
+        and ``ontology``, which may be a function returning it, is not read.
+        """
+        self._check_release_id("release_id", release_id)
+        self._check_ontology_sha256(ontology_sha256)
+        copied = None if ontology_sha256 is None else self._copy_ontology(release_id, ontology_sha256)
+        if copied is not None:
+            return copied
+        closure, alt_ids = ontology_frames(ontology() if callable(ontology) else ontology)
+        return self.load_term_closure(release_id, closure, alt_ids, ontology_sha256)
+
+    @staticmethod
+    def _check_ontology_sha256(value: str | None) -> None:
+        if value is not None and not (isinstance(value, str) and _SHA256.fullmatch(value)):
+            raise WarehouseError(f"ontology_sha256={value!r} is not a lowercase hex sha256")
+
+    def _copy_ontology(self, release_id: str, ontology_sha256: str) -> int | None:
+        """Replace the release's ontology staging by another release's of the same content hash, in
+        one transaction; the closure rows copied, or None (nothing changed) when no release has it."""
+        recorded = self.metadata.tables["stg_release_ontologies"]
+        # PostgreSQL: one snapshot for the look-up and the copies (SQLite's writer holds the database)
+        isolation = {"isolation_level": "REPEATABLE READ"} if self.engine.dialect.name == "postgresql" else {}
+        with self.engine.connect().execution_options(**isolation) as conn, conn.begin() as transaction:
+            donor = conn.execute(ontology_donor(self.metadata, release_id, ontology_sha256)).scalar()
+            if donor is None:
+                return None
+            for table in (*(self.metadata.tables[name] for name in ONTOLOGY_RELATIONS), recorded):
+                conn.execute(delete(table).where(table.c.release_id == release_id))
+            for statement in copy_ontology_statements(self.metadata, release_id, donor, ontology_sha256).values():
+                conn.execute(statement)
+            copied = self._count(conn, "stg_term_closure", {"release_id": release_id})  # psycopg's rowcount: -1
+            if not copied:  # the donor was re-staged meanwhile
+                transaction.rollback()
+                return None
+            conn.execute(recorded.insert().values(release_id=release_id, ontology_sha256=ontology_sha256))
+        return copied
 
     def load_sequences(self, release_id: str, frame: pd.DataFrame) -> int:
         """Replace ``stg_sequences`` rows of ``release_id``: ``protein, sequence_sha256``.

@@ -44,7 +44,8 @@ def _build_metadata() -> MetaData:
 
 
 def _add_staging_tables(metadata: MetaData) -> None:
-    """The ``stg_*`` tables: each release's annotations, term closure, alt ids and sequences."""
+    """The ``stg_*`` tables: each release's annotations, term closure, alt ids, sequences and the
+    content hash of the ontology its closure was built from."""
     Table(
         "stg_annotations", metadata,
         Column("release_id", String(32), nullable=False),
@@ -84,6 +85,15 @@ def _add_staging_tables(metadata: MetaData) -> None:
         Column("sequence_sha256", String(64), nullable=False),
         PrimaryKeyConstraint("release_id", "protein", name="pk_stg_sequences"),
         **_CLUSTERED,
+    )
+    # which ontology each release's closure and alt ids were built from: another release with the
+    # same content hash copies those rows instead of building them again (warehouse_ontology.py)
+    Table(
+        "stg_release_ontologies", metadata,
+        Column("release_id", String(32), nullable=False),
+        Column("ontology_sha256", String(64), nullable=False),
+        PrimaryKeyConstraint("release_id", name="pk_stg_release_ontologies"),
+        Index("ix_stg_release_ontologies_sha256", "ontology_sha256"),
     )
 
 
