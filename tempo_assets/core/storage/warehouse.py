@@ -45,12 +45,10 @@ from tempo_assets.core.storage.warehouse_ontology import (
 from tempo_assets.core.storage.warehouse_tables import _build_metadata
 
 __all__ = [
-    "ASPECTS",
     "WINDOW_ROLES",
     "Warehouse",
     "default_sql_dir",
     "default_warehouse_url",
-    "ontology_frames",
 ]
 
 from tempo_assets.core.base.vocabulary import ASPECTS  # noqa: E402
