@@ -293,10 +293,14 @@ cmd_workers() {
         *://*) ;;
         *) die "TEMPO_ARTEFACTS=$TEMPO_ARTEFACTS is a local folder: workers share only the object store" ;;
       esac
-      # dagster_celery reads the broker and result backend from this module on its path
-      printf 'broker_url = %s\nresult_backend = %s\nbroker_connection_retry_on_startup = True\n' \
+      # dagster_celery reads the broker and result backend from this module on its path; the
+      # master imports it before it forks its pool, so every step's instance pools its
+      # PostgreSQL connection (tempo_assets/postgres_pool.py)
+      printf 'broker_url = %s\nresult_backend = %s\nbroker_connection_retry_on_startup = True\n%s\n' \
         "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" \
-        "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" > "$dir/config/dagster_celery_config.py"
+        "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" \
+        "__import__('tempo_assets.postgres_pool').postgres_pool.pool_connections()" \
+        > "$dir/config/dagster_celery_config.py"
       export DAGSTER_HOME=$dir/dagster_home TMPDIR=$dir/tmp TEMPO_CACHE=$dir/dagster_home/embedding_cache
       export TEMPO_EXECUTOR=celery PYTHONPATH=$REPO:$dir/config
       cd "$dir"
