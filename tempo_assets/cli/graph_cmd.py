@@ -397,9 +397,12 @@ def celery_launcher(instance, store, echo):
         tag = uuid.uuid4().hex
         tags = {LAUNCH_TAG: tag, **({"dagster/partition": key} if key else {})}
 
-        def run_id():
-            runs = instance.get_runs(filters=dg.RunsFilter(tags={LAUNCH_TAG: tag}), limit=1)
-            return runs[0].run_id if runs else None
+        found = []
+
+        def run_id():  # looked up until the run exists, then remembered (a run's id never changes)
+            if not found:
+                found.extend(r.run_id for r in instance.get_runs(filters=dg.RunsFilter(tags={LAUNCH_TAG: tag}), limit=1))
+            return found[0] if found else None
 
         with ProgressWatch(instance, run_id, echo, where), warnings.catch_warnings():
             # dagster-celery registers its step task again for every submission; celery warns each time
