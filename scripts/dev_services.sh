@@ -322,10 +322,16 @@ cmd_workers() {
 
 cmd_stop_workers() {
   local id pid deadline
+  local -A stopping=()
+  # SIGTERM to every worker first, then wait for each: a worker's warm shutdown takes seconds even
+  # when idle (its pool joined, then the interpreter's exit), and the workers spend them together
   for id in $(worker_ids); do
-    if pid=$(worker_pid "$id"); then
-      kill -TERM "$pid" 2>/dev/null || true
-      deadline=$((SECONDS + ${TEMPO_WORKER_STOP_S:-60}))
+    if pid=$(worker_pid "$id"); then kill -TERM "$pid" 2>/dev/null || true; stopping[$id]=$pid; fi
+  done
+  deadline=$((SECONDS + ${TEMPO_WORKER_STOP_S:-60}))
+  for id in $(worker_ids); do
+    if [ -n "${stopping[$id]:-}" ]; then
+      pid=${stopping[$id]}
       while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
       if kill -0 "$pid" 2>/dev/null; then
         log "worker $id (pid $pid) outlived SIGTERM: SIGKILL of its process group"
