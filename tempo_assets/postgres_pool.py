@@ -12,7 +12,8 @@ reconnect, not an error. Keyed by the process id, so a forked child never
 uses its parent's connection. Storages with a token provider (cloud IAM auth, whose tokens expire)
 keep Dagster's engine. ``TEMPO_PG_POOL=0`` keeps Dagster's behaviour everywhere.
 
-It is applied by ``tempo`` (``cli/main.py``), by the code location (``definitions.py``: the
+It is applied by ``tempo`` before a command opens the instance (``cli/graph_cmd.ensure_dagster_home``,
+``cli/report_cmd``), by the code location (``definitions.py``: the
 code server, a celery worker's step) and by the celery workers' master before it forks its pool
 (``scripts/dev_services.sh``'s ``dagster_celery_config``), so the first step of a worker is pooled
 too. The webserver's own ``optimize_for_webserver`` engines are left as they are.

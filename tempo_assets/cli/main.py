@@ -43,9 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error is one line on stderr and exit 2 (``cli/errors.py``)."""
     from tempo_assets.cli.errors import run_command
-    from tempo_assets.postgres_pool import pool_connections
 
-    pool_connections()  # before any command opens the Dagster instance
     parser = build_parser()
     args = parser.parse_args(argv)
     return run_command("tempo", lambda: args.func(args))
