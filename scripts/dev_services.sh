@@ -293,10 +293,14 @@ cmd_workers() {
         *://*) ;;
         *) die "TEMPO_ARTEFACTS=$TEMPO_ARTEFACTS is a local folder: workers share only the object store" ;;
       esac
-      # dagster_celery reads the broker and result backend from this module on its path
-      printf 'broker_url = %s\nresult_backend = %s\nbroker_connection_retry_on_startup = True\n' \
+      # dagster_celery reads the broker and result backend from this module on its path; the
+      # master imports it before it forks its pool, so every step's instance pools its
+      # PostgreSQL connection (tempo_assets/postgres_pool.py)
+      printf 'broker_url = %s\nresult_backend = %s\nbroker_connection_retry_on_startup = True\n%s\n' \
         "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" \
-        "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" > "$dir/config/dagster_celery_config.py"
+        "$("$PY" -c 'import sys; print(repr(sys.argv[1]))' "$TEMPO_BROKER_URL")" \
+        "__import__('tempo_assets.postgres_pool').postgres_pool.pool_connections()" \
+        > "$dir/config/dagster_celery_config.py"
       export DAGSTER_HOME=$dir/dagster_home TMPDIR=$dir/tmp TEMPO_CACHE=$dir/dagster_home/embedding_cache
       export TEMPO_EXECUTOR=celery PYTHONPATH=$REPO:$dir/config
       cd "$dir"
@@ -318,10 +322,16 @@ cmd_workers() {
 
 cmd_stop_workers() {
   local id pid deadline
+  local -A stopping=()
+  # SIGTERM to every worker first, then wait for each: a worker's warm shutdown takes seconds even
+  # when idle (its pool joined, then the interpreter's exit), and the workers spend them together
   for id in $(worker_ids); do
-    if pid=$(worker_pid "$id"); then
-      kill -TERM "$pid" 2>/dev/null || true
-      deadline=$((SECONDS + ${TEMPO_WORKER_STOP_S:-60}))
+    if pid=$(worker_pid "$id"); then kill -TERM "$pid" 2>/dev/null || true; stopping[$id]=$pid; fi
+  done
+  deadline=$((SECONDS + ${TEMPO_WORKER_STOP_S:-60}))
+  for id in $(worker_ids); do
+    if [ -n "${stopping[$id]:-}" ]; then
+      pid=${stopping[$id]}
       while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
       if kill -0 "$pid" 2>/dev/null; then
         log "worker $id (pid $pid) outlived SIGTERM: SIGKILL of its process group"

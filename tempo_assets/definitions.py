@@ -14,7 +14,11 @@ from tempo_assets.resources import (
 )
 from tempo_assets.executors import tempo_executor
 from tempo_assets.graph_state import DefinedGraph
+from tempo_assets.postgres_pool import pool_connections
 from tempo_assets.sensors import JOBS, archive_sensor, weekly_archive_check
+
+# the code server's and the celery steps' Dagster instances: one PostgreSQL connection per process
+pool_connections()
 
 # one module per stage (tempo_assets/assets/), in the order of the stages; every asset and check
 # defined in them is collected, none listed by hand

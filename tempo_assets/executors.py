@@ -25,6 +25,10 @@ from tempo_assets.core.base.errors import TempoInputError
 
 EXECUTORS = ("in_process", "multiprocess", "celery")
 CELERY_QUEUE = "dagster"
+# how often the launcher of a celery run asks the result backend which submitted steps ended (and
+# so when it submits the steps that waited on them); dagster-celery's own loop sleeps 1 s, which
+# on short steps is most of the wait between one step and the next
+CELERY_POLL_SECONDS = 0.2
 
 
 def cpu_count() -> int:
@@ -67,7 +71,9 @@ def tempo_executor() -> dg.ExecutorDefinition | None:
     """The executor ``$TEMPO_EXECUTOR`` names; ``None`` for Dagster's default."""
     if executor_kind() != "celery":
         return None
-    from dagster_celery import celery_executor
+    from dagster_celery import celery_executor, core_execution_loop
+
+    core_execution_loop.TICK_SECONDS = celery_poll_seconds()
 
     # results travel back through the broker's redis too (the default rpc:// needs AMQP)
     return celery_executor.configured({
@@ -76,6 +82,18 @@ def tempo_executor() -> dg.ExecutorDefinition | None:
         "config_source": {"worker_prefetch_multiplier": 1, "task_track_started": True,
                           "broker_connection_retry_on_startup": False},
     }, name="celery")
+
+
+def celery_poll_seconds() -> float:
+    """``$TEMPO_CELERY_POLL_SECONDS`` (default ``CELERY_POLL_SECONDS``): a positive number of seconds."""
+    given = os.environ.get("TEMPO_CELERY_POLL_SECONDS", "").strip()
+    try:
+        seconds = float(given) if given else CELERY_POLL_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 60:
+        raise TempoInputError(f"TEMPO_CELERY_POLL_SECONDS={given!r} is not a number of seconds in (0, 60]")
+    return seconds
 
 
 def check_celery(timeout: float = 5.0) -> list[str]:

@@ -20,8 +20,10 @@ WAREHOUSE_ASSETS = ("stg_annotations", "experimental_annotations", "annotation_g
 
 def ensure_dagster_home() -> Path:
     """``$DAGSTER_HOME`` (default ``<repo>/.dagster_home``) with telemetry disabled."""
+    from tempo_assets.postgres_pool import pool_connections
     from tempo_assets.resources import default_dagster_home
 
+    pool_connections()  # a PostgreSQL instance opened after this pools its connections
     home = Path(default_dagster_home())
     home.mkdir(parents=True, exist_ok=True)
     yaml = home / "dagster.yaml"
@@ -329,7 +331,7 @@ class ProgressWatch:
         self.poll = float(os.environ.get("TEMPO_PROGRESS_POLL", "2"))
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="tempo-progress", daemon=True)
-        self.cursor = None
+        self.cursor = self.known = None  # the run's id, once found (asked of ``run_id`` until then)
         self.shown: dict[str, str] = {}
 
     def __enter__(self):
@@ -342,15 +344,13 @@ class ProgressWatch:
 
     def _watch(self) -> None:
         while not self.stop.wait(self.poll):
-            try:
+            with contextlib.suppress(Exception):  # a progress line is never worth failing the run
                 self.read()
-            except Exception:  # noqa: BLE001 - a progress line is never worth failing the run
-                continue
 
     def read(self) -> None:
         from tempo_assets.core.base.progress import PREFIX
 
-        run_id = self.run_id()
+        self.known = run_id = self.known or self.run_id()
         if run_id is None:
             return
         while True:
@@ -514,7 +514,6 @@ def _status(args) -> int:
     import dagster as dg
 
     from tempo_assets.cli.errors import ERROR_EXIT, instance_storage_failure
-
     from tempo_assets.runs import settle_dead_runs
 
     ensure_dagster_home()

@@ -34,8 +34,10 @@ def _instance():
         return None
     import dagster as dg
 
+    from tempo_assets.postgres_pool import pool_connections
     from tempo_assets.runs import settle_dead_runs
 
+    pool_connections()
     instance = dg.DagsterInstance.get()
     settle_dead_runs(instance, echo=lambda line: print(line, file=sys.stderr))
     return instance
