@@ -11,6 +11,8 @@ closed again after use), checked with a ping before each use so a restarted serv
 reconnect, not an error. Keyed by the process id, so a forked child never
 uses its parent's connection. Storages with a token provider (cloud IAM auth, whose tokens expire)
 keep Dagster's engine. ``TEMPO_PG_POOL=0`` keeps Dagster's behaviour everywhere.
+Only an instance whose ``dagster.yaml`` names PostgreSQL is patched: dagster-postgres is not even
+imported for the embedded SQLite default (importing its storages costs each process about 0.6 s).
 
 It is applied by ``tempo`` before a command opens the instance (``cli/graph_cmd.ensure_dagster_home``,
 ``cli/report_cmd``), by the code location (``definitions.py``: the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 POOL_SIZE = 2
 MAX_OVERFLOW = 20
@@ -52,12 +55,26 @@ def shared_engine(postgres_url: str):
         return engine
 
 
-def pool_connections() -> bool:
-    """Make dagster-postgres storages created from now on in this process share ``shared_engine``;
-    ``False`` (nothing changed) without dagster-postgres or with ``TEMPO_PG_POOL=0``. Idempotent."""
+def names_postgres(home: str | os.PathLike | None = None) -> bool:
+    """Whether the instance's ``dagster.yaml`` (in ``home``, default ``$DAGSTER_HOME``) names
+    PostgreSQL storage (``storage: postgres``, or a ``dagster_postgres`` storage class)."""
+    home = home or os.environ.get("DAGSTER_HOME")
+    if not home:
+        return False
+    try:
+        text = Path(home, "dagster.yaml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return "postgres" in text
+
+
+def pool_connections(home: str | os.PathLike | None = None) -> bool:
+    """Make dagster-postgres storages created from now on in this process share ``shared_engine``
+    when the instance in ``home`` (default ``$DAGSTER_HOME``) names PostgreSQL (:func:`names_postgres`);
+    ``False`` (nothing changed) otherwise, without dagster-postgres or with ``TEMPO_PG_POOL=0``. Idempotent."""
     import importlib
 
-    if not enabled():
+    if not enabled() or not names_postgres(home):
         return False
     try:
         modules = [importlib.import_module(name) for name in STORAGE_MODULES]

@@ -61,10 +61,10 @@ def test_a_run_on_the_postgres_instance_opens_a_few_connections_not_one_per_quer
         tmp_path, dev_services, monkeypatch):
     from sqlalchemy.engine import make_url
 
-    assert pool_connections()
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(DAGSTER_YAML, home / "dagster.yaml")
+    assert pool_connections(home)
     with postgres_database(dev_services) as url:
         database = make_url(url).database
         for name in ("TEMPO_PG_HOST", "TEMPO_PG_PORT", "TEMPO_PG_USER", "TEMPO_PG_PASSWORD"):
@@ -79,3 +79,19 @@ def test_a_run_on_the_postgres_instance_opens_a_few_connections_not_one_per_quer
     assert unpooled >= 30, unpooled
     # pooled: the two kept open (a write and the read it makes meanwhile), one more if threads overlap
     assert pooled <= 3, (pooled, unpooled)
+
+
+def test_an_embedded_sqlite_instance_neither_imports_nor_patches_dagster_postgres(tmp_path):
+    """The default instance (SQLite, tempo's own dagster.yaml) pays nothing for the pool."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    code = ("import sys; from tempo_assets.postgres_pool import pool_connections; "
+            "print(pool_connections(), any(m.startswith('dagster_postgres') for m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "DAGSTER_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]

@@ -23,7 +23,6 @@ def ensure_dagster_home() -> Path:
     from tempo_assets.postgres_pool import pool_connections
     from tempo_assets.resources import default_dagster_home
 
-    pool_connections()  # a PostgreSQL instance opened after this pools its connections
     home = Path(default_dagster_home())
     home.mkdir(parents=True, exist_ok=True)
     yaml = home / "dagster.yaml"
@@ -31,6 +30,7 @@ def ensure_dagster_home() -> Path:
     if not yaml.exists() or yaml.read_text(encoding="utf-8") == DAGSTER_YAML:
         yaml.write_text(DAGSTER_YAML + PYTHON_LOGS, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
+    pool_connections(home)  # a PostgreSQL instance opened after this pools its connections
     return home
 
 
