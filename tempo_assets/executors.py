@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import dagster as dg
 
-from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.errors import MissingExtraError, TempoInputError
 
 EXECUTORS = ("in_process", "multiprocess", "celery")
 CELERY_QUEUE = "dagster"
@@ -71,7 +71,10 @@ def tempo_executor() -> dg.ExecutorDefinition | None:
     """The executor ``$TEMPO_EXECUTOR`` names; ``None`` for Dagster's default."""
     if executor_kind() != "celery":
         return None
-    from dagster_celery import celery_executor, core_execution_loop
+    try:
+        from dagster_celery import celery_executor, core_execution_loop
+    except ModuleNotFoundError as missing:
+        raise MissingExtraError("TEMPO_EXECUTOR=celery", missing) from None
 
     core_execution_loop.TICK_SECONDS = celery_poll_seconds()
 
@@ -99,7 +102,10 @@ def celery_poll_seconds() -> float:
 def check_celery(timeout: float = 5.0) -> list[str]:
     """The names of the celery workers answering on the broker; raise naming the broker when it is
     down or no worker listens (a run would otherwise wait for ever on its first step)."""
-    from celery import Celery
+    try:
+        from celery import Celery
+    except ModuleNotFoundError as missing:
+        raise MissingExtraError("TEMPO_EXECUTOR=celery", missing) from None
 
     url = broker_url()
     app = Celery("tempo-check", broker=url, backend=url)

@@ -1,7 +1,9 @@
 """``executors``: the executor ``$TEMPO_EXECUTOR`` names, and the celery launcher's poll interval."""
+import sys
+
 import pytest
 
-from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.errors import MissingExtraError, TempoInputError
 from tempo_assets.executors import CELERY_POLL_SECONDS, tempo_executor
 
 
@@ -37,3 +39,13 @@ def test_other_executors_leave_dagster_celery_alone(celery_env, monkeypatch):
     monkeypatch.setenv("TEMPO_EXECUTOR", "in_process")
     assert tempo_executor() is None
     assert celery_env.TICK_SECONDS == before
+
+
+@pytest.mark.parametrize("module, call", [("dagster_celery", "tempo_executor"), ("celery", "check_celery")])
+def test_celery_without_the_production_extra_names_the_setup_command(celery_env, monkeypatch, module, call):
+    from tempo_assets import executors
+
+    monkeypatch.setitem(sys.modules, module, None)  # as on a machine set up without --production
+    with pytest.raises(MissingExtraError, match=rf"^TEMPO_EXECUTOR=celery needs the production extra "
+                                                rf"\({module} is not installed\): run `bash scripts/setup.sh --production`$"):
+        getattr(executors, call)()

@@ -116,3 +116,19 @@ def test_tempo_artefacts_url_opens_the_object_store_with_local_extras(s3, monkey
 def test_an_unknown_scheme_is_refused_naming_the_url():
     with pytest.raises(TempoInputError, match="nosuch://bucket/x.*cannot open the artefact store"):
         ArtefactStore("nosuch://bucket/x")
+
+
+def test_an_object_store_without_its_filesystem_package_names_the_setup_command(monkeypatch):
+    location = ObjectLocation("s3://bucket/x")
+
+    class NoFilesystem:  # fsspec raises this when s3fs is not installed
+        path = "bucket/x"
+
+        @property
+        def fs(self):
+            raise ImportError("Install s3fs to access S3")
+
+    monkeypatch.setattr(location, "root", NoFilesystem())
+    with pytest.raises(TempoInputError, match=r"TEMPO_ARTEFACTS=s3://bucket/x needs the production extra "
+                                              r"\(Install s3fs to access S3\): run `bash scripts/setup.sh --production`"):
+        location.check()

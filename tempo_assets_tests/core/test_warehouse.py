@@ -135,6 +135,16 @@ def _rows(frame: pd.DataFrame, columns: list[str]) -> set[tuple]:
     return set(map(tuple, frame[columns].astype(str).to_numpy()))
 
 
+
+def test_a_postgres_url_without_its_driver_names_the_setup_command_not_the_password(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as on a machine set up without --production
+    with pytest.raises(TempoInputError, match=r"^TEMPO_WAREHOUSE_URL=postgresql\+psycopg://u:\*\*\*@127.0.0.1:1/w "
+                                              r"needs the production extra \(psycopg is not installed\): "
+                                              r"run `bash scripts/setup.sh --production`$"):
+        Warehouse("postgresql+psycopg://u:secret@127.0.0.1:1/w")
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.production)])
 def wh(request, tmp_path):
     if request.param == "sqlite":

@@ -49,6 +49,23 @@ class DamagedFileError(TempoInputError):
         return (type(self), (self.path, self.cause, self.line))
 
 
+#: the command that installs the production path's packages (pyproject's ``production`` extra)
+PRODUCTION_SETUP = "bash scripts/setup.sh --production"
+
+
+class MissingExtraError(TempoInputError):
+    """A setting of the production path (celery, PostgreSQL, S3) whose packages are not installed."""
+
+    def __init__(self, setting: str, missing: ImportError | str):
+        what = missing if isinstance(missing, str) else (
+            f"{missing.name} is not installed" if missing.name else str(missing))
+        super().__init__(f"{setting} needs the production extra ({what}): run `{PRODUCTION_SETUP}`")
+        self.setting, self.what = setting, what
+
+    def __reduce__(self):  # picklable across processes, like DamagedFileError
+        return (type(self), (self.setting, self.what))
+
+
 #: what to do when a write fails, by errno
 _WRITE_ADVICE = {
     errno.ENOSPC: "free space on that filesystem (or point the store elsewhere) and run again",

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.base.dates import parse_date
-from tempo_assets.core.base.errors import CutoffViolation, TempoInputError
+from tempo_assets.core.base.errors import CutoffViolation, MissingExtraError, TempoInputError
 from tempo_assets.core.base.io import atomic_write, create_bytes_if_absent
 from tempo_assets.core.base.windows import release_of_partition
 from tempo_assets.core.storage import artefact_types  # noqa: F401  (registers the typed artefacts)
@@ -192,6 +192,8 @@ class ObjectLocation:
             fs = self.root.fs
             bucket = self.root.path.split("/", 1)[0]
             fs.ls(bucket, refresh=True)
+        except ImportError as missing:  # fsspec imports the protocol's filesystem (s3fs) here
+            raise MissingExtraError(f"TEMPO_ARTEFACTS={self.url}", missing) from None
         except Exception as exc:  # noqa: BLE001 - every client error means the same here
             reason = _without_secrets(f"{type(exc).__name__}: {exc}")
             raise TempoInputError(f"cannot reach the artefact store at endpoint {self.endpoint()}: {reason}; "

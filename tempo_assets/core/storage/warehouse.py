@@ -33,6 +33,7 @@ from sqlalchemy import Table, create_engine, delete, event, func, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from tempo_assets.core.base.errors import MissingExtraError
 from tempo_assets.core.base.dates import parse_date
 from tempo_assets.core.base.io import REPO_ROOT
 from tempo_assets.core.storage.warehouse_models import (
@@ -155,7 +156,11 @@ class Warehouse:
     @staticmethod
     def _create_engine(url: str) -> Engine:
         if not url.startswith("sqlite"):
-            return create_engine(url)
+            try:
+                return create_engine(url)
+            except ModuleNotFoundError as missing:  # its driver (psycopg) not installed
+                raise MissingExtraError(f"TEMPO_WAREHOUSE_URL={make_url(url).render_as_string()}",
+                                        missing) from None
         database = url.split("///", 1)[1] if "///" in url else ""
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
