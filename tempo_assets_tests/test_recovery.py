@@ -38,7 +38,8 @@ def _killed_at(graph, point: str) -> subprocess.CompletedProcess:
     """``tempo materialize --all --jobs 1`` killed with SIGKILL at ``point`` (``<asset>:<point>``): the
     launcher itself runs the step (``--jobs 2``: the step's own process dies, see below)."""
     graph.instance.dispose()
-    result = tempo("materialize", "--all", "--jobs", "1", env=_env(graph, TEMPO_FAULT_AT=point))
+    # unbuffered: what it printed before the kill reaches the pipe (a terminal gets it line by line)
+    result = tempo("materialize", "--all", "--jobs", "1", env=_env(graph, TEMPO_FAULT_AT=point, PYTHONUNBUFFERED="1"))
     assert result.returncode == -9, f"not killed at {point}: rc {result.returncode}\n{result.stdout}{result.stderr}"
     return result
 
@@ -84,24 +85,30 @@ def test_kill_at_the_test_claim_the_dead_run_is_failed_released_burned_and_the_r
     assert _status(graph)["submission[2018-01-15]"][0] == "ok"
 
 
-@pytest.mark.parametrize("point, unchecked", [
-    ("test_growth:written", "test_growth"),
-    ("test_score:written", "test_score"),
-    ("benchmark:started", None),
-])
-def test_kill_after_a_write_or_during_benchmark_is_finished_by_the_next_materialize(tiny_build, tmp_path, point,
-                                                                                     unchecked):
+# each kill leaves the window one step further on: stored, its blocking checks never run (test_growth,
+# test_score), then the benchmark begun; each launch after a kill runs the checks the one before never ran
+KILLS_IN_TURN = (("test_growth:written", "test_growth"), ("test_score:written", "test_score"),
+                 ("benchmark:started", None))
+
+
+def test_kill_after_a_write_or_during_benchmark_is_finished_by_the_next_materialize(tiny_build, tmp_path):
+    """One graph, killed in turn after test_growth's write, after test_score's and at benchmark's start:
+    after each kill ``tempo status`` shows what it left, and the next launch runs the checks that never
+    ran (then goes on until it is killed in turn); the last launch finishes the window."""
     graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
     window = _window(graph)
-    _killed_at(graph, point)
-    states = _status(graph)
-    if unchecked:  # stored, its blocking checks never ran: shown, then run on their own
-        assert states[f"{unchecked}[{window}]"][0] == "unchecked"
-        assert "never ran" in states[f"{unchecked}[{window}]"][1]
-    finished = _materialize_all(graph)
-    if unchecked:
-        assert f"running the checks that never ran on {unchecked}[{window}]" in finished.stdout
-        assert f"checks of {unchecked}[{window}] passed" in finished.stdout
+    before = None  # the asset the previous kill left unchecked
+    for point, unchecked in KILLS_IN_TURN:
+        killed = _killed_at(graph, point)
+        if before:
+            assert f"running the checks that never ran on {before}[{window}]" in killed.stdout, killed.stdout
+            assert f"checks of {before}[{window}] passed" in killed.stdout, killed.stdout
+        if unchecked:  # stored, its blocking checks never ran: shown, then run on their own
+            states = _status(graph)
+            assert states[f"{unchecked}[{window}]"][0] == "unchecked"
+            assert "never ran" in states[f"{unchecked}[{window}]"][1]
+        before = unchecked
+    _materialize_all(graph)
     _all_ok(graph)
     claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
     assert [c["state"] for c in claims] == ["scored"]

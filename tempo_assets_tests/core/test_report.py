@@ -262,6 +262,11 @@ def test_archive_report(curves):
     stale = html_text.index("status: stale")
     assert html_text.index(f"<h3>{WINDOWS[1]}</h3>") < stale < html_text.index("</table>", stale)
     assert "status: stale</strong>: method m@1 registered since &lt;w&gt;" in html_text
+    # a plot the catalog already drew (its longitudinal page) is put in as given, not drawn again
+    drawn = {"f_at_valid_tau": images[0]}
+    assert render_archive_report(results, {"archive": "data/"}, statuses, drawn=drawn) == html_text
+    given = _images(render_archive_report(results, None, drawn={"f_at_valid_tau": images[1]}))
+    assert given[0] == images[1] and given[1:] == images[1:]
     no_derived = render_archive_report(
         make_results(derived_window=None).drop(columns=["wfmax", "smin"]), None)
     assert no_derived.count("<img") == 2 and "status:" not in no_derived

@@ -337,12 +337,14 @@ def render_window_report(window_key: str, results: pd.DataFrame,
 
 
 def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] | None,
-                          statuses: Mapping[str, tuple[str, str]] | None = None) -> str:
+                          statuses: Mapping[str, tuple[str, str]] | None = None,
+                          drawn: Mapping[str, bytes] | None = None) -> str:
     """Self-contained HTML page across all windows: longitudinal plots and every result row.
 
     One longitudinal plot per metric among ``f_at_valid_tau, fmax_oracle, wfmax, smin`` that ``results`` holds (with
     any finite value), then one table per window, under its status (``statuses``: window ->
     ``(status, reason)`` as the catalog states it, e.g. ``stale`` with why; ``ready`` said too).
+    ``drawn``: metric -> the PNG :func:`plot_longitudinal` already drew of ``results`` for it (not drawn again).
     """
     frame = _check_results(results)
     if frame.empty:
@@ -361,7 +363,8 @@ def render_archive_report(results: pd.DataFrame, provenance: Mapping[str, Any] |
     for metric in ("f_at_valid_tau", "fmax_oracle", "wfmax", "smin"):
         if metric in frame.columns and np.isfinite(frame[metric].to_numpy(float)).any():
             name = METRIC_LABELS[metric]
-            body.append(_figure(plot_longitudinal(frame, metric),
+            png = (drawn or {}).get(metric) or plot_longitudinal(frame, metric)
+            body.append(_figure(png,
                                 f"{name} by window",
                                 f"{_esc(name)} per TEST window; bands are confidence intervals "
                                 "where given; hollow points rest on a derived release.",

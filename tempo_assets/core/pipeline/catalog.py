@@ -103,15 +103,15 @@ def catalog_pages(built: Mapping[str, Any], folder: Path) -> dict[str, str]:
     if not len(results):
         return pages
     main = results[~results["method"].str.endswith(OLDER)]
-    pages["longitudinal"] = inline_png(
-        plot_longitudinal(main, "f_at_valid_tau", folder / "longitudinal_f_at_valid_tau.png"),
-        "F at the VALID threshold by window")
+    longitudinal = plot_longitudinal(main, "f_at_valid_tau", folder / "longitudinal_f_at_valid_tau.png")
+    pages["longitudinal"] = inline_png(longitudinal, "F at the VALID threshold by window")
     provenance = {"catalog": catalog.to_dict("records")}
     if len(methods):  # each registered method's status per window
         provenance["registered methods"] = methods[["window", "method", "status", "reason", "valid_tau_note"]].to_dict(
             "records")
     statuses = {row.window: (row.status, row.reasons) for row in catalog.itertuples()}
-    write_report(folder / "report.html", render_archive_report(main, provenance, statuses))
+    write_report(folder / "report.html", render_archive_report(main, provenance, statuses,
+                                                                drawn={"f_at_valid_tau": longitudinal}))
     pages["report"] = str(folder / "report.html")
     return pages
 
