@@ -99,9 +99,8 @@ def _use_write_ahead_log(cursor: Any) -> None:
 
 
 def _created_meanwhile(error: DBAPIError) -> bool:
-    """Whether a CREATE failed because another process created the same object first (SQLite
-    and PostgreSQL say "already exists"; PostgreSQL may instead trip over its type catalogue's
-    unique index)."""
+    """Whether a CREATE failed because another process created the same object first (SQLite and
+    PostgreSQL say "already exists"; PostgreSQL may trip over its type catalogue's unique index)."""
     message = str(error.orig).lower()
     return "already exists" in message or "pg_type_typname_nsp_index" in message
 
@@ -112,8 +111,7 @@ class Warehouse:
     Parameters
     ----------
     url : str, optional
-        SQLAlchemy URL; :func:`default_warehouse_url` when omitted. A SQLite file's folder is
-        created.
+        SQLAlchemy URL; :func:`default_warehouse_url` when omitted (a SQLite file's folder is created).
     sql_dir : path, optional
         The ``dbt_like_sql`` tree (``staging/``, ``marts/``, ``checks/``).
     """
@@ -124,7 +122,10 @@ class Warehouse:
         self.metadata = _build_metadata()
         self._models = self._discover_models()
         self._checks = self._discover_checks()
-        self.engine = self._create_engine(self.url)
+        try:
+            self.engine = self._create_engine(self.url)
+        except ModuleNotFoundError as missing:  # a server's driver (psycopg) not installed
+            raise MissingExtraError(f"TEMPO_WAREHOUSE_URL={self.safe_url}", missing) from None
         try:
             self._create_missing_tables()
         except OperationalError as error:
@@ -156,11 +157,7 @@ class Warehouse:
     @staticmethod
     def _create_engine(url: str) -> Engine:
         if not url.startswith("sqlite"):
-            try:
-                return create_engine(url)
-            except ModuleNotFoundError as missing:  # its driver (psycopg) not installed
-                raise MissingExtraError(f"TEMPO_WAREHOUSE_URL={make_url(url).render_as_string()}",
-                                        missing) from None
+            return create_engine(url)
         database = url.split("///", 1)[1] if "///" in url else ""
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
