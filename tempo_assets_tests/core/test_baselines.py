@@ -20,14 +20,19 @@ def corpus():
     )
 
 
-def reference_naive(ann, targets, min_frequency, max_terms):
-    """Loop reference: per aspect, proteins with the term / proteins annotated in the aspect."""
+def reference_frequencies(ann):
+    """Per aspect (sorted): its corpus rows, its annotated proteins' count and each term's frequency."""
     ann = ann.drop_duplicates()
-    rows = []
     for aspect in sorted(set(ann["aspect"])):
         sub = ann[ann["aspect"] == aspect]
         n = sub["protein"].nunique()
-        freq = {t: g["protein"].nunique() / n for t, g in sub.groupby("term")}
+        yield aspect, sub, n, {t: g["protein"].nunique() / n for t, g in sub.groupby("term")}
+
+
+def reference_naive(ann, targets, min_frequency, max_terms):
+    """Loop reference: per aspect, proteins with the term / proteins annotated in the aspect."""
+    rows = []
+    for aspect, _, _, freq in reference_frequencies(ann):
         ranked = sorted((t for t in freq if freq[t] >= min_frequency), key=lambda t: (-freq[t], t))
         if max_terms is not None:
             ranked = ranked[:max_terms]
@@ -69,3 +74,41 @@ def test_goa_nonexperimental_scores():
     targets = pd.DataFrame({"protein": ["x", "y"], "aspect": ["BP", "BP"]})
     got = goa_nonexperimental_scores(nonexp, targets)
     assert got.values.tolist() == [["x", "GO:1", "BP", 1.0]]
+
+
+def reference_naive_leave_one_out(ann, targets, min_frequency):
+    """Loop reference of ``leave_one_out``: the naive terms kept (frequency on the whole corpus), each
+    recounted for a target in the corpus without the target's own rows; a term left at 0 is dropped."""
+    rows = []
+    for aspect, sub, n, freq in reference_frequencies(ann):
+        kept = [t for t in freq if freq[t] >= min_frequency]
+        for protein in sorted(set(targets.loc[targets["aspect"] == aspect, "protein"])):
+            own = set(sub.loc[sub["protein"] == protein, "term"])
+            in_aspect = bool(own)
+            for t in kept:
+                if t in own or in_aspect:
+                    denom = n - in_aspect
+                    score = (sub.loc[sub["term"] == t, "protein"].nunique() - (t in own)) / denom if denom > 0 else 0.0
+                else:
+                    score = freq[t]
+                if score > 0:
+                    rows.append((protein, t, aspect, score))
+    out = pd.DataFrame(rows, columns=["protein", "term", "aspect", "score"])
+    return out.sort_values(["protein", "aspect", "score", "term"], ascending=[True, True, False, True], kind="mergesort")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("min_frequency", [0.0, 0.2])
+def test_naive_leave_one_out_matches_reference(seed, min_frequency):
+    # targets in the corpus (in this aspect, in another aspect only) and outside it, shuffled rows,
+    # duplicate corpus rows, a protein that is the only one annotated in its aspect
+    rng = np.random.default_rng(seed)
+    proteins, terms = [f"P{i}" for i in range(12)], [f"GO:{i}" for i in range(9)]
+    ann = pd.DataFrame({"protein": rng.choice(proteins[:9], 60), "term": rng.choice(terms, 60),
+                        "aspect": rng.choice(["BP", "MF"], 60)})
+    ann = pd.concat([ann, ann.head(5), pd.DataFrame([("P11", "GO:0", "CC")], columns=ann.columns)])
+    targets = pd.DataFrame({"protein": rng.choice(proteins, 30), "aspect": rng.choice(["BP", "MF", "CC"], 30)})
+    got = naive_term_scores(ann, targets, min_frequency=min_frequency, leave_one_out=True)
+    expected = reference_naive_leave_one_out(ann, targets, min_frequency)
+    assert got[["protein", "term", "aspect"]].values.tolist() == expected[["protein", "term", "aspect"]].values.tolist()
+    np.testing.assert_allclose(got["score"], expected["score"], rtol=0, atol=1e-15)

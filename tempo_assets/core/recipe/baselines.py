@@ -89,20 +89,44 @@ def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) 
     own_aspect = ann[["protein", "aspect"]].drop_duplicates()
     if scores.empty or not scores["protein"].isin(own_aspect["protein"]).any():
         return scores
-    per_aspect = own_aspect.groupby("aspect", observed=True).size()
-    counts = ann.groupby(["term", "aspect"], observed=True).size().rename("_n").reset_index()
-    out = scores.merge(counts, on=["term", "aspect"], how="left")
-    own = out[["protein", "term", "aspect"]].merge(ann.assign(_own=1), on=["protein", "term", "aspect"],
-                                                   how="left")["_own"].fillna(0).to_numpy(dtype=np.float64)
-    in_aspect = out[["protein", "aspect"]].merge(own_aspect.assign(_in=1), on=["protein", "aspect"],
-                                                 how="left")["_in"].fillna(0).to_numpy(dtype=np.float64)
-    # the aspect's count looked up by index (not Series.map, which calls back per row on Arrow strings)
-    denom = per_aspect.reindex(out["aspect"].to_numpy()).to_numpy(dtype=np.float64) - in_aspect
-    numer = out["_n"].to_numpy(dtype=np.float64) - own
+    # integer codes of the corpus' proteins, terms and aspects (-1: not in the corpus), so the
+    # per-row lookups below are array lookups, not merges on millions of string keys
+    codes = {c: pd.factorize(ann[c]) for c in ("protein", "term", "aspect")}
+    n_terms, n_aspects = len(codes["term"][1]), len(codes["aspect"][1])
+    ann_p, ann_t, ann_a = (codes[c][0].astype(np.int64) for c in ("protein", "term", "aspect"))
+    complete = (ann_p >= 0) & (ann_t >= 0) & (ann_a >= 0)  # a missing id counts nowhere (as groupby drops it)
+    ann_p, ann_t, ann_a = ann_p[complete], ann_t[complete], ann_a[complete]
+    row_p, row_t, row_a = (_codes_in(scores[c], codes[c][1]) for c in ("protein", "term", "aspect"))
+    with_ta, with_pa = (row_t >= 0) & (row_a >= 0), (row_p >= 0) & (row_a >= 0)
+    known = with_ta & (row_p >= 0)
+    term_aspect = np.where(with_ta, row_t * n_aspects + row_a, -1)
+    # n(t): corpus proteins carrying the term in its aspect; N(aspect): corpus proteins annotated in it
+    n_by_term = np.bincount(ann_t * n_aspects + ann_a, minlength=n_terms * n_aspects).astype(np.float64)
+    n_term = np.where(term_aspect >= 0, n_by_term[np.maximum(term_aspect, 0)], np.nan)
+    own_keys = pd.Index(np.unique((ann_p * n_terms + ann_t) * n_aspects + ann_a))
+    own = np.zeros(len(scores), dtype=np.float64)
+    own[known] = own_keys.get_indexer((row_p[known] * n_terms + row_t[known]) * n_aspects + row_a[known]) >= 0
+    in_keys = np.unique(ann_p * n_aspects + ann_a)  # (protein, aspect) pairs of the corpus
+    in_aspect = np.zeros(len(scores), dtype=np.float64)
+    in_aspect[with_pa] = pd.Index(in_keys).get_indexer(row_p[with_pa] * n_aspects + row_a[with_pa]) >= 0
+    per_aspect = np.bincount(in_keys % n_aspects, minlength=n_aspects)
+    denom = np.where(row_a >= 0, per_aspect[np.maximum(row_a, 0)].astype(np.float64), np.nan) - in_aspect
+    numer = n_term - own
     loo = np.divide(numer, denom, out=np.zeros_like(numer), where=denom > 0)
     touched = (own > 0) | (in_aspect > 0)
+    out = scores.reset_index(drop=True)
     out["score"] = np.where(touched, loo, out["score"].to_numpy(dtype=np.float64))
-    return out[out["score"] > 0].drop(columns="_n")
+    return out[out["score"] > 0]
+
+
+def _codes_in(values: pd.Series, uniques) -> np.ndarray:
+    """Each of ``values``' position in ``uniques`` (-1 where absent): the few distinct values are looked
+    up, not every row (factorizing a string column is several times faster than hashing each row)."""
+    row_codes, distinct = pd.factorize(values)
+    if len(distinct) == 0:
+        return np.full(len(values), -1, dtype=np.int64)
+    found = pd.Index(uniques).get_indexer(distinct).astype(np.int64)
+    return np.where(row_codes >= 0, found[row_codes], -1)
 
 
 def goa_nonexperimental_scores(
