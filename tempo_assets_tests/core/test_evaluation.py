@@ -581,6 +581,28 @@ def test_obo_scanner_equals_cafaeval_loop(toy, tmp_path):
         assert _read_obo_cafaeval(target) == cafaeval_obo_terms(target)
 
 
+def test_obo_parsed_once_per_content(toy, tmp_path):
+    # a window builds several evaluator ontologies from one file: the same bytes (any path, plain
+    # or gzipped) are parsed once; other bytes at the same path are parsed again (a bytes-keyed cache)
+    import gzip
+
+    from tempo_assets.core.evaluation.ontology import EvalOntology, _read_obo_cafaeval
+
+    path, *_ = toy
+    text = open(path, "rb").read()
+    copy, zipped, other = tmp_path / "copy.obo", tmp_path / "copy.obo.gz", tmp_path / "other.obo"
+    copy.write_bytes(text)
+    zipped.write_bytes(gzip.compress(text))
+    first = _read_obo_cafaeval(path)
+    assert _read_obo_cafaeval(copy) is first and _read_obo_cafaeval(zipped) is first
+    other.write_bytes(text + b"\n[Term]\nid: GO:0088885\nnamespace: cellular_component\n")
+    assert "GO:0088885" in _read_obo_cafaeval(other)["cellular_component"]
+    assert "GO:0088885" not in first.get("cellular_component", {})
+    # each evaluator ontology still has namespaces of its own (IA is set per instance)
+    a, b = EvalOntology.from_obo(path, orphans=True), EvalOntology.from_obo(path, orphans=False)
+    assert a.namespaces is not b.namespaces
+
+
 def test_threads_give_identical_tables(toy, tmp_path):
     path, parents, alts = toy
     gt, preds = toy_inputs(parents, alts, 3)

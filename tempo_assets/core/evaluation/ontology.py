@@ -4,6 +4,7 @@ Part of the evaluator package (see ``tempo_assets/core/evaluation/__init__.py``)
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Mapping
@@ -81,8 +82,15 @@ _OBO_TAG_LINE = re.compile(
     r"\n[^\S\n]*(id|alt_id|namespace|is_obsolete|is_a|relationship): (.*)")
 
 
+# the last few OBO files parsed in this process, by the sha256 of their bytes: a window's run builds
+# six evaluator ontologies from two files (the VALID set's, TEST's under both profiles, test_score's)
+_PARSED_OBO: dict[bytes, dict[str, dict[str, dict]]] = {}
+_PARSED_OBO_KEPT = 2  # a window reads two (t0, t1); each full GO parse holds about 25 MB
+
+
 def _read_obo_cafaeval(path: str | Path) -> dict[str, dict[str, dict]]:
-    """``namespace -> term -> {alt_id, rel}`` with cafaeval's line rules.
+    """``namespace -> term -> {alt_id, rel}`` with cafaeval's line rules; the same bytes are parsed
+    once per process (the dict is shared: callers never mutate it).
 
     cafaeval reads every line as ``tag: value`` (``line.strip()`` split on the first
     ``": "``) and ignores stanza headers. Instead of a Python loop over every line (most are
@@ -90,7 +98,17 @@ def _read_obo_cafaeval(path: str | Path) -> dict[str, dict[str, dict]]:
     of the six tags it acts on, in file order; newlines are translated as text mode does.
     """
     with open_binary(path) as handle:
-        text = handle.read().decode("utf-8", errors="replace")
+        data = handle.read()
+    key = hashlib.sha256(data).digest()
+    if key not in _PARSED_OBO:
+        _PARSED_OBO[key] = _parse_obo_cafaeval(data.decode("utf-8", errors="replace"), path)
+        while len(_PARSED_OBO) > _PARSED_OBO_KEPT:
+            del _PARSED_OBO[next(iter(_PARSED_OBO))]
+    return _PARSED_OBO[key]
+
+
+def _parse_obo_cafaeval(text: str, path: str | Path) -> dict[str, dict[str, dict]]:
+    """:func:`_read_obo_cafaeval` of ``text``, the decoded bytes of ``path`` (named in errors)."""
     if not text:
         raise EvaluationInputError("empty OBO file", path)
     if "\r" in text:  # universal newlines, as cafaeval's open() sees the file
