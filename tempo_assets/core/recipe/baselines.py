@@ -85,18 +85,19 @@ def naive_term_scores(
 
 def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) -> pd.DataFrame:
     """Naive ``scores`` recounted, per target in the corpus, without that target's own labels."""
-    ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
-    own_aspect = ann[["protein", "aspect"]].drop_duplicates()
-    if scores.empty or not scores["protein"].isin(own_aspect["protein"]).any():
+    if scores.empty:
         return scores
+    ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
     # integer codes of the corpus' proteins, terms and aspects (-1: not in the corpus), so the
     # per-row lookups below are array lookups, not merges on millions of string keys
     codes = {c: pd.factorize(ann[c]) for c in ("protein", "term", "aspect")}
+    row_p, row_t, row_a = (_codes_in(scores[c], codes[c][1]) for c in ("protein", "term", "aspect"))
+    if not (row_p >= 0).any():  # no target in the corpus
+        return scores
     n_terms, n_aspects = len(codes["term"][1]), len(codes["aspect"][1])
     ann_p, ann_t, ann_a = (codes[c][0].astype(np.int64) for c in ("protein", "term", "aspect"))
     complete = (ann_p >= 0) & (ann_t >= 0) & (ann_a >= 0)  # a missing id counts nowhere (as groupby drops it)
     ann_p, ann_t, ann_a = ann_p[complete], ann_t[complete], ann_a[complete]
-    row_p, row_t, row_a = (_codes_in(scores[c], codes[c][1]) for c in ("protein", "term", "aspect"))
     with_ta, with_pa = (row_t >= 0) & (row_a >= 0), (row_p >= 0) & (row_a >= 0)
     known = with_ta & (row_p >= 0)
     term_aspect = np.where(with_ta, row_t * n_aspects + row_a, -1)
