@@ -38,15 +38,32 @@ MAX_WINDOWS_VARIABLE = "TEMPO_MAX_PARALLEL_WINDOWS"
 # archive's release files (data/: 9.7 MB -> 2.4 GB, measured 1.3 GB; a full human archive, a few
 # hundred MB -> over 20 GB, measured 11.6 GB); a measured peak replaces it
 WINDOW_BASE_MB, WINDOW_MB_PER_ARCHIVE_MB = 500.0, 200.0
-# forked children start from a server that imported these once: the code location, and the SQLite
-# storage a local instance opens (else each child imported it in DagsterInstance.from_ref: 0.5 CPU s,
-# 1.7 s wall on the loaded 2-core machine, of every run)
-PRELOAD = ["tempo_assets.cli.step_process", "dagster._core.storage.sqlite_storage"]
+# forked children start from a server that imported these once (an import that fails is skipped): the
+# code location, and the SQLite storage a local instance opens (else each child imported it in
+# DagsterInstance.from_ref: 0.5 CPU s, 1.7 s wall on the loaded 2-core machine, of every run); what
+# every run's execute_in_process imports; and the libraries the code location imports only where used
+# (core.IMPORTED_WHERE_USED, so that `tempo status` does not) that step runs use: lightgbm with the
+# scikit-learn and scipy it pulls in, faiss, matplotlib's Figure on the Agg canvas. Importing them
+# starts no OpenMP thread (those start at a fit or search, never in the server), so forking stays
+# safe; before, each step process imported them again (docs/performance.md, `--jobs`)
+PRELOAD = ["tempo_assets.cli.step_process", "dagster._core.storage.sqlite_storage",
+           "dagster._core.execution.execute_in_process", "dagster._core.instance.factory",
+           "dagster._core.secrets.env_file", "dagster._core.storage.local_compute_log_manager",
+           "upath", "pyarrow.dataset", "scipy.sparse.csgraph",
+           "lightgbm", "faiss", "matplotlib.figure", "matplotlib.lines", "matplotlib.style",
+           "matplotlib.backends.backend_agg"]
 # how long a stopped child gets to end its run before it is killed
 STOP_GRACE_S = 20.0
 # how often the launcher looks whether a submission's frozen recipe is ready while its window's run goes on
 RECIPE_POLL_S = 3.0
 SEQUENCE_JOBS = ("release_job", "cutoff_job", "method_bundle_job", "method_job")
+
+
+def forkserver_context():
+    """The multiprocessing context step processes are forked from: a forkserver that preloads :data:`PRELOAD`."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[set[int]]:
@@ -138,8 +155,7 @@ class ConcurrentSteps:
         self.report: dict[int, tuple] = {}
         self.lines: dict[int, list[str]] = {}
         self.running: dict[int, Running] = {}
-        self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(PRELOAD)
+        self.context = forkserver_context()
         self.instance_ref = runner.instance.get_ref()
         self.resources = encode_resources(runner.resources)
         self.launcher = this_process()

@@ -2,7 +2,10 @@
 ``--jobs 1`` runs them one after the other in the launching process (cli/concurrent_steps.py)."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import dagster as dg
@@ -21,6 +24,11 @@ from tempo_assets.resources import open_archive
 from tempo_assets.runs import PID_TAG
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
 from tempo_assets_tests.conftest import make_home, tiny_copy
+from tempo_assets_tests.toolkit import REPO
+
+# what step runs import that the code location imports only where used (core.IMPORTED_WHERE_USED)
+USED_BY_STEP_RUNS = ["faiss", "lightgbm", "matplotlib.backends.backend_agg", "matplotlib.figure", "scipy.sparse",
+                     "sklearn"]
 
 STEPS = [("release_job", "r1"), ("release_job", "r2"), ("cutoff_job", "r2"), ("method_bundle_job", "r2"),
          ("method_job", "r2|m"), ("window_job", "r1|r2|r3"), ("window_job", "r2|r3|r4"),
@@ -177,3 +185,20 @@ def test_the_submission_starts_once_its_recipe_is_ready_not_when_its_window_run_
         assert report[0][2] == "skipped"
     finally:
         graph.instance.dispose()
+
+
+def test_step_processes_start_with_the_libraries_step_runs_import_and_the_launcher_without():
+    """The forkserver preloads lightgbm, faiss, matplotlib's Agg canvas, ... (``PRELOAD``): a step process
+    finds them imported (else each run imported them again, issue 22); the launching process, as
+    ``tempo status``, has not imported them."""
+    imported = f"[m for m in {USED_BY_STEP_RUNS!r} if m in __import__('sys').modules]"
+    probe = ("import json; from tempo_assets.cli.concurrent_steps import forkserver_context\n"
+             "if __name__ == '__main__':\n"
+             "    with forkserver_context().Pool(1) as pool:\n"
+             f"        child = pool.apply(eval, ({imported!r},))\n"
+             f"    print(json.dumps([child, {imported}]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
+                          timeout=300)
+    child, launcher = json.loads(done.stdout)
+    assert child == USED_BY_STEP_RUNS, f"a step process starts without {sorted(set(USED_BY_STEP_RUNS) - set(child))}"
+    assert launcher == [], f"importing concurrent_steps imports {launcher}"
