@@ -20,20 +20,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+from bench_graph import cpu_seconds  # this process's and its waited-for subprocesses' (DIAMOND)
+
 # the asset whose folders in the original name each dynamic partition set's keys
 PARTITIONS_FROM = {"releases": "ontology", "cutoffs": "knn_corpus", "windows": "frozen_recipe"}
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and of the subprocesses it waited for (DIAMOND)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def fresh_home(source: Path, home: Path, window: str, window_assets: list[str]) -> None:

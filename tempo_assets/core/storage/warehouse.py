@@ -33,8 +33,8 @@ from sqlalchemy import Table, create_engine, delete, event, func, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from tempo_assets.core.base.errors import MissingExtraError
 from tempo_assets.core.base.dates import parse_date
+from tempo_assets.core.base.errors import MissingExtraError
 from tempo_assets.core.base.io import REPO_ROOT
 from tempo_assets.core.storage.warehouse_models import (
     Check, GrowthFrames, Model, ModelRun, WarehouseError, _REGISTRY, _RELEASE_PARAMS, _REQUIRED_INPUTS,
