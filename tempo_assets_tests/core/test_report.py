@@ -134,6 +134,23 @@ def test_longitudinal_plot_png(tmp_path):
         plot_longitudinal(results, "auc")
 
 
+
+def test_longitudinal_panels_are_scaled_to_every_line_drawn(monkeypatch):
+    """The panels share one y range that holds every method's line and band (scaled once, after the
+    lines are drawn), the x range the windows; drawn with matplotlib's autoscaling as each line went in."""
+    figures = []
+    monkeypatch.setattr(plots, "_png_bytes", lambda figure: figures.append(figure) or b"")
+    results = make_results()
+    results = results.assign(smin=results["smin"] * 40 + 3, smin_low=results["smin"] * 40 + 2,
+                             smin_high=results["smin"] * 40 + 4)
+    plot_longitudinal(results, "smin")
+    low, high = figures[0].axes[0].get_ylim()
+    assert low <= results["smin_low"].min() and high >= results["smin_high"].max()
+    span = results["smin_high"].max() - results["smin_low"].min()
+    assert results["smin_low"].min() - low < 0.1 * span and high - results["smin_high"].max() < 0.1 * span
+    assert all(ax.get_ylim() == (low, high) for ax in figures[0].axes)
+    assert figures[0].axes[0].get_xlim() == (-0.5, len(WINDOWS) - 0.5)
+
 def reference_point(rows: pd.DataFrame, tau):
     """Loop version of the marked point: first maximum, or the row at tau (0 when absent)."""
     if tau is None:

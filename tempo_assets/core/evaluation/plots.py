@@ -267,6 +267,11 @@ def _facet_plot(frame: pd.DataFrame, facets: _Facets, draw: Callable, path: str 
     colors = _method_colors(methods)
     with _agg_figure(LONGITUDINAL_INCHES) as figure:
         axes = figure.subplots(len(modes), len(aspects), sharex=True, sharey=True, squeeze=False)
+        # no autoscaling while the lines go in: each artist added to one of the shared axes would
+        # otherwise scale every panel again over everything drawn so far (quadratic in the lines);
+        # the limits are scaled once below, from the same data, to the same view
+        for ax in axes.flat:
+            ax.set_autoscale_on(False)
         for r, mode in enumerate(modes):
             for c, aspect in enumerate(aspects):
                 ax = axes[r][c]
@@ -280,6 +285,10 @@ def _facet_plot(frame: pd.DataFrame, facets: _Facets, draw: Callable, path: str 
                     ax.set_ylim(*facets.y_limits)
                 if c == 0:
                     ax.set_ylabel(facets.y_label)
+        if facets.y_limits is None:
+            for ax in axes.flat:
+                ax.set_autoscaley_on(True)
+            axes[0][0].autoscale_view(scalex=False)  # the axes share y: one scaling over every panel's data
         for ax in axes[-1]:
             ax.set_xticks(range(len(facets.x_labels)))
             ax.set_xticklabels(facets.x_labels, fontsize=facets.x_fontsize)
