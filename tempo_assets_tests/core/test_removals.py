@@ -1,6 +1,7 @@
 """Removal log and manifests: each collector against a loop reference, files round-trip and verify."""
 import gzip
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -77,13 +78,14 @@ def test_empty_log_writes_a_header_only_manifest(tmp_path):
     assert verify_removal_manifest(tmp_path, log.metadata()) == []
 
 
-def test_a_failed_write_leaves_the_previous_manifest(tmp_path):
+@pytest.mark.parametrize("separator", ["\t", "\n", "\r"])
+def test_a_failed_write_leaves_the_previous_manifest(tmp_path, separator):
     good = RemovalLog()
     good.add(["P1"], "protein", "no_embedding")
     sha = good.write(tmp_path / MANIFEST_NAME)
     bad = RemovalLog()
-    bad.add(["P\t1"], "protein", "no_embedding")
-    with pytest.raises(TempoInputError, match="tab"):
+    bad.add(["P0", f"P{separator}1", "P2"], "protein", "no_embedding")
+    with pytest.raises(TempoInputError, match=f"record id {re.escape(repr('P' + separator + '1'))} contains a tab or newline"):
         bad.write(tmp_path / MANIFEST_NAME)
     assert sha256_file(tmp_path / MANIFEST_NAME) == sha
 

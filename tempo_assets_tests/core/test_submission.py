@@ -1,6 +1,7 @@
 """Tests for tempo_assets.core.methods.submission."""
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
@@ -123,6 +124,26 @@ def test_bad_scores_raise_and_leave_previous_file(tmp_path, score):
         write_cafa_submission(preds([("T", "GO:0000001", "BP", score)]), path)
     assert path.read_text() == "previous\n"
 
+
+
+@pytest.mark.parametrize("protein,term,message", [
+    ("T 1", "GO:0000001", "protein 'T 1' is empty or contains whitespace"),
+    ("T1", "", "term '' is empty or contains whitespace"),
+    ("T1", "GO:\u20030000001", "term 'GO:\\u20030000001' is empty or contains whitespace"),
+    (None, "GO:0000001", "a row's protein is missing"),
+    (pd.NA, "GO:0000001", "a row's protein is missing"),
+    ("T1", float("nan"), "a row's term is missing"),
+])
+def test_bad_ids_raise_naming_the_first_and_leave_previous_file(tmp_path, protein, term, message):
+    """An id with whitespace, an empty one, and a missing one (never a row silently dropped)."""
+    path = tmp_path / "s.tsv"
+    path.write_text("previous\n")
+    rows = [("T0", "GO:0000002", "BP", 0.5), (protein, term, "BP", 0.5), ("T9", "GO: 0000003", "BP", 0.5)]
+    frame = preds(rows)
+    for kind in ("object", "string"):
+        with pytest.raises(SubmissionFormatError, match=re.escape(message)):
+            write_cafa_submission(frame.astype({"protein": kind, "term": kind}), path)
+    assert path.read_text() == "previous\n"
 
 @pytest.mark.parametrize(
     "body,line,message",

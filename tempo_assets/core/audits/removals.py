@@ -191,10 +191,13 @@ def manifest_text(rows: pd.DataFrame) -> str:
     """The TSV text of a manifest frame (header, then one line per row)."""
     lines = ["\t".join(COLUMNS)]
     # each column read as Python values once (what iterating the rows gives, without a row per record)
-    for record_id, kind, reason, count in zip(*(rows[column].tolist() for column in COLUMNS)):
-        if any(c in str(record_id) for c in "\t\n\r"):
-            raise TempoInputError(f"removal record id {record_id!r} contains a tab or newline")
-        lines.append(f"{record_id}\t{kind}\t{reason}\t{int(count)}")
+    columns = [rows[column].tolist() for column in COLUMNS]
+    record_ids = [str(record_id) for record_id in columns[0]]
+    joined = "\0".join(record_ids)  # one search of every id for a field or line separator
+    if any(c in joined for c in "\t\n\r"):
+        record_id = next(r for r in record_ids if any(c in r for c in "\t\n\r"))
+        raise TempoInputError(f"removal record id {record_id!r} contains a tab or newline")
+    lines.extend(f"{record_id}\t{kind}\t{reason}\t{int(count)}" for record_id, kind, reason, count in zip(*columns))
     return "\n".join(lines) + "\n"
 
 

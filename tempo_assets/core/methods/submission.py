@@ -129,15 +129,19 @@ def _submission_lines(predictions: pd.DataFrame, max_terms_per_aspect: int
             f"score {frame['score'].iloc[row]!r} for ({frame['protein'].iloc[row]}, "
             f"{frame['term'].iloc[row]}) is outside [0, 1]; {int(bad.sum())} such rows"
         )
-    for column in ("protein", "term"):
-        values = frame[column].astype(str)
-        odd = values.str.contains(r"[\s]", regex=True) | (values == "")
+    ids = {column: frame[column].astype(str).to_numpy() for column in ("protein", "term")}
+    for column, values in ids.items():
+        distinct = pd.Series(pd.unique(values), dtype=object)  # in the order of first appearance: each id once
+        given = distinct.where(distinct.notna(), "")  # a missing id is an empty one, not a row to drop
+        odd = given.str.contains(r"[\s]", regex=True) | (given == "")
         if odd.any():
-            raise SubmissionFormatError(f"{column} {values[odd].iloc[0]!r} is empty or contains whitespace")
+            value = distinct[odd].iloc[0]
+            raise SubmissionFormatError(f"a row's {column} is missing" if pd.isna(value)
+                                        else f"{column} {value!r} is empty or contains whitespace")
     work = pd.DataFrame(
         {
-            "protein": frame["protein"].astype(str).to_numpy(),
-            "term": frame["term"].astype(str).to_numpy(),
+            "protein": ids["protein"],
+            "term": ids["term"],
             "aspect": frame["aspect"].astype(str).to_numpy(),
             "cents": score_cents(scores),
         }
