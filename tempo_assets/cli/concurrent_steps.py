@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -60,9 +62,23 @@ SEQUENCE_JOBS = ("release_job", "cutoff_job", "method_bundle_job", "method_job")
 
 
 def forkserver_context():
-    """The multiprocessing context step processes are forked from: a forkserver that preloads :data:`PRELOAD`."""
+    """The multiprocessing context step processes are forked from: a forkserver that preloads :data:`PRELOAD`.
+
+    Its step processes take SIGINT as Ctrl-C (``KeyboardInterrupt``) from the moment they are forked,
+    also under a launch that ignores it (``tempo materialize --all &`` run from a script): the stop
+    :meth:`ConcurrentSteps.stop_all` sends them is SIGINT, and one that landed while a child was still
+    starting was lost (the child killed after :data:`STOP_GRACE_S`). A forkserver hands its children the
+    SIGINT handling it started with, so it is started with Python's own; the launcher's stays as it was.
+    """
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # else it starts with the first child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     return context
 
 

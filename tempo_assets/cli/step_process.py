@@ -168,9 +168,9 @@ def child_main(launcher: ProcessIdentity, instance_ref, encoded_resources: dict,
     """A child process's whole life: run ``order``; exit 0 when the run succeeded, 1 when not, and
     ``ERROR_EXIT`` after sending ``errors`` the one line of an error that stopped it (as ``tempo``
     would print it: the in-process path's exception ends the command the same way)."""
-    die_with_launcher(launcher)
-    os.environ[SELF_ORCHESTRATED] = str(os.getpid())  # it runs its run in process: no orchestrator above it
-    try:
+    try:  # a stop may land from the first line on (the forkserver's children take SIGINT as Ctrl-C)
+        die_with_launcher(launcher)
+        os.environ[SELF_ORCHESTRATED] = str(os.getpid())  # it runs its run in process: no orchestrator above it
         with dg.DagsterInstance.from_ref(instance_ref) as instance:
             result = execute_order(definitions_for(decode_resources(encoded_resources)), instance, order)
     except KeyboardInterrupt:  # Ctrl-C, or the launcher stopping its children: it says what happened

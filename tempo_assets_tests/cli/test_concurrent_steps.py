@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -186,6 +187,24 @@ def test_the_submission_starts_once_its_recipe_is_ready_not_when_its_window_run_
     finally:
         graph.instance.dispose()
 
+
+
+def test_step_processes_take_sigint_as_ctrl_c_under_a_launch_that_ignores_it():
+    """``tempo materialize --all &`` run from a script ignores SIGINT, and so did the step processes its
+    forkserver forked: the stop the launcher sends them (SIGINT, as Ctrl-C) was lost when it landed before
+    Dagster's own handler was set, and each was killed after the grace period. They now take it as Ctrl-C
+    from the start; the launcher still ignores it."""
+    probe = ("import json, signal\n"
+             "from tempo_assets.cli.concurrent_steps import forkserver_context\n"
+             "def named(handler):\n"
+             "    return {signal.SIG_IGN: 'ignored', signal.default_int_handler: 'Ctrl-C'}.get(handler, repr(handler))\n"
+             "if __name__ == '__main__':\n"
+             "    with forkserver_context().Pool(1) as pool:\n"
+             "        child = pool.apply(signal.getsignal, (signal.SIGINT,))\n"
+             "    print(json.dumps([named(child), named(signal.getsignal(signal.SIGINT))]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
+                          timeout=300, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert json.loads(done.stdout) == ["Ctrl-C", "ignored"], done.stdout
 
 def test_step_processes_start_with_the_libraries_step_runs_import_and_the_launcher_without():
     """The forkserver preloads lightgbm, faiss, matplotlib's Agg canvas, ... (``PRELOAD``): a step process
