@@ -209,11 +209,10 @@ def test_jobs_2_a_killed_step_process_fails_its_run_and_the_launch_goes_on(tiny_
     assert [c["state"] for c in claims] == ["scored"]
 
 
-def test_jobs_2_kill_9_of_the_launcher_takes_its_step_processes_with_it(tiny_build, tmp_path):
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
-    graph.instance.dispose()
-    for asset in ("submission", "benchmark_catalog"):
-        shutil.rmtree(graph.artefacts / asset)
+def _kill_9_of_the_launcher(graph) -> None:
+    """``tempo materialize --all --jobs 2`` killed with SIGKILL once it has started a step in a process of
+    its own (``graph`` missing something such a step builds): its step processes end with it, and the run
+    it started is not left to pass as a success."""
     launcher = subprocess.Popen([script("tempo"), "materialize", "--all", "--jobs", "2"], env=_env(graph),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in launcher.stdout:
@@ -235,10 +234,6 @@ def test_jobs_2_kill_9_of_the_launcher_takes_its_step_processes_with_it(tiny_bui
     with dg.DagsterInstance.from_config(str(graph.home)) as instance:  # ended with it, not by finishing its run
         run = instance.get_run_by_id(run_id)
         assert run is None or run.status != dg.DagsterRunStatus.SUCCESS
-    _materialize_all(graph)  # marks the run the kill left STARTED failed (if it had begun), builds it again
-    _all_ok(graph)
-    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
-        assert not instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
 
 
 # what each launch finds missing, and the job whose run the signal interrupts: under ``--jobs 1`` the
@@ -248,15 +243,13 @@ SIGTERM_CASES = {"1": (("submission", "benchmark_catalog"), "submission_job"),
                  "2": (("benchmark", "submission", "benchmark_catalog"), "window_job")}
 
 
-@pytest.mark.parametrize("jobs", sorted(SIGTERM_CASES))
-def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishes(tiny_build, tmp_path, jobs):
-    """``kill PID`` (SIGTERM: ``timeout``, a service manager) of ``tempo materialize`` stops it as Ctrl-C
-    would: the runs under way are ended as failed, no later step starts (the catalog waits in both
-    cases), the exit status is 130 with one line saying so. Before, ``--jobs 1`` failed that run and
-    went on with the next steps (exit 1), and ``--jobs 2``'s launcher died on the spot (its runs left
-    ``STARTED`` until the next launch)."""
+def _sigterm(graph, jobs: str) -> None:
+    """``kill PID`` (SIGTERM: ``timeout``, a service manager) of ``tempo materialize --jobs JOBS`` on
+    ``graph`` with SIGTERM_CASES' artefacts removed stops it as Ctrl-C would: the runs under way are ended
+    as failed, no later step starts (the catalog waits in both cases), the exit status is 130 with one line
+    saying so. Before, ``--jobs 1`` failed that run and went on with the next steps (exit 1), and
+    ``--jobs 2``'s launcher died on the spot (its runs left ``STARTED`` until the next launch)."""
     missing, interrupted = SIGTERM_CASES[jobs]
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
     graph.instance.dispose()
     for asset in missing:
         shutil.rmtree(graph.artefacts / asset)
@@ -287,5 +280,28 @@ def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishe
     # under --jobs 2 the submission may have started beside the window's run (and even ended)
     assert all(job == "submission_job" and jobs == "2" and status != dg.DagsterRunStatus.STARTED
                for job, status in launched.values()), launched
+
+
+def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishes(tiny_build, tmp_path):
+    """SIGTERM of ``tempo materialize --jobs 2`` (:func:`_sigterm`; ``--jobs 1`` in the test below), then
+    one ``tempo materialize --all`` builds what it left."""
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    _sigterm(graph, "2")
     _materialize_all(graph)
     _all_ok(graph)
+
+
+def test_sigterm_of_jobs_1_then_kill_9_of_a_jobs_2_launcher_and_the_next_materialize_finishes(tiny_build, tmp_path):
+    """One graph (a copy of the tiny build, its submission and catalog removed), stopped in turn: SIGTERM
+    of ``tempo materialize --jobs 1`` in the submission's step (:func:`_sigterm`), then ``kill -9`` of a
+    ``--jobs 2`` launcher, which takes its step processes with it (:func:`_kill_9_of_the_launcher`: the
+    SIGTERM left the submission and the catalog to build, as it found them); then one
+    ``tempo materialize --all`` marks the run the kill left STARTED failed (if it had begun) and builds
+    what both left."""
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    _sigterm(graph, "1")
+    _kill_9_of_the_launcher(graph)
+    _materialize_all(graph)
+    _all_ok(graph)
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
+        assert not instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
