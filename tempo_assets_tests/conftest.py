@@ -277,10 +277,10 @@ def pytest_runtest_setup(item):
         _current_storage.set(None)
 
 
-# fixtures built once per module (or class) for the tests that share them: a file with one is run on
-# one xdist worker, every other test goes to whichever worker is free (FileGroupScheduling)
+# fixtures built once per module (or class) for the tests that share them: the tests of a file that use
+# one are run on one xdist worker, every other test goes to whichever worker is free (FileGroupScheduling)
 SHARED_SCOPES = ("package", "module", "class")
-GROUPS_FILE = "xdist_file_groups.json"  # in the run folder: the files whose tests go to one worker together
+GROUPS_FILE = "xdist_file_groups.json"  # in the run folder: the tests that go to one worker with their file's others
 
 
 def file_of(item) -> str:
@@ -295,8 +295,9 @@ def shares_a_fixture(item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler for --dist loadgroup
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` with the groups the workers found (:data:`GROUPS_FILE`): the tests of a file
-    that shares a module fixture go to one worker, in their order (the fixture built once); every other
-    test goes to whichever worker is free, so one long file no longer holds one worker.
+    that share a module fixture go to one worker, in their order (the fixture built once); every other
+    test, those of the same file that do not use it included, goes to whichever worker is free, so one
+    long file no longer holds one worker.
 
     (pytest-xdist's own ``xdist_group`` markers no longer group anything under pytest 9.2: it renames
     ``item._nodeid``, which pytest no longer reads.)"""
@@ -312,14 +313,13 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if self.grouped is None:  # first called once every worker has collected (and written the file)
                 self.grouped = set(json.loads(groups.read_text(encoding="utf-8"))) if groups.exists() else set()
-            file_ = nodeid.split("::")[0]
-            return file_ if file_ in self.grouped else nodeid
+            return nodeid.split("::")[0] if nodeid in self.grouped else nodeid
 
     return FileGroupScheduling(config, log)
 
 
 def write_groups(folder: Path, grouped: set[str]) -> None:
-    """The grouped files for the controller's scheduler (every worker writes the same list, atomically)."""
+    """The grouped tests' node ids for the controller's scheduler (every worker writes the same list, atomically)."""
     partial = folder / f"{GROUPS_FILE}.{os.getpid()}"
     partial.write_text(json.dumps(sorted(grouped)), encoding="utf-8")
     os.replace(partial, folder / GROUPS_FILE)
@@ -354,14 +354,17 @@ def pytest_collection_modifyitems(session, config, items):
             return 3 + (not slow)
         return 2 if not slow else int(any(needs_build(t, "tiny") for t in tests))
 
-    grouped = {file_of(item) for item in items if shares_a_fixture(item)}
-    ranks = {name: rank([item for item in items if file_of(item) == name]) for name in grouped}
-    # stable: each file's tests keep their order
-    items.sort(key=lambda item: ranks[file_of(item)] if file_of(item) in grouped else rank([item]))
+    # a group: the tests of a file that share a module fixture, ranked together; the file's other tests
+    # are ranked (and handed out) alone: a test on data/ does not hold its file's others until data/ is built
+    sharing = [item for item in items if shares_a_fixture(item)]
+    files = {file_of(item) for item in sharing}
+    ranks = {name: rank([item for item in sharing if file_of(item) == name]) for name in files}
+    # stable: each group's tests keep their order
+    items.sort(key=lambda item: ranks[file_of(item)] if shares_a_fixture(item) else rank([item]))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         return
-    write_groups(run_folder(session.config._tmp_path_factory), grouped)
+    write_groups(run_folder(session.config._tmp_path_factory), {item.nodeid for item in sharing})
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     needed = [name for name in BACKGROUND_BUILDS if any(needs_build(item, name) for item in items)]
     if not needed:

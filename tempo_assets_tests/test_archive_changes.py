@@ -25,6 +25,9 @@ from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
 from tempo_assets_tests.conftest import graph_from, materialise_archive, tiny_benchmark_config
 from tempo_assets_tests.toolkit import tempo as run_tempo
 
+# every test materialises a graph: the tiny archive's (module fixture), or a copy of data/'s
+pytestmark = pytest.mark.slow
+
 NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "catalog_job"}
 
 
@@ -246,7 +249,6 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
 CUTOFF_JOBS = {"release_job", "cutoff_job", "method_bundle_job", "method_job", "catalog_job"}
 
 
-@pytest.mark.slow
 def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path):
     """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``
     (a copy of the run's materialised ``data/``, as ``materialize --all`` left it): the graph accepts

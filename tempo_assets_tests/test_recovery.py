@@ -161,11 +161,15 @@ def test_three_concurrent_materialize_all_build_each_artefact_once(tiny_build, t
     assert waited >= 1
 
 
-def test_a_dagster_cli_run_killed_after_the_test_read_is_failed_and_its_stored_growth_scored(tiny_build, tmp_path):
-    """``dagster asset materialize`` (Dagster's multiprocess executor, no ``tempo`` tags at launch) killed
-    with SIGKILL, orchestrator and step, just after test_growth's write: the run names its process from
-    inside, so ``tempo status`` reports it failed naming that pid; the window is ``read``, which
-    ``tempo test-claim release`` refuses (nothing of TEST was lost) and the next materialize scores."""
+def test_a_dagster_cli_run_killed_after_the_test_read_then_a_jobs_2_step_process_killed_and_the_growth_scored(
+        tiny_build, tmp_path):
+    """One graph, killed in turn. First ``dagster asset materialize`` (Dagster's multiprocess executor, no
+    ``tempo`` tags at launch) killed with SIGKILL, orchestrator and step, just after test_growth's write:
+    the run names its process from inside, so ``tempo status`` reports it failed naming that pid; the window
+    is ``read``, which ``tempo test-claim release`` refuses (nothing of TEST was lost). Then
+    ``tempo materialize --all --jobs 2`` whose window step process is killed at benchmark's start: the
+    launcher sees its child die, marks the run it left STARTED failed and builds the rest. The next
+    materialize finishes the window: its stored growth scored once."""
     graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
     window = _window(graph)
     graph.instance.dispose()
@@ -186,17 +190,7 @@ def test_a_dagster_cli_run_killed_after_the_test_read_is_failed_and_its_stored_g
     assert f"TEST read [{window}]" in tempo("audit-cutoffs", env=_env(graph)).stdout
     report = tempo("report", "--window", window, env=_env(graph))
     assert f"tempo materialize --window {window}" in report.stdout + report.stderr
-    _materialize_all(graph)
-    _all_ok(graph)
-    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
-    assert [c["state"] for c in claims] == ["scored"]
-    assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout
 
-
-def test_jobs_2_a_killed_step_process_fails_its_run_and_the_launch_goes_on(tiny_build, tmp_path):
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
-    window = _window(graph)
-    graph.instance.dispose()
     killed = tempo("materialize", "--all", "--jobs", "2", env=_env(graph, TEMPO_FAULT_AT="benchmark:started"))
     assert killed.returncode == 1, killed.stdout + killed.stderr
     # the launcher saw its child die, marked the run it left STARTED failed, and built the rest
@@ -207,13 +201,13 @@ def test_jobs_2_a_killed_step_process_fails_its_run_and_the_launch_goes_on(tiny_
     _all_ok(graph)
     claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
     assert [c["state"] for c in claims] == ["scored"]
+    assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout
 
 
-def test_jobs_2_kill_9_of_the_launcher_takes_its_step_processes_with_it(tiny_build, tmp_path):
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
-    graph.instance.dispose()
-    for asset in ("submission", "benchmark_catalog"):
-        shutil.rmtree(graph.artefacts / asset)
+def _kill_9_of_the_launcher(graph) -> None:
+    """``tempo materialize --all --jobs 2`` killed with SIGKILL once it has started a step in a process of
+    its own (``graph`` missing something such a step builds): its step processes end with it, and the run
+    it started is not left to pass as a success."""
     launcher = subprocess.Popen([script("tempo"), "materialize", "--all", "--jobs", "2"], env=_env(graph),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in launcher.stdout:
@@ -235,10 +229,6 @@ def test_jobs_2_kill_9_of_the_launcher_takes_its_step_processes_with_it(tiny_bui
     with dg.DagsterInstance.from_config(str(graph.home)) as instance:  # ended with it, not by finishing its run
         run = instance.get_run_by_id(run_id)
         assert run is None or run.status != dg.DagsterRunStatus.SUCCESS
-    _materialize_all(graph)  # marks the run the kill left STARTED failed (if it had begun), builds it again
-    _all_ok(graph)
-    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
-        assert not instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
 
 
 # what each launch finds missing, and the job whose run the signal interrupts: under ``--jobs 1`` the
@@ -248,15 +238,13 @@ SIGTERM_CASES = {"1": (("submission", "benchmark_catalog"), "submission_job"),
                  "2": (("benchmark", "submission", "benchmark_catalog"), "window_job")}
 
 
-@pytest.mark.parametrize("jobs", sorted(SIGTERM_CASES))
-def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishes(tiny_build, tmp_path, jobs):
-    """``kill PID`` (SIGTERM: ``timeout``, a service manager) of ``tempo materialize`` stops it as Ctrl-C
-    would: the runs under way are ended as failed, no later step starts (the catalog waits in both
-    cases), the exit status is 130 with one line saying so. Before, ``--jobs 1`` failed that run and
-    went on with the next steps (exit 1), and ``--jobs 2``'s launcher died on the spot (its runs left
-    ``STARTED`` until the next launch)."""
+def _sigterm(graph, jobs: str) -> None:
+    """``kill PID`` (SIGTERM: ``timeout``, a service manager) of ``tempo materialize --jobs JOBS`` on
+    ``graph`` with SIGTERM_CASES' artefacts removed stops it as Ctrl-C would: the runs under way are ended
+    as failed, no later step starts (the catalog waits in both cases), the exit status is 130 with one line
+    saying so. Before, ``--jobs 1`` failed that run and went on with the next steps (exit 1), and
+    ``--jobs 2``'s launcher died on the spot (its runs left ``STARTED`` until the next launch)."""
     missing, interrupted = SIGTERM_CASES[jobs]
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
     graph.instance.dispose()
     for asset in missing:
         shutil.rmtree(graph.artefacts / asset)
@@ -287,5 +275,28 @@ def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishe
     # under --jobs 2 the submission may have started beside the window's run (and even ended)
     assert all(job == "submission_job" and jobs == "2" and status != dg.DagsterRunStatus.STARTED
                for job, status in launched.values()), launched
+
+
+def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishes(tiny_build, tmp_path):
+    """SIGTERM of ``tempo materialize --jobs 2`` (:func:`_sigterm`; ``--jobs 1`` in the test below), then
+    one ``tempo materialize --all`` builds what it left."""
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    _sigterm(graph, "2")
     _materialize_all(graph)
     _all_ok(graph)
+
+
+def test_sigterm_of_jobs_1_then_kill_9_of_a_jobs_2_launcher_and_the_next_materialize_finishes(tiny_build, tmp_path):
+    """One graph (a copy of the tiny build, its submission and catalog removed), stopped in turn: SIGTERM
+    of ``tempo materialize --jobs 1`` in the submission's step (:func:`_sigterm`), then ``kill -9`` of a
+    ``--jobs 2`` launcher, which takes its step processes with it (:func:`_kill_9_of_the_launcher`: the
+    SIGTERM left the submission and the catalog to build, as it found them); then one
+    ``tempo materialize --all`` marks the run the kill left STARTED failed (if it had begun) and builds
+    what both left."""
+    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
+    _sigterm(graph, "1")
+    _kill_9_of_the_launcher(graph)
+    _materialize_all(graph)
+    _all_ok(graph)
+    with dg.DagsterInstance.from_config(str(graph.home)) as instance:
+        assert not instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
