@@ -77,7 +77,7 @@ def warehouse_evaluation_set(warehouse: WarehouseResource, window, role: str, py
     The set is what scoring reads; it must equal the Python growth (``core.pipeline.workflow.evaluation_set``).
     The growth partition ``(old, new]`` is usually built already (``annotation_growth[new]`` of the
     cutoff job, or an earlier window's set on the same span): it is read as it stands, and rebuilt
-    (``aligned_annotations``, ``annotation_growth``) when it is missing or its set disagrees with the
+    (``aligned_annotations``, ``annotation_growth``) when it holds no row or its set disagrees with the
     Python growth (built before a release changed), so the set is the one a rebuild gives.
     """
     old, new = window.growth_span(role)
@@ -89,17 +89,12 @@ def warehouse_evaluation_set(warehouse: WarehouseResource, window, role: str, py
         frames = wh.read_evaluation_set(window.key, role)
         return evaluation_set(frames, python_growth, f"evaluation_sets[{window.key}, {role}]"), rows
 
-    built = None
-    if wh.holds_rows("annotation_growth", old_release=old, new_release=new):
-        try:
-            built = read_set()
-        except TempoInputError:
-            built = None  # a stale growth partition: rebuilt below
-    if built is None:
+    try:  # the growth partition as it stands
+        growth, rows = read_set()
+    except TempoInputError:  # no row yet (a WarehouseError), or built before a release changed
         wh.run_model("aligned_annotations", old_release=old, new_release=new)
         wh.run_model("annotation_growth", old_release=old, new_release=new)
-        built = read_set()
-    growth, rows = built
+        growth, rows = read_set()
     return EvaluationSet(growth=growth, counts=growth.counts(), window_role=role), rows
 
 

@@ -528,16 +528,6 @@ class Warehouse:
         return ModelRun(name, partition, int(rows), time.perf_counter() - started)
 
     # -- reads ------------------------------------------------------------------------------
-    def holds_rows(self, name: str, **filters: Any) -> bool:
-        """Whether relation ``name`` holds a row whose columns equal ``filters`` (a built partition)."""
-        if name not in self.metadata.tables:
-            raise WarehouseError(f"unknown relation {name!r} "
-                                 f"(known: {', '.join(self.metadata.tables)})")
-        table = self.metadata.tables[name]
-        query = select(*table.c).where(*self._where(table, filters)).limit(1)
-        with self.engine.connect() as conn:
-            return conn.execute(query).first() is not None
-
     def read_table(self, name: str, **filters: Any) -> pd.DataFrame:
         """Rows of relation ``name`` whose columns equal ``filters`` (``None`` matches NULL).
 
