@@ -10,6 +10,8 @@ import dagster as dg
 import pandas as pd
 
 from tempo_assets.assets.common import all_in, binding_metadata, growth_removals, removal_metadata, role_in
+from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.labels.growth import Growth
 from tempo_assets.core.labels.ia import information_accretion
 from tempo_assets.core.pipeline.workflow import (
     build_corpus, evaluation_set, release_growth, reranker_labels as labelled_candidates,
@@ -70,18 +72,29 @@ def annotation_growth(
 
 
 def warehouse_evaluation_set(warehouse: WarehouseResource, window, role: str, python_growth) -> tuple[EvaluationSet, int]:
-    """Run the growth and ``evaluation_sets`` models for ``role``'s span and read the set back.
+    """Build the ``evaluation_sets`` rows of ``role``'s span from its growth partition and read the set back.
 
     The set is what scoring reads; it must equal the Python growth (``core.pipeline.workflow.evaluation_set``).
+    The growth partition ``(old, new]`` is usually built already (``annotation_growth[new]`` of the
+    cutoff job, or an earlier window's set on the same span): it is read as it stands, and rebuilt
+    (``aligned_annotations``, ``annotation_growth``) when it holds no row or its set disagrees with the
+    Python growth (built before a release changed), so the set is the one a rebuild gives.
     """
     old, new = window.growth_span(role)
     wh = warehouse.warehouse()
-    wh.run_model("aligned_annotations", old_release=old, new_release=new)
-    wh.run_model("annotation_growth", old_release=old, new_release=new)
-    rows = wh.run_model("evaluation_sets", window_key=window.key, window_role=role, old_release=old,
-                        new_release=new).rows
-    frames = wh.read_evaluation_set(window.key, role)
-    growth = evaluation_set(frames, python_growth, f"evaluation_sets[{window.key}, {role}]")
+
+    def read_set() -> tuple[Growth, int]:
+        rows = wh.run_model("evaluation_sets", window_key=window.key, window_role=role, old_release=old,
+                            new_release=new).rows
+        frames = wh.read_evaluation_set(window.key, role)
+        return evaluation_set(frames, python_growth, f"evaluation_sets[{window.key}, {role}]"), rows
+
+    try:  # the growth partition as it stands
+        growth, rows = read_set()
+    except TempoInputError:  # no row yet (a WarehouseError), or built before a release changed
+        wh.run_model("aligned_annotations", old_release=old, new_release=new)
+        wh.run_model("annotation_growth", old_release=old, new_release=new)
+        growth, rows = read_set()
     return EvaluationSet(growth=growth, counts=growth.counts(), window_role=role), rows
 
 

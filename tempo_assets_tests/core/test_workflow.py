@@ -1,6 +1,7 @@
 """core/workflow and core/scoring on small frames: growth honours the sequence restriction (docs/PROTOCOL.md)."""
 import numpy as np
 import pandas as pd
+import pytest
 
 from tempo_assets.core.pipeline.window_growth import growth_between, sequence_map
 from tempo_assets.core.inputs.ontology import parse_obo
@@ -57,3 +58,42 @@ def test_scores_at_tau_reads_the_frozen_threshold_row_not_the_best():
     assert recipe_valid_taus(recipe, by_mode=False) == {("recipe", m, "BP"): 0.3 for m in ("NK", "LK", "PK")}
     assert recipe_valid_taus(recipe)[("recipe", "NK", "BP")] == 0.4
     assert recipe_valid_taus(recipe)[("recipe", "LK", "BP")] == 0.3
+
+
+def _growth_of(targets, truth, known):
+    from tempo_assets.core.labels.growth import Growth
+
+    frame = lambda rows, columns: pd.DataFrame(rows, columns=columns).astype("string")  # noqa: E731
+    return Growth(targets=frame(targets, ["protein", "aspect", "mode"]),
+                  ground_truth=frame(truth, ["protein", "term", "aspect", "mode"]),
+                  known=frame(known, ["protein", "term", "aspect"]), removed=pd.DataFrame())
+
+
+def _differences_by_rows(sql, python) -> dict[str, int]:
+    """The reference: rows of one growth missing from the other, one row at a time."""
+    out = {}
+    for name in ("targets", "ground_truth", "known"):
+        a = [tuple(map(str, row)) for row in getattr(sql, name).itertuples(index=False)]
+        b = [tuple(map(str, row)) for row in getattr(python, name).itertuples(index=False)]
+        out[f"{name}_only_sql"] = len({r for r in a if r not in b})
+        out[f"{name}_only_python"] = len({r for r in b if r not in a})
+    return out
+
+
+GROWTH = ([("P1", "MF", "PK"), ("P2", "CC", "NK")],
+          [("P1", "GO:1", "MF", "PK"), ("P2", "GO:2", "CC", "NK"), ("P2", "GO:3", "CC", "NK")],
+          [("P1", "GO:4", "MF")])
+
+
+@pytest.mark.parametrize("other", [
+    GROWTH,  # the same rows in the same order: the row-for-row path
+    tuple(rows[::-1] for rows in GROWTH),  # the same rows in another order
+    (GROWTH[0], GROWTH[1][:2], GROWTH[2]),  # a ground-truth row missing
+    (GROWTH[0] + [("P3", "BP", "LK")], GROWTH[1], []),  # a target more, the known term gone
+])
+def test_growth_differences_count_the_rows_of_one_growth_missing_from_the_other(other):
+    from tempo_assets.core.pipeline.window_growth import growth_differences
+
+    sql, python = _growth_of(*GROWTH), _growth_of(*other)
+    assert growth_differences(sql, python) == _differences_by_rows(sql, python)
+    assert growth_differences(python, sql) == _differences_by_rows(python, sql)

@@ -86,6 +86,9 @@ def growth_differences(sql: Growth, python: Growth) -> dict[str, int]:
     """Rows in one growth and not the other, per frame (all zero: the warehouse agrees with Python)."""
     out = {}
     for name in ("targets", "ground_truth", "known"):
+        if getattr(sql, name).equals(getattr(python, name)):  # row for row (``warehouse_growth``'s order)
+            out[f"{name}_only_sql"] = out[f"{name}_only_python"] = 0
+            continue
         a = set(map(tuple, getattr(sql, name).astype(str).to_numpy()))
         b = set(map(tuple, getattr(python, name).astype(str).to_numpy()))
         out[f"{name}_only_sql"], out[f"{name}_only_python"] = len(a - b), len(b - a)
