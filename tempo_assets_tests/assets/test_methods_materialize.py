@@ -1,7 +1,9 @@
 """Registered methods materialised at every cutoff of a tiny archive, through Dagster and the fence.
 
-The archive registers its own methods before anything is materialised (a ``methods.yaml`` changes
-the plan), so this module materialises its own copy of the tiny archive rather than the session's.
+The graph is a copy of the session's tiny build (its window scored, its latest submission made) with
+nine methods registered (a ``methods.yaml`` changes the plan) and then only what they add built: the
+method bundles and runs at every cutoff, and, for ``scored``, the window's benchmark and the catalog
+(TEST growth and score are the build's: registering a method does not change them).
 """
 import json
 import socket
@@ -28,7 +30,7 @@ from tempo_assets.definitions import build_resources
 from tempo_assets.io_managers import ArtefactStore
 from tempo_assets.partitions import METHODS, parse_window_key, plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
-from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
+from tempo_assets_tests.conftest import GRID_BOOTSTRAP_SAMPLES, tiny_copy
 from tempo_assets_tests.toolkit import SHARED, SHARED_DATA, Listener, needs_bwrap, shared
 
 pytestmark = [pytest.mark.slow, needs_bwrap]
@@ -63,21 +65,26 @@ print("REPORT " + json.dumps(seen, sort_keys=True))
 """
 
 
-def probed_paths(root: Path, archive: Path) -> dict[str, str]:
+def probed_paths(archive: Path, artefacts: Path) -> dict[str, str]:
     """What the leaker looks for from inside the fence; each exists on the host when it runs."""
     first = sorted(p.name for p in (archive / "releases").iterdir())[0]
     return {"later_gaf": str(sorted((archive / "releases").glob("*/goa_*"))[-1]),
-            "artefact_store": str(root / "art"),
-            "artefact": str(root / "art" / "release_annotations" / first / "artefact.json"),
+            "artefact_store": str(artefacts),
+            "artefact": str(artefacts / "release_annotations" / first / "artefact.json"),
             "shared": str(SHARED), "archive": str(archive)}
 
 
+# what the methods add to a graph: the steps run on the tiny build's copy (its releases and cutoffs are built)
+METHOD_JOBS = ("method_bundle_job", "method_job")
+
+
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory):
+def graph(tiny_build, tmp_path_factory):
     root = tmp_path_factory.mktemp("methods")
-    archive = build_tiny_archive(root)
+    copy = tiny_copy(tiny_build, root / "graph")
+    archive, artefacts = copy.archive, copy.artefacts
     listener = Listener()
-    paths = probed_paths(root, archive)
+    paths = probed_paths(archive, artefacts)
     leaker = LEAKER.replace("__PATHS__", repr(paths)).replace("__PORT__", str(listener.port))
     methods = root / "m"
     for name, script in (("bad", BAD), ("leaker", leaker)):
@@ -107,23 +114,24 @@ def graph(tmp_path_factory):
     ]
     for spec in specs:
         add_method(archive, spec)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = copy.instance
     plan = plan_partitions(open_archive(archive))
     register_partitions(instance, plan)
-    resources = build_resources(str(archive), str(root / "art"), "sqlite:///" + str(root / "wh.sqlite"),
-                                str(root / "cache"), method_fence=MethodFenceResource(output_limit_mb=1),
-                                grid=GridResource(bootstrap_samples=20),
+    # the session builds' grid, the 20 benchmark resamples this module has always used, a 1 MB output limit (flood)
+    resources = build_resources(str(archive), str(artefacts), copy.env["TEMPO_WAREHOUSE_URL"],
+                                copy.env["TEMPO_CACHE"], method_fence=MethodFenceResource(output_limit_mb=1),
+                                grid=GridResource(bootstrap_samples=GRID_BOOTSTRAP_SAMPLES),
                                 benchmark_config=BenchmarkResource(bootstrap_samples=20))
-    steps = [s for s in plan_steps(plan, "all") if s[0] in ("release_job", "cutoff_job", "method_bundle_job",
-                                                           "method_job")]
+    steps = [s for s in plan_steps(plan, "all") if s[0] in METHOD_JOBS]
     with listener, socket.create_connection(("127.0.0.1", listener.port), timeout=2) as control:
         control.sendall(b"control")  # the listener is reachable from outside the fence
         control.close()
         report = run_steps(steps, instance, resources, echo=lambda *_: None)
         connections = listener.drain(at_least=1)  # the methods have exited: their connections are queued
-    return {"root": root, "archive": archive, "instance": instance, "plan": plan, "report": report,
-            "store": ArtefactStore(root / "art"), "steps": steps, "resources": resources,
-            "connections": connections, "probed": paths}
+    yield {"root": root, "archive": archive, "instance": instance, "plan": plan, "report": report,
+           "store": ArtefactStore(artefacts), "steps": steps, "resources": resources,
+           "connections": connections, "probed": paths, "artefacts": artefacts}
+    instance.dispose()
 
 
 def test_every_method_runs_at_every_cutoff(graph):
@@ -199,7 +207,7 @@ def test_failures_are_recorded_with_their_reason(graph):
     assert late[plan.cutoffs[0]]["status"] == "failed" and late[plan.cutoffs[0]]["reason"].startswith("refused")
     assert [late[c]["status"] for c in plan.cutoffs[1:]] == ["ok", "ok"]
     # nothing a failed method did corrupted any stored artefact
-    for sidecar in sorted(graph["root"].joinpath("art").glob("*/*/artefact.json")):
+    for sidecar in sorted(graph["artefacts"].glob("*/*/artefact.json")):
         meta = json.loads(sidecar.read_text())
         store.open(meta["asset"], meta["partition"]).value
 
@@ -239,7 +247,8 @@ def test_eligibility_over_stored_records(graph):
 
 @pytest.fixture(scope="module")
 def scored(graph):
-    """Both windows of the tiny archive benchmarked with the registered methods, and the catalog."""
+    """The tiny archive's window benchmarked with the registered methods (its benchmark rebuilt from the build's
+    stored TEST growth and score), and the catalog."""
     plan = graph["plan"]
     for window in plan.windows:
         report = run_steps(plan_steps(plan, "window", window), graph["instance"], graph["resources"],
@@ -300,7 +309,7 @@ def test_report_tsv_shows_methods_and_versions_side_by_side_with_cis(scored, mon
     import io
 
     monkeypatch.setenv("TEMPO_ARCHIVE", str(scored["archive"]))
-    monkeypatch.setenv("TEMPO_ARTEFACTS", str(scored["root"] / "art"))
+    monkeypatch.setenv("TEMPO_ARTEFACTS", str(scored["artefacts"]))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     parser = argparse.ArgumentParser()
     report_cmd.register(parser.add_subparsers())
