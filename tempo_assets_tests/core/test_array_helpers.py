@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo_assets.core.base.arrays import strings_at
+from tempo_assets.core.base.arrays import positions_in, strings_at
 from tempo_assets.core.evaluation.metrics import _segment_cumsum
 from tempo_assets.core.evaluation.cells import frame_digest
 
@@ -105,3 +105,13 @@ def test_curve_rows_are_the_namespaces_rows_by_tau(ns_label):
         want = want.sort_values("tau", kind="mergesort").reset_index(drop=True)
         pd.testing.assert_frame_equal(_curve_rows(frame, "BP", weighted, "m"), want)
     assert _curve_rows(frame, "CC", False, "m") is None
+
+
+@pytest.mark.parametrize("dtype", [object, "string[pyarrow]"])
+def test_positions_in_matches_a_lookup_of_every_row(dtype):
+    ids = np.array(["P3", "P1", "P2"], dtype=object)
+    values = pd.Series(["P1", "P9", "P3", "P1", None, "P2"], dtype=dtype)
+    expected = [1, -1, 0, 1, -1, 2]
+    assert positions_in(values, ids).tolist() == expected
+    assert positions_in(values.iloc[:0], ids).tolist() == []
+    assert positions_in(values, ids[:0]).tolist() == [-1] * len(values)

@@ -197,7 +197,8 @@ def manifest_text(rows: pd.DataFrame) -> str:
     if any(c in joined for c in "\t\n\r"):
         record_id = next(r for r in record_ids if any(c in r for c in "\t\n\r"))
         raise TempoInputError(f"removal record id {record_id!r} contains a tab or newline")
-    lines.extend(f"{record_id}\t{kind}\t{reason}\t{int(count)}" for record_id, kind, reason, count in zip(*columns))
+    lines.extend(f"{record_id}\t{kind}\t{reason}\t{int(count)}"
+                 for record_id, kind, reason, count in zip(record_ids, *columns[1:]))
     return "\n".join(lines) + "\n"
 
 

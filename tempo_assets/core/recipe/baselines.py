@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.labels.annotations import require_columns
+from tempo_assets.core.base.arrays import positions_in
 from tempo_assets.core.base.errors import TempoInputError
 
 from tempo_assets.core.base.vocabulary import ASPECTS  # noqa: E402
@@ -91,7 +92,7 @@ def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) 
     # integer codes of the corpus' proteins, terms and aspects (-1: not in the corpus), so the
     # per-row lookups below are array lookups, not merges on millions of string keys
     codes = {c: pd.factorize(ann[c]) for c in ("protein", "term", "aspect")}
-    row_p, row_t, row_a = (_codes_in(scores[c], codes[c][1]) for c in ("protein", "term", "aspect"))
+    row_p, row_t, row_a = (positions_in(scores[c], codes[c][1]) for c in ("protein", "term", "aspect"))
     if not (row_p >= 0).any():  # no target in the corpus
         return scores
     n_terms, n_aspects = len(codes["term"][1]), len(codes["aspect"][1])
@@ -119,15 +120,6 @@ def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) 
     out["score"] = np.where(touched, loo, out["score"].to_numpy(dtype=np.float64))
     return out[out["score"] > 0]
 
-
-def _codes_in(values: pd.Series, uniques) -> np.ndarray:
-    """Each of ``values``' position in ``uniques`` (-1 where absent): the few distinct values are looked
-    up, not every row (factorizing a string column is several times faster than hashing each row)."""
-    row_codes, distinct = pd.factorize(values)
-    if len(distinct) == 0:
-        return np.full(len(values), -1, dtype=np.int64)
-    found = pd.Index(uniques).get_indexer(distinct).astype(np.int64)
-    return np.where(row_codes >= 0, found[row_codes], -1)
 
 
 def goa_nonexperimental_scores(

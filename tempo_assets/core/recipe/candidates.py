@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.labels.annotations import propagate_annotations, require_columns
+from tempo_assets.core.base.arrays import positions_in
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.features import (
     ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, _contains, _term_values, candidate_features,
@@ -405,7 +406,7 @@ def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataF
     out["aspect_code"] = np.array([ASPECT_CODES.get(a, np.nan) for a in codes.uniques[1]], dtype=np.float64)[out_a]
     top, share = _knn_summaries(neighbours, corpus, k)
     out["top_similarity"] = _by_code(top, codes.uniques[0], codes.p[:codes.n_out])
-    share_key = _code_of(codes.uniques[0], share["protein"]) * n_a + _code_of(codes.uniques[1], share["aspect"])
+    share_key = positions_in(share["protein"], codes.uniques[0]) * n_a + positions_in(share["aspect"], codes.uniques[1])
     known = share_key >= 0
     by_pair = pd.Series(share["aspect_neighbour_share"].to_numpy(dtype=np.float64)[known], index=share_key[known])
     out["aspect_neighbour_share"] = _by_code(by_pair, np.arange(len(codes.uniques[0]) * n_a), out_pa)
@@ -416,11 +417,6 @@ def _sorted_unique(keys: np.ndarray) -> np.ndarray:
     """``np.unique(keys)`` by a sort (numpy's hashing unique was 10x slower on a full corpus' int64 keys)."""
     ordered = np.sort(keys)
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
-
-
-def _code_of(ids: np.ndarray, values: pd.Series) -> np.ndarray:
-    """The code of each value among ``ids`` (-1 where absent: no candidate has it)."""
-    return np.asarray(pd.Index(ids).get_indexer(values.to_numpy(dtype=object)), dtype=np.int64)
 
 
 def _by_code(values: pd.Series, ids: np.ndarray, codes: np.ndarray) -> np.ndarray:
