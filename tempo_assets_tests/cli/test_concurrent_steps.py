@@ -189,35 +189,47 @@ def test_the_submission_starts_once_its_recipe_is_ready_not_when_its_window_run_
 
 
 
-def test_step_processes_take_sigint_as_ctrl_c_under_a_launch_that_ignores_it():
+def seen_in_a_step_process(tmp_path, seen: str, **run) -> list:
+    """``[seen in a process forked from forkserver_context(), seen in the process that forked it]``, ``seen``
+    an expression over ``sys`` and ``signal``. One child and a pipe, as ``ConcurrentSteps`` starts them (a
+    Pool's worker and result threads are not what a launch uses); the probe is a script file, whose
+    ``__main__`` the forkserver's child imports."""
+    script = tmp_path / "probe.py"
+    script.write_text("import json, signal, sys\n"
+                      "from tempo_assets.cli.concurrent_steps import forkserver_context\n"
+                      f"def seen():\n    return {seen}\n"
+                      "def send(conn):\n    conn.send(seen())\n"
+                      "if __name__ == '__main__':\n"
+                      "    context = forkserver_context()\n"
+                      "    here, there = context.Pipe(duplex=False)\n"
+                      "    child = context.Process(target=send, args=(there,))\n"
+                      "    child.start()\n"
+                      "    there.close()\n"
+                      "    if not here.poll(240):\n"
+                      "        sys.exit(f'the step process sent nothing (its exit code {child.exitcode})')\n"
+                      "    print(json.dumps([here.recv(), seen()]))\n"
+                      "    child.join()\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300, **run)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_step_processes_take_sigint_as_ctrl_c_under_a_launch_that_ignores_it(tmp_path):
     """``tempo materialize --all &`` run from a script ignores SIGINT, and so did the step processes its
     forkserver forked: the stop the launcher sends them (SIGINT, as Ctrl-C) was lost when it landed before
     Dagster's own handler was set, and each was killed after the grace period. They now take it as Ctrl-C
     from the start; the launcher still ignores it."""
-    probe = ("import json, signal\n"
-             "from tempo_assets.cli.concurrent_steps import forkserver_context\n"
-             "def named(handler):\n"
-             "    return {signal.SIG_IGN: 'ignored', signal.default_int_handler: 'Ctrl-C'}.get(handler, repr(handler))\n"
-             "if __name__ == '__main__':\n"
-             "    with forkserver_context().Pool(1) as pool:\n"
-             "        child = pool.apply(signal.getsignal, (signal.SIGINT,))\n"
-             "    print(json.dumps([named(child), named(signal.getsignal(signal.SIGINT))]))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
-                          timeout=300, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    assert json.loads(done.stdout) == ["Ctrl-C", "ignored"], done.stdout
+    named = "{signal.SIG_IGN: 'ignored', signal.default_int_handler: 'Ctrl-C'}.get(signal.getsignal(signal.SIGINT), 'other')"
+    seen = seen_in_a_step_process(tmp_path, named, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert seen == ["Ctrl-C", "ignored"], seen
 
-def test_step_processes_start_with_the_libraries_step_runs_import_and_the_launcher_without():
+
+def test_step_processes_start_with_the_libraries_step_runs_import_and_the_launcher_without(tmp_path):
     """The forkserver preloads lightgbm, faiss, matplotlib's Agg canvas, ... (``PRELOAD``): a step process
     finds them imported (else each run imported them again, issue 22); the launching process, as
     ``tempo status``, has not imported them."""
-    imported = f"[m for m in {USED_BY_STEP_RUNS!r} if m in __import__('sys').modules]"
-    probe = ("import json; from tempo_assets.cli.concurrent_steps import forkserver_context\n"
-             "if __name__ == '__main__':\n"
-             "    with forkserver_context().Pool(1) as pool:\n"
-             f"        child = pool.apply(eval, ({imported!r},))\n"
-             f"    print(json.dumps([child, {imported}]))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
-                          timeout=300)
-    child, launcher = json.loads(done.stdout)
+    child, launcher = seen_in_a_step_process(tmp_path, f"[m for m in {USED_BY_STEP_RUNS!r} if m in sys.modules]")
     assert child == USED_BY_STEP_RUNS, f"a step process starts without {sorted(set(USED_BY_STEP_RUNS) - set(child))}"
     assert launcher == [], f"importing concurrent_steps imports {launcher}"
