@@ -87,6 +87,22 @@ def test_ia_counts_series_and_drop_agree_with_information_accretion(tmp_path):
         counts.leave_one_out(["A", "B"], ["GO:1"])
 
 
+@pytest.mark.parametrize("seed", [3, 8])
+def test_dropping_proteins_subtracts_exactly_what_a_recount_of_the_rest_gives(tmp_path, seed):
+    """drop_proteins subtracts the dropped rows' own counts; every field equals ia_counts of the reduced corpus."""
+    ontology, corpus, _, in_corpus = ontology_world(tmp_path, seed)
+    counts = ia_counts(corpus, ontology)
+    for dropped in ([in_corpus[0]], in_corpus[1:4], ["C05", "nobody"], [], sorted(corpus["protein"].unique())[:-1]):
+        incremental = counts.drop_proteins(dropped)
+        recount = ia_counts(corpus[~corpus["protein"].isin(dropped)], ontology)
+        for name in ("terms", "proteins", "n_parents", "with_parents", "with_both"):
+            np.testing.assert_array_equal(getattr(incremental, name), getattr(recount, name), err_msg=name)
+        assert (incremental.annotation != recount.annotation).nnz == 0
+        assert (incremental.parent_matrix != recount.parent_matrix).nnz == 0
+        if dropped:  # the dropped proteins' contribution was not nothing
+            assert (incremental.with_parents != counts.with_parents).any()
+
+
 def world_inputs(tmp_path, seed, ia_kind="counts"):
     ontology, corpus, neighbours, in_corpus = ontology_world(tmp_path, seed)
     counts = ia_counts(corpus, ontology)

@@ -145,13 +145,17 @@ class IaCounts:
         return pd.Series(ia, index=pd.Index(list(self.terms), name="term"), name="ia")
 
     def drop_proteins(self, proteins: Iterable[str]) -> "IaCounts":
-        """The counts of the corpus without ``proteins``, recounted from the reduced matrix."""
+        """The counts of the corpus without ``proteins``: their rows removed, their own counts subtracted.
+
+        Both counts are sums over proteins, so subtracting the dropped rows' ``count_parent_sets``
+        equals recounting the reduced matrix (exact integers), at the cost of the dropped rows only.
+        """
         drop = set(map(str, proteins))
         keep = np.array([p not in drop for p in self.proteins], dtype=bool)
-        annotation = self.annotation[np.flatnonzero(keep)]
-        with_parents, with_both = count_parent_sets(annotation, self.parent_matrix, self.n_parents)
-        return replace(self, proteins=self.proteins[keep], annotation=annotation,
-                       with_parents=with_parents, with_both=with_both)
+        dropped_parents, dropped_both = count_parent_sets(self.annotation[np.flatnonzero(~keep)],
+                                                          self.parent_matrix, self.n_parents)
+        return replace(self, proteins=self.proteins[keep], annotation=self.annotation[np.flatnonzero(keep)],
+                       with_parents=self.with_parents - dropped_parents, with_both=self.with_both - dropped_both)
 
     def leave_one_out(self, proteins: Sequence[str] | np.ndarray,
                       terms: Sequence[str] | np.ndarray) -> np.ndarray:
@@ -178,11 +182,14 @@ class IaCounts:
         out = np.full(len(terms), np.nan)
         known = t >= 0
         t_k, p_k = t[known], p[known]
-        # row-major keys of the incidence: sorted because the CSR rows and their indices are
-        held_keys = (np.repeat(np.arange(self.annotation.shape[0], dtype=np.int64),
-                               np.diff(self.annotation.indptr))
-                     * n_terms + self.annotation.indices.astype(np.int64))
+        # row-major keys of the candidates' proteins' rows of the incidence (only those are looked up):
+        # sorted because the rows are taken in order and the CSR indices within a row are sorted
         in_corpus = p_k >= 0
+        rows_of = np.unique(p_k[in_corpus])
+        indptr = self.annotation.indptr.astype(np.int64)
+        row_sizes = indptr[rows_of + 1] - indptr[rows_of]
+        held_keys = (np.repeat(rows_of, row_sizes) * n_terms
+                     + self.annotation.indices[_ranges(indptr[rows_of], row_sizes)].astype(np.int64))
         holds_term = in_corpus & _member(held_keys, p_k * n_terms + t_k)
         ptr, idx = self.parent_matrix.indptr, self.parent_matrix.indices
         counts = (ptr[t_k + 1] - ptr[t_k]).astype(np.int64)
@@ -205,7 +212,8 @@ def _lookup(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     if len(sorted_ids) == 0 or len(values) == 0:
         return np.full(len(values), -1, dtype=np.int64)
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    found = pd.Index(sorted_ids).get_indexer(pd.Index(np.asarray(uniques).astype(str)))
+    # object indexes: the ids are hashed as they are held, not first copied into an Arrow string column
+    found = pd.Index(sorted_ids, dtype=object).get_indexer(np.asarray(uniques).astype(str).astype(object))
     return np.asarray(found, dtype=np.int64)[codes]
 
 
