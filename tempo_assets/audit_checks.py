@@ -28,8 +28,8 @@ def golden_rule_report(store, partition: str, sample: int = GOLDEN_RULE_SAMPLE, 
 
     artefact = store.open("reranker_labels", partition)
     prev = artefact.meta.get("candidate_release")
-    ontology = store.open("ontology", prev).value if prev and store.exists("ontology", prev) else None
-    inputs = feature_inputs_from_labels(artefact.value, ontology)
+    inputs = feature_inputs_from_labels(artefact.value, load_ontology=lambda: (
+        store.open("ontology", prev).value if prev and store.exists("ontology", prev) else None))
     # an empty sample means no target holds a label, so none can leak through its own labels
     return audit_golden_rule(inputs, sample_proteins(inputs, sample, seed), extra_features=extra_features)
 

@@ -150,8 +150,8 @@ def run_audit_features(args: argparse.Namespace) -> int:
         store = open_artefact_store(args.artefacts)
         artefact = store.open("reranker_labels", args.cutoff)
         prev = artefact.meta.get("candidate_release")
-        ontology = store.open("ontology", prev).value if prev and store.exists("ontology", prev) else None
-        inputs = feature_inputs_from_labels(artefact.value, ontology, k=args.k)
+        inputs = feature_inputs_from_labels(artefact.value, k=args.k, load_ontology=lambda: (
+            store.open("ontology", prev).value if prev and store.exists("ontology", prev) else None))
         proteins = sample_proteins(inputs, args.sample, args.seed)
         where = {"artefacts": str(store.location), "cutoff": args.cutoff, "candidate_release": prev,
                  "reranker_labels_sha256": artefact.meta.get("sha256")}

@@ -82,7 +82,7 @@ class FeatureInputs:
 
     def labelled_proteins(self) -> set[str]:
         """Proteins with labels in any input (removing the others' labels changes nothing)."""
-        labelled = set(self.corpus_annotations["protein"].astype(str))
+        labelled = set(map(str, self.corpus_annotations["protein"].unique()))  # distinct ids first: one string each
         for counts in (self.ia, self.ia_source):
             if isinstance(counts, IaCounts):
                 labelled |= set(map(str, counts.proteins))
@@ -490,13 +490,14 @@ def audit_cutoff_records(records: Iterable[MaterialisationRecord], as_of: Mappin
 
 
 def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
-                               k: int | None = None) -> FeatureInputs:
+                               k: int | None = None, load_ontology: Callable[[], Any] | None = None) -> FeatureInputs:
     """``FeatureInputs`` of a stored ``reranker_labels`` value (a ``CandidateSource``, or its fields as a dict).
 
     When the stored ``ia`` is a fixed term -> bits series, its provenance is reconstructed:
     if ``ia.ia_counts(corpus_annotations, ontology)`` gives back exactly that series, those
     counts become ``ia_source`` (so the audit re-estimates the series without each protein);
-    otherwise ``ia`` stays unaudited and the report says so.
+    otherwise ``ia`` stays unaudited and the report says so. The ontology is needed only then:
+    ``load_ontology`` (no argument -> the ontology or None) is called only then, when ``ontology`` is None.
     """
     if is_dataclass(value):  # the stored CandidateSource itself
         value = {f.name: getattr(value, f.name) for f in fields(value)}
@@ -505,6 +506,8 @@ def feature_inputs_from_labels(value: Mapping[str, Any], ontology: Any = None,
         raise TempoInputError(f"reranker_labels value lacks {missing}", path="reranker_labels")
     ia, source = value.get("ia"), None
     corpus = value["corpus_annotations"]
+    if ia is not None and not isinstance(ia, IaCounts) and ontology is None and load_ontology is not None:
+        ontology = load_ontology()
     if ia is not None and not isinstance(ia, IaCounts) and ontology is not None:
         counts = ia_counts(corpus, ontology)
         series = pd.Series(ia, dtype=float) if not isinstance(ia, pd.Series) else ia.astype(float)

@@ -470,14 +470,13 @@ def compare_protein_features(before: pd.DataFrame, after: pd.DataFrame, protein:
         differing.append("candidates")
         common = before.index.intersection(after.index)
         before, after = before.loc[common], after.loc[common]
-    for col in feature_cols:
-        if col not in after.columns or col not in before.columns:
-            differing.append(col)
-            continue
-        x = before[col].to_numpy(dtype=np.float64)
-        y = after[col].to_numpy(dtype=np.float64)
-        if not np.allclose(x, y, rtol=0.0, atol=atol, equal_nan=True):
-            differing.append(col)
+    feature_cols = list(feature_cols)
+    present = [col for col in feature_cols if col in after.columns and col in before.columns]
+    # np.allclose of each column is np.isclose over its rows, all true: every column compared at once
+    close = np.isclose(before[present].to_numpy(dtype=np.float64), after[present].to_numpy(dtype=np.float64),
+                       rtol=0.0, atol=atol, equal_nan=True).all(axis=0)
+    same = dict(zip(present, close))
+    differing.extend(col for col in feature_cols if not same.get(col, False))
     return differing
 
 
