@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.labels.annotations import propagate_annotations, require_columns
-from tempo_assets.core.base.arrays import positions_in
+from tempo_assets.core.base.arrays import concat_ranges as _ranges, positions_in
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.features import (
     ASPECT_CODES, FEATURE_COLUMNS, KEY_COLUMNS, FeatureInputError, _contains, _term_values, candidate_features,
@@ -171,8 +171,41 @@ def _empty(columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=object if c in KEY_COLUMNS else float) for c in columns})
 
 
-def _corpus(corpus_annotations: pd.DataFrame) -> pd.DataFrame:
-    return corpus_annotations[list(KEY_COLUMNS)].astype(str).drop_duplicates().reset_index(drop=True)
+def _corpus(corpus_annotations: pd.DataFrame) -> tuple[pd.DataFrame, "_CorpusCodes"]:
+    """The corpus as string ids, one row per distinct (protein, term, aspect) (``drop_duplicates``: the first
+    of each, in order), and its codes: each column factorised once, the duplicates found on the codes."""
+    frame = corpus_annotations[list(KEY_COLUMNS)].astype(str)
+    (p, p_ids), (t, t_ids), (a, a_ids) = (pd.factorize(frame[c], use_na_sentinel=False) for c in KEY_COLUMNS)
+    row, _ = pd.factorize((p.astype(np.int64) * max(len(t_ids), 1) + t) * max(len(a_ids), 1) + a)
+    # codes come in first-seen order: a row is the first of its triple when its code exceeds every earlier one
+    first = np.concatenate(([True], row[1:] > np.maximum.accumulate(row)[:-1])) if len(row) else row.astype(bool)
+    codes = _CorpusCodes(p[first].astype(np.int64), a[first].astype(np.int64), t[first].astype(np.int64),
+                         tuple(np.asarray(ids, dtype=object) for ids in (p_ids, a_ids, t_ids)))
+    return frame[first].reset_index(drop=True), codes
+
+
+@dataclass(frozen=True)
+class _CorpusCodes:
+    """The corpus' protein, aspect and term ids as integer codes (first-seen order), and the ids by code:
+    factorised once per build, read by the prior candidates and the per-candidate features."""
+
+    p: np.ndarray
+    a: np.ndarray
+    t: np.ndarray
+    uniques: tuple[np.ndarray, np.ndarray, np.ndarray]  # the protein, aspect and term ids by code
+
+    @classmethod
+    def of(cls, corpus: pd.DataFrame) -> "_CorpusCodes":
+        # factorised as they are held (Arrow strings: pyarrow's dictionary encoding, no Python string per row)
+        (p, p_ids), (a, a_ids), (t, t_ids) = (pd.factorize(corpus[c], use_na_sentinel=False)
+                                              for c in ("protein", "aspect", "term"))
+        return cls(p.astype(np.int64), a.astype(np.int64), t.astype(np.int64),
+                   tuple(np.asarray(ids, dtype=object) for ids in (p_ids, a_ids, t_ids)))
+
+
+def _rows_of(corpus: pd.DataFrame, proteins: pd.Series) -> pd.DataFrame:
+    """The corpus rows of ``proteins``, in corpus order: what a join on them reads, without hashing the whole corpus."""
+    return corpus[corpus["protein"].isin(proteins.unique())]
 
 
 def _hit_candidates(hits: pd.DataFrame, corpus: pd.DataFrame, top: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -180,11 +213,14 @@ def _hit_candidates(hits: pd.DataFrame, corpus: pd.DataFrame, top: int | None) -
     ranked = prepare_hits(hits, top)
     per_query = ranked.groupby("query", sort=True).agg(
         dmd_total=("bitscore", "sum"), dmd_n_hits=("bitscore", "size"), dmd_top_pident=("pident", "first"))
-    joined = ranked.merge(corpus, left_on="subject", right_on="protein", how="inner")
-    grouped = joined.groupby(["query", "aspect", "term"], sort=True).agg(
-        dmd_pident_max=("pident", "max"), dmd_bitscore_max=("bitscore", "max"), dmd_qcov_max=("qcov", "max"),
-        dmd_scov_max=("scov", "max"), dmd_best_rank=("rank", "min"), _bits=("bitscore", "sum"),
-        _n=("bitscore", "size")).reset_index().rename(columns={"query": "protein"})
+    joined = ranked.merge(_rows_of(corpus, ranked["subject"]), left_on="subject", right_on="protein", how="inner")
+    # one reduction per kind (max, min, sum, size), not a named aggregation per column: the same kernels
+    by_term = joined.groupby(["query", "aspect", "term"], sort=True)
+    grouped = by_term[["pident", "bitscore", "qcov", "scov"]].max().set_axis(list(DIAMOND_COLUMNS[:4]), axis=1)
+    grouped["dmd_best_rank"] = by_term["rank"].min()
+    grouped["_bits"] = by_term["bitscore"].sum()
+    grouped["_n"] = by_term.size()
+    grouped = grouped.reset_index().rename(columns={"query": "protein"})
     totals = per_query.reindex(grouped["protein"])
     grouped["dmd_vote"] = np.where(totals["dmd_total"].to_numpy() > 0,
                                    grouped["_bits"].to_numpy() / np.maximum(totals["dmd_total"].to_numpy(), 1e-300), 0.0)
@@ -193,49 +229,48 @@ def _hit_candidates(hits: pd.DataFrame, corpus: pd.DataFrame, top: int | None) -
     return grouped.drop(columns=["_bits", "_n"]), per_query.drop(columns="dmd_total")
 
 
-def _prior_candidates(corpus: pd.DataFrame, queries: np.ndarray, top: int) -> pd.DataFrame:
+def _prior_candidates(coded: "_CorpusCodes", queries: np.ndarray, top: int) -> pd.DataFrame:
     """The ``top`` most frequent terms per aspect for each query, counted without the query's own labels.
 
     The count of term t for protein p is ``n(t) - [p has t]``; ties break on the term id. The
     top ``top`` of p are among the overall top ``top + |own terms of p|`` (a term can drop by one
     only if p holds it), so only those are recounted; a term whose count without p is 0 is none.
+    Counted on the corpus' integer codes (``coded``, one row per distinct triple); ``queries`` sorted, distinct.
     """
-    if top < 1 or len(queries) == 0 or corpus.empty:
+    if top < 1 or len(queries) == 0 or len(coded.p) == 0:
         return _empty(KEY_COLUMNS)
-    counts = corpus.groupby(["aspect", "term"]).size().rename("n").reset_index()
-    counts = counts.sort_values(["aspect", "n", "term"], ascending=[True, False, True], kind="mergesort")
-    counts["pos"] = counts.groupby("aspect").cumcount()
-    query_set = pd.DataFrame({"protein": queries})
-    own = corpus[corpus["protein"].isin(set(queries))]
-    own_n = own.groupby(["protein", "aspect"]).size().rename("m")
+    protein_ids, aspect_ids, term_ids = coded.uniques
+    a = np.array([ASPECT_CODES.get(str(x), -1) for x in aspect_ids], dtype=np.int64)[coded.a]
+    by_id = np.argsort(term_ids, kind="stable")  # term codes renumbered in id order: ties break on the id
+    id_rank = np.empty(len(term_ids), dtype=np.int64)
+    id_rank[by_id] = np.arange(len(term_ids))
+    t, term_ids, n_t = id_rank[coded.t], term_ids[by_id], len(term_ids)
+    q = pd.Index(queries).get_indexer(pd.Index(protein_ids, dtype=object)).astype(np.int64)[coded.p]  # -1: no query
+    named = a >= 0
+    term_n = np.bincount(a[named] * n_t + t[named], minlength=3 * n_t)
+    aspect_names = sorted(ASPECT_CODES, key=ASPECT_CODES.get)
     parts = []
-    for aspect in sorted(ASPECT_CODES, key=ASPECT_CODES.get):
-        ranked = counts[counts["aspect"] == aspect]
-        if ranked.empty:
-            continue
-        m = own_n.xs(aspect, level="aspect") if aspect in own_n.index.get_level_values("aspect") else pd.Series(dtype=int)
-        limit = query_set.assign(limit=top + query_set["protein"].map(m).fillna(0).astype(int).to_numpy())
-        head = ranked[ranked["pos"] < int(limit["limit"].max())]
-        pairs = limit.merge(head, how="cross")
-        pairs = pairs[pairs["pos"] < pairs["limit"]]
-        mine = own[own["aspect"] == aspect][["protein", "term"]].assign(_own=1)
-        pairs = pairs.merge(mine, on=["protein", "term"], how="left")
-        pairs["loo"] = pairs["n"] - pairs["_own"].fillna(0).astype(int)
-        pairs = pairs[pairs["loo"] > 0]  # a term only the protein holds is no term of the corpus without it
-        pairs = pairs.sort_values(["protein", "loo", "term"], ascending=[True, False, True], kind="mergesort")
-        parts.append(pairs.groupby("protein", sort=False).head(int(top))[list(KEY_COLUMNS)])
+    for code, aspect in enumerate(aspect_names):
+        n_in = term_n[code * n_t:(code + 1) * n_t]
+        terms = np.flatnonzero(n_in > 0)
+        order = np.lexsort((terms, -n_in[terms]))  # the corpus ranking: count desc, term id
+        ranked_t, ranked_n = terms[order], n_in[terms][order]
+        mine = (a == code) & (q >= 0)
+        own_key = np.sort(q[mine] * n_t + t[mine])  # a deduplicated corpus: one row per own term
+        limit = np.minimum(top + np.bincount(q[mine], minlength=len(queries)), len(ranked_t))
+        pair_q = np.repeat(np.arange(len(queries), dtype=np.int64), limit)
+        pos = _ranges(np.zeros(len(queries), dtype=np.int64), limit)
+        pair_t = ranked_t[pos]
+        loo = ranked_n[pos] - _contains(own_key, pair_q * n_t + pair_t)
+        keep = loo > 0  # a term only the protein holds is no term of the corpus without it
+        pair_q, pair_t, loo = pair_q[keep], pair_t[keep], loo[keep]
+        order = np.lexsort((pair_t, -loo, pair_q))
+        pair_q, pair_t = pair_q[order], pair_t[order]
+        head = np.arange(len(pair_q)) - np.searchsorted(pair_q, pair_q, side="left") < int(top)
+        if head.any():
+            parts.append(pd.DataFrame({"protein": queries[pair_q[head]], "term": term_ids[pair_t[head]],
+                                       "aspect": aspect}))
     return pd.concat(parts, ignore_index=True) if parts else _empty(KEY_COLUMNS)
-
-
-def _knn_summaries(neighbours: pd.DataFrame, corpus: pd.DataFrame, k: int | None) -> tuple[pd.Series, pd.DataFrame]:
-    """Per query: the nearest neighbour's similarity; per (query, aspect): neighbours annotated in it / neighbours."""
-    nb = prepare_neighbours(neighbours, k)
-    top = nb[nb["rank"] == 1].set_index("query")["similarity"]
-    size = nb.groupby("query").size()
-    in_aspect = nb.merge(corpus[["protein", "aspect"]].drop_duplicates(), left_on="neighbour",
-                         right_on="protein").groupby(["query", "aspect"]).size().rename("_in").reset_index()
-    in_aspect["aspect_neighbour_share"] = in_aspect["_in"] / in_aspect["query"].map(size).to_numpy()
-    return top, in_aspect.rename(columns={"query": "protein"}).drop(columns="_in")
 
 
 def recipe_features(
@@ -268,7 +303,7 @@ def recipe_features(
     """
     sources = parse_sources(sources)
     columns = list(KEY_COLUMNS) + list(ALL_FEATURE_COLUMNS)
-    corpus = _corpus(source.corpus_annotations)
+    corpus, coded = _corpus(source.corpus_annotations)
     # no term weights: the KNN part's per-candidate columns (IA, depth...) are computed once, below
     knn = candidate_features(source.neighbours, source.corpus_annotations, k=k).astype(
         {"protein": str, "term": str, "aspect": str})
@@ -283,7 +318,7 @@ def recipe_features(
     if "goa" in sources:
         keys.append(goa[list(KEY_COLUMNS)].drop_duplicates().assign(src_goa=1.0))
     if "prior" in sources:
-        keys.append(_prior_candidates(corpus, np.array(sorted(queries), dtype=object), int(prior_top))
+        keys.append(_prior_candidates(coded, np.array(sorted(queries), dtype=object), int(prior_top))
                     .assign(src_prior=1.0))
     union = pd.concat(keys, ignore_index=True)
     if union.empty:
@@ -296,7 +331,7 @@ def recipe_features(
     out = out.fillna(_KNN_ABSENT)
     out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
     out = _with_goa_features(_with_hit_features(out, hit_feats, hit_query), goa)
-    out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k)
+    out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k, coded=coded)
     return out.iloc[_candidate_order(out)][columns].reset_index(drop=True)
 
 
@@ -337,18 +372,20 @@ def _with_hit_features(out: pd.DataFrame, hit_feats: pd.DataFrame, hit_query: pd
 
 
 def _with_goa_features(out: pd.DataFrame, goa: pd.DataFrame) -> pd.DataFrame:
-    """``out`` with the non-experimental GOA columns (``GOA_COLUMNS``)."""
-    wide = goa.assign(_one=1.0).pivot_table(index=list(KEY_COLUMNS), columns="group", values="_one",
-                                            aggfunc="max") if len(goa) else pd.DataFrame()
-    wide = wide.reindex(columns=list(EVIDENCE_GROUPS)).add_prefix("goa_").reset_index() if len(goa) else \
-        _empty(list(KEY_COLUMNS) + [f"goa_{g}" for g in EVIDENCE_GROUPS])
-    out = out.merge(wide, on=list(KEY_COLUMNS), how="left")
+    """``out`` with the non-experimental GOA columns (``GOA_COLUMNS``): 1.0 where the protein holds the term
+    (``goa_<group>``: with evidence of that group) or the aspect (``goa_aspect``), else 0.0.
+
+    Looked up on integer codes of the ids, factorised together: an id equality is a code equality."""
+    n_out = len(out)
+    p, t, a = (pd.factorize(pd.concat([out[c], goa[c]], ignore_index=True))[0].astype(np.int64) for c in KEY_COLUMNS)
+    protein_aspect = p * (int(a.max(initial=-1)) + 1) + a
+    key = protein_aspect * (int(t.max(initial=-1)) + 1) + t
+    groups = goa["group"].to_numpy(dtype=object)
     group_cols = [f"goa_{g}" for g in EVIDENCE_GROUPS]
-    out[group_cols] = out[group_cols].astype(np.float64).fillna(0.0)
+    for group, column in zip(EVIDENCE_GROUPS, group_cols):
+        out[column] = _contains(np.sort(key[n_out:][groups == group]), key[:n_out]).astype(np.float64)
     out["goa_groups"] = out[group_cols].sum(axis=1)
-    in_aspect = goa[["protein", "aspect"]].drop_duplicates().assign(goa_aspect=1.0)
-    out = out.merge(in_aspect, on=["protein", "aspect"], how="left")
-    out["goa_aspect"] = out["goa_aspect"].fillna(0.0)
+    out["goa_aspect"] = _contains(np.sort(protein_aspect[n_out:]), protein_aspect[:n_out]).astype(np.float64)
     return out
 
 
@@ -364,12 +401,18 @@ class _JointCodes:
     uniques: tuple[np.ndarray, np.ndarray, np.ndarray]  # the protein, aspect and term ids by code
 
     @classmethod
-    def of(cls, out: pd.DataFrame, corpus: pd.DataFrame) -> "_JointCodes":
-        # factorised as they are held (Arrow strings: pyarrow's dictionary encoding, no Python string per row)
-        coded = [pd.factorize(pd.concat([out[c], corpus[c]], ignore_index=True)) for c in ("protein", "aspect", "term")]
-        (p, p_ids), (a, a_ids), (t, t_ids) = coded
-        return cls(len(out), p.astype(np.int64), a.astype(np.int64), t.astype(np.int64),
-                   (np.asarray(p_ids, dtype=object), np.asarray(a_ids, dtype=object), np.asarray(t_ids, dtype=object)))
+    def of(cls, out: pd.DataFrame, coded: _CorpusCodes) -> "_JointCodes":
+        """The corpus' codes kept; the candidates' ids factorised after the corpus' distinct ids (which keep
+        their codes, being distinct and first), so only the candidates and the distinct ids are hashed."""
+        joint = []
+        for column, corpus_codes, corpus_ids in zip(("protein", "aspect", "term"), (coded.p, coded.a, coded.t),
+                                                    coded.uniques):
+            codes, ids = pd.factorize(pd.concat([pd.Series(corpus_ids, dtype=out[column].dtype), out[column]],
+                                                ignore_index=True), use_na_sentinel=False)
+            joint.append((np.concatenate([codes[len(corpus_ids):].astype(np.int64), corpus_codes]),
+                          np.asarray(ids, dtype=object)))
+        (p, p_ids), (a, a_ids), (t, t_ids) = joint
+        return cls(len(out), p, a, t, (p_ids, a_ids, t_ids))
 
     def keys(self, *, term: bool) -> tuple[np.ndarray, np.ndarray]:
         """(candidates' keys, corpus keys) of (protein, aspect[, term])."""
@@ -381,11 +424,11 @@ class _JointCodes:
 
 
 def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataFrame, weights: tuple,
-                   k: int | None) -> pd.DataFrame:
+                   k: int | None, coded: _CorpusCodes | None = None) -> pd.DataFrame:
     """The features every candidate has whatever proposed it: leave-one-out prior and IA, depth, counts
-    (on integer codes of the ids; ``corpus`` holds each (protein, term, aspect) once)."""
+    (on integer codes of the ids; ``corpus`` holds each (protein, term, aspect) once; ``coded``: its codes)."""
     ia, term_depth = weights
-    codes = _JointCodes.of(out, corpus)
+    codes = _JointCodes.of(out, coded if coded is not None else _CorpusCodes.of(corpus))
     n_a, n_t = len(codes.uniques[1]), len(codes.uniques[2])
     out_pat, corpus_pat = codes.keys(term=True)
     out_pa, corpus_pa = codes.keys(term=False)
@@ -404,25 +447,38 @@ def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataF
     out["depth"] = _term_values(term_depth, term_ids)[out_t]
     out["n_candidates"] = np.bincount(out_pa, minlength=len(codes.uniques[0]) * n_a)[out_pa].astype(np.float64)
     out["aspect_code"] = np.array([ASPECT_CODES.get(a, np.nan) for a in codes.uniques[1]], dtype=np.float64)[out_a]
-    top, share = _knn_summaries(neighbours, corpus, k)
-    out["top_similarity"] = _by_code(top, codes.uniques[0], codes.p[:codes.n_out])
-    share_key = positions_in(share["protein"], codes.uniques[0]) * n_a + positions_in(share["aspect"], codes.uniques[1])
-    known = share_key >= 0
-    by_pair = pd.Series(share["aspect_neighbour_share"].to_numpy(dtype=np.float64)[known], index=share_key[known])
-    out["aspect_neighbour_share"] = _by_code(by_pair, np.arange(len(codes.uniques[0]) * n_a), out_pa)
+    top, share = _knn_summaries(neighbours, k, codes.uniques[0], corpus_pairs, n_a)
+    out["top_similarity"] = top[codes.p[:codes.n_out]]
+    out["aspect_neighbour_share"] = share[out_pa]
     return out
+
+
+def _knn_summaries(neighbours: pd.DataFrame, k: int | None, protein_ids: np.ndarray, corpus_pairs: np.ndarray,
+                   n_a: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per protein code: the nearest neighbour's similarity; per (protein, aspect) code ``p * n_a + a``: the
+    neighbours annotated in the aspect (``corpus_pairs``: sorted codes of the corpus' (protein, aspect) pairs)
+    / the neighbours. 0 where the protein has none."""
+    nb = prepare_neighbours(neighbours, k)
+    q = positions_in(nb["query"], protein_ids)
+    n = positions_in(nb["neighbour"], protein_ids)
+    scored = q >= 0  # a query with no candidate row is not read
+    q, n, rank, sim = q[scored], n[scored], nb["rank"].to_numpy()[scored], nb["similarity"].to_numpy(np.float64)[scored]
+    top = np.zeros(len(protein_ids), dtype=np.float64)
+    top[q[rank == 1]] = sim[rank == 1]
+    size = np.bincount(q, minlength=len(protein_ids))
+    aspects = np.arange(n_a, dtype=np.int64)
+    annotated = _contains(corpus_pairs, (n[:, None] * n_a + aspects).ravel()).reshape(len(n), n_a) * (n >= 0)[:, None]
+    in_aspect = np.bincount((q[:, None] * n_a + aspects).ravel(), weights=annotated.ravel(),
+                            minlength=len(protein_ids) * n_a)
+    per_pair = np.repeat(size, n_a)
+    share = np.where(per_pair > 0, in_aspect / np.maximum(per_pair, 1), 0.0)
+    return top, share
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
     """``np.unique(keys)`` by a sort (numpy's hashing unique was 10x slower on a full corpus' int64 keys)."""
     ordered = np.sort(keys)
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
-
-
-def _by_code(values: pd.Series, ids: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """``values`` (indexed by id) of each code's id, 0 where it has none (or NaN)."""
-    per_id = values.reindex(ids).to_numpy(dtype=np.float64)
-    return np.nan_to_num(per_id, nan=0.0)[codes]
 
 
 def restrict_sources(features: pd.DataFrame, sources: str | Sequence[str]) -> pd.DataFrame:
