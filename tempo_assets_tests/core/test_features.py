@@ -12,6 +12,7 @@ from tempo_assets.core.recipe.features import (
     ASPECT_CODES,
     FEATURE_COLUMNS,
     candidate_features,
+    compare_protein_features,
     golden_rule_violations,
     prepare_neighbours,
 )
@@ -154,6 +155,16 @@ def test_audit_catches_a_planted_leaky_prior():
     leaked = {p for p, f in violations if f == "naive_prior"}
     assert leaked and leaked <= set(in_corpus)
     assert {f for _, f in violations} == {"naive_prior"}
+
+
+def test_compared_rows_are_matched_on_aspect_and_term_not_on_their_position():
+    before = pd.DataFrame({"protein": ["P", "P", "P", "Q"], "term": ["GO:2", "GO:1", "GO:3", "GO:1"],
+                           "aspect": ["MF", "MF", "BP", "MF"], "x": [1.0, 2.0, 3.0, 9.0], "y": [0.0, 0.0, np.nan, 1.0]})
+    after = before.iloc[[3, 2, 0, 1]]  # the same rows in another order
+    assert compare_protein_features(before, after, "P", ["x", "y"]) == []
+    assert compare_protein_features(before, after.assign(x=[9.0, 3.0, 1.0, 2.5]), "P", ["x", "y"]) == ["x"]
+    fewer = after[after["term"] != "GO:3"].drop(columns="y")
+    assert compare_protein_features(before, fewer, "P", ["x", "y"]) == ["candidates", "y"]
 
 
 def test_audit_catches_an_own_label_count_and_a_changed_candidate_set():

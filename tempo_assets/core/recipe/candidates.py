@@ -211,10 +211,12 @@ def _rows_of(corpus: pd.DataFrame, proteins: pd.Series) -> pd.DataFrame:
 def _hit_candidates(hits: pd.DataFrame, corpus: pd.DataFrame, top: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(candidates with the DIAMOND per-term features, per-query hit summaries)."""
     ranked = prepare_hits(hits, top)
-    per_query = ranked.groupby("query", sort=True).agg(
-        dmd_total=("bitscore", "sum"), dmd_n_hits=("bitscore", "size"), dmd_top_pident=("pident", "first"))
+    # one reduction per kind (sum, size, first, max, min), not a named aggregation per column: the same kernels
+    by_query = ranked.groupby("query", sort=True)
+    per_query = by_query["bitscore"].sum().rename("dmd_total").to_frame()
+    per_query["dmd_n_hits"] = by_query.size()
+    per_query["dmd_top_pident"] = by_query["pident"].first()
     joined = ranked.merge(_rows_of(corpus, ranked["subject"]), left_on="subject", right_on="protein", how="inner")
-    # one reduction per kind (max, min, sum, size), not a named aggregation per column: the same kernels
     by_term = joined.groupby(["query", "aspect", "term"], sort=True)
     grouped = by_term[["pident", "bitscore", "qcov", "scov"]].max().set_axis(list(DIAMOND_COLUMNS[:4]), axis=1)
     grouped["dmd_best_rank"] = by_term["rank"].min()

@@ -463,24 +463,30 @@ def compare_protein_features(before: pd.DataFrame, after: pd.DataFrame, protein:
     frames propose different candidate sets (the common rows are then compared). A feature
     column missing from ``after`` differs. NaN equals NaN; tolerance ``atol``, no relative one.
     """
-    before = _protein_rows(before, protein)
-    after = _protein_rows(after, protein)
-    differing: list[str] = []
-    if not before.index.equals(after.index):
-        differing.append("candidates")
-        common = before.index.intersection(after.index)
-        before, after = before.loc[common], after.loc[common]
     feature_cols = list(feature_cols)
     present = [col for col in feature_cols if col in after.columns and col in before.columns]
+    before_keys, before_values = _protein_rows(before, protein, present)
+    after_keys, after_values = _protein_rows(after, protein, present)
+    differing: list[str] = []
+    if not before_keys.equals(after_keys):
+        differing.append("candidates")
+        common = before_keys.intersection(after_keys)
+        before_values = pd.DataFrame(before_values, index=before_keys).loc[common].to_numpy()
+        after_values = pd.DataFrame(after_values, index=after_keys).loc[common].to_numpy()
     # np.allclose of each column is np.isclose over its rows, all true: every column compared at once
-    close = np.isclose(before[present].to_numpy(dtype=np.float64), after[present].to_numpy(dtype=np.float64),
-                       rtol=0.0, atol=atol, equal_nan=True).all(axis=0)
+    close = np.isclose(before_values, after_values, rtol=0.0, atol=atol, equal_nan=True).all(axis=0)
     same = dict(zip(present, close))
     differing.extend(col for col in feature_cols if not same.get(col, False))
     return differing
 
 
-def _protein_rows(frame: pd.DataFrame, protein: str) -> pd.DataFrame:
-    rows = frame[frame["protein"].astype(str) == protein]
-    rows = rows.set_index(["aspect", "term"]).sort_index()
-    return rows.drop(columns=["protein"])
+def _protein_rows(frame: pd.DataFrame, protein: str, columns: list[str]) -> tuple[pd.MultiIndex, np.ndarray]:
+    """The ``(aspect, term)`` keys of ``protein``'s rows, sorted, and those rows' ``columns`` as float64
+    (shape (n_rows, len(columns))); only the protein's rows are taken, column by column."""
+    mine = (frame["protein"].astype(str) == protein).to_numpy()
+    keys = pd.MultiIndex.from_arrays([np.asarray(frame[c].array[mine], dtype=object) for c in ("aspect", "term")],
+                                     names=["aspect", "term"])
+    order = keys.argsort()
+    values = np.column_stack([frame[c].to_numpy(dtype=np.float64)[mine] for c in columns]) if columns else \
+        np.zeros((int(mine.sum()), 0))
+    return keys[order], values[order]
