@@ -314,27 +314,42 @@ def recipe_features(
         queries |= set(source.hits["query"].astype(str))
     hit_feats, hit_query = _hit_part(source.hits, corpus, hit_top)
     goa = _goa_part(source.nonexp, queries)
-    keys = [knn[list(KEY_COLUMNS)].assign(src_knn=1.0)]
+    proposed = {"knn": knn}
     if "diamond" in sources:
-        keys.append(hit_feats[list(KEY_COLUMNS)].assign(src_diamond=1.0))
+        proposed["diamond"] = hit_feats
     if "goa" in sources:
-        keys.append(goa[list(KEY_COLUMNS)].drop_duplicates().assign(src_goa=1.0))
+        proposed["goa"] = goa
     if "prior" in sources:
-        keys.append(_prior_candidates(coded, np.array(sorted(queries), dtype=object), int(prior_top))
-                    .assign(src_prior=1.0))
-    union = pd.concat(keys, ignore_index=True)
-    if union.empty:
+        proposed["prior"] = _prior_candidates(coded, np.array(sorted(queries), dtype=object), int(prior_top))
+    out, rows = _union(proposed)
+    if out.empty:
         return _empty(columns)
-    flags = union.groupby(list(KEY_COLUMNS), sort=False).max().reset_index()
-    for name in SOURCE_COLUMNS:
-        flags[name] = flags[name].fillna(0.0) if name in flags else 0.0
-    out = flags.merge(knn.drop(columns=[c for c in _PER_CANDIDATE if c in knn.columns]), on=list(KEY_COLUMNS),
-                      how="left")
-    out = out.fillna(_KNN_ABSENT)
-    out["best_rank"] = out["best_rank"].astype(np.float64)  # NaN where no neighbour proposed the term
+    for name in SOURCES:
+        flag = np.zeros(len(out))
+        flag[rows.get(name, [])] = 1.0
+        out[f"src_{name}"] = flag
+    for column, absent in _KNN_ABSENT.items():  # NaN best rank where no neighbour proposed the term
+        values = np.full(len(out), absent, dtype=np.float64)
+        values[rows["knn"]] = knn[column].to_numpy(dtype=np.float64)
+        out[column] = values
     out = _with_goa_features(_with_hit_features(out, hit_feats, hit_query), goa)
     out = _per_candidate(out, source.neighbours, corpus, (source.ia, source.term_depth), k, coded=coded)
     return out.iloc[_candidate_order(out)][columns].reset_index(drop=True)
+
+
+def _union(proposed: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """The distinct (protein, term, aspect) keys of the sources' frames in first-seen order (one row per
+    candidate), and per source the candidate row of each of its frame's rows (ids factorised together)."""
+    ids = {c: pd.concat([frame[c] for frame in proposed.values()], ignore_index=True) for c in KEY_COLUMNS}
+    key = np.zeros(len(ids["protein"]), dtype=np.int64)
+    for column in KEY_COLUMNS:
+        codes = pd.factorize(ids[column], use_na_sentinel=False)[0].astype(np.int64)
+        key = key * (int(codes.max(initial=-1)) + 1) + codes
+    row, _ = pd.factorize(key)  # first-seen order: a candidate's row is its code
+    first = np.concatenate(([True], row[1:] > np.maximum.accumulate(row)[:-1])) if len(row) else row.astype(bool)
+    out = pd.DataFrame({c: ids[c][first].reset_index(drop=True) for c in KEY_COLUMNS})
+    ends = np.cumsum([len(frame) for frame in proposed.values()])
+    return out, {name: row[end - len(frame):end] for (name, frame), end in zip(proposed.items(), ends)}
 
 
 def _candidate_order(out: pd.DataFrame) -> np.ndarray:
