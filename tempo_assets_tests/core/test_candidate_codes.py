@@ -82,3 +82,19 @@ def test_prior_joined_once_blends_every_weight_by_the_rule():
         want = {key: (1 - weight) * s + weight * p for key, (s, p) in pairs.items() if (1 - weight) * s + weight * p > 0}
         assert dict(zip(zip(got["protein"], got["term"]), got["score"])) == want
         pd.testing.assert_frame_equal(got, blend_with_prior(scores, prior, weight))
+
+
+def test_the_corpus_deduplicated_on_codes_equals_drop_duplicates_with_codes_of_its_ids():
+    from tempo_assets.core.recipe.candidates import _corpus, _first_of_each
+
+    rng = np.random.default_rng(5)
+    raw = pd.DataFrame({"protein": rng.choice(["P3", "P1", "P2"], 60), "term": rng.choice(["GO:9", "GO:1", "GO:5"], 60),
+                        "aspect": rng.choice(["MF", "BP", "CC"], 60), "extra": np.arange(60)})
+    frame, codes = _corpus(raw)
+    expected = raw[["protein", "term", "aspect"]].astype(str).drop_duplicates().reset_index(drop=True)
+    pd.testing.assert_frame_equal(frame, expected)
+    for column, code, ids in zip(("protein", "aspect", "term"), (codes.p, codes.a, codes.t), codes.uniques):
+        assert ids[code].tolist() == frame[column].tolist()
+    keys = rng.integers(0, 7, 50)
+    _, first = _first_of_each(keys)
+    assert first.tolist() == (~pd.Series(keys).duplicated()).tolist()

@@ -176,12 +176,19 @@ def _corpus(corpus_annotations: pd.DataFrame) -> tuple[pd.DataFrame, "_CorpusCod
     of each, in order), and its codes: each column factorised once, the duplicates found on the codes."""
     frame = corpus_annotations[list(KEY_COLUMNS)].astype(str)
     (p, p_ids), (t, t_ids), (a, a_ids) = (pd.factorize(frame[c], use_na_sentinel=False) for c in KEY_COLUMNS)
-    row, _ = pd.factorize((p.astype(np.int64) * max(len(t_ids), 1) + t) * max(len(a_ids), 1) + a)
-    # codes come in first-seen order: a row is the first of its triple when its code exceeds every earlier one
-    first = np.concatenate(([True], row[1:] > np.maximum.accumulate(row)[:-1])) if len(row) else row.astype(bool)
+    first = _first_of_each((p.astype(np.int64) * max(len(t_ids), 1) + t) * max(len(a_ids), 1) + a)[1]
     codes = _CorpusCodes(p[first].astype(np.int64), a[first].astype(np.int64), t[first].astype(np.int64),
                          tuple(np.asarray(ids, dtype=object) for ids in (p_ids, a_ids, t_ids)))
     return frame[first].reset_index(drop=True), codes
+
+
+def _first_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each key's code in first-seen order, the mask of the first row of each key): ``drop_duplicates``
+    on integer keys. Codes come in first-seen order, so a row is the first of its key when its code exceeds
+    every earlier one."""
+    codes, _ = pd.factorize(keys)
+    first = np.concatenate(([True], codes[1:] > np.maximum.accumulate(codes)[:-1])) if len(codes) else codes.astype(bool)
+    return codes, first
 
 
 @dataclass(frozen=True)
@@ -345,8 +352,7 @@ def _union(proposed: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, dict[str
     for column in KEY_COLUMNS:
         codes = pd.factorize(ids[column], use_na_sentinel=False)[0].astype(np.int64)
         key = key * (int(codes.max(initial=-1)) + 1) + codes
-    row, _ = pd.factorize(key)  # first-seen order: a candidate's row is its code
-    first = np.concatenate(([True], row[1:] > np.maximum.accumulate(row)[:-1])) if len(row) else row.astype(bool)
+    row, first = _first_of_each(key)  # first-seen order: a candidate's row is its code
     out = pd.DataFrame({c: ids[c][first].reset_index(drop=True) for c in KEY_COLUMNS})
     ends = np.cumsum([len(frame) for frame in proposed.values()])
     return out, {name: row[end - len(frame):end] for (name, frame), end in zip(proposed.items(), ends)}
