@@ -180,8 +180,8 @@ def test_a_leaky_feature_fails_the_golden_rule_check_in_dagster(labels_graph, mo
     from tempo_assets.core.recipe import candidates
     honest = candidates._per_candidate
 
-    def leaky(out, neighbours, corpus, weights, k):
-        out = honest(out, neighbours, corpus, weights, k)
+    def leaky(out, neighbours, corpus, weights, k, **codes):
+        out = honest(out, neighbours, corpus, weights, k, **codes)
         term_n = corpus.groupby(["aspect", "term"]).size()
         aspect_n = corpus[["protein", "aspect"]].drop_duplicates().groupby("aspect").size()
         numer = term_n.reindex(pd.MultiIndex.from_frame(out[["aspect", "term"]])).fillna(0).to_numpy()
