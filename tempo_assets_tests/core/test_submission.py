@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 
 from tempo_assets.core.methods.submission import (
+    _stable_order,
     SubmissionFormatError,
     read_cafa_submission,
     score_cents,
+    submission_rows,
     write_cafa_submission,
 )
 
@@ -172,3 +174,45 @@ def test_roundtrip_scores(tmp_path):
     got = read_cafa_submission(tmp_path / "r.tsv").set_index("term")["score"]
     expected = {t: reference_cents(s) / 100 for t, s in zip(frame["term"], frame["score"]) if reference_cents(s) > 0}
     assert got.to_dict() == expected
+
+
+def pandas_submission_rows(protein, term, aspect, cents, max_terms):
+    """The rules as three stable pandas sorts of the strings (the writer's code before the ranks)."""
+    work = pd.DataFrame({"protein": protein, "term": term, "aspect": aspect, "cents": cents})
+    work = work.sort_values(["protein", "term", "cents"], ascending=[True, True, False], kind="mergesort")
+    first = ~work.duplicated(["protein", "term"], keep="first").to_numpy()
+    duplicate, work = work.index[~first], work[first]
+    zero = (work["cents"] == 0).to_numpy()
+    zeros, work = work.index[zero], work[~zero]
+    work = work.sort_values(["protein", "aspect", "cents", "term"], ascending=[True, True, False, True],
+                            kind="mergesort")
+    keep = (work.groupby(["protein", "aspect"], sort=False).cumcount() < max_terms).to_numpy()
+    truncated, work = work.index[~keep], work[keep]
+    work = work.sort_values(["protein", "cents", "term"], ascending=[True, False, True], kind="mergesort")
+    return work.index.to_numpy(), {"duplicate": duplicate.to_numpy(), "zero": zeros.to_numpy(),
+                                   "truncated": truncated.to_numpy()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_submission_rows_are_the_stable_string_sorts(seed):
+    # few ids and cents: many ties in every key, repeated (protein, term) pairs with equal scores
+    rng = np.random.default_rng(seed)
+    n = 400
+    protein = rng.choice(["P10", "P2", "P1", "Q", "p"], n).astype(object)
+    term = np.array([f"GO:{t:07d}" for t in rng.integers(0, 60, n)], dtype=object)
+    aspect = rng.choice(["BP", "MF", "CC"], n).astype(object)
+    cents = rng.choice([0, 1, 5, 50, 99, 100], n).astype(np.int64)
+    written, removed = submission_rows(protein, term, aspect, cents, 4)
+    expected_written, expected_removed = pandas_submission_rows(protein, term, aspect, cents, 4)
+    np.testing.assert_array_equal(written, expected_written)
+    for rule in ("duplicate", "zero", "truncated"):
+        np.testing.assert_array_equal(removed[rule], expected_removed[rule])
+    assert min(len(v) for v in removed.values()) > 0
+
+
+@pytest.mark.parametrize("size", [7, 2**40])  # packed into one int64; too wide to pack: np.lexsort
+def test_stable_order_is_the_stable_sort_on_the_keys_in_turn(size):
+    rng = np.random.default_rng(3)
+    keys = [rng.integers(0, 3, 200), rng.integers(0, 7, 200)]
+    expected = sorted(range(200), key=lambda row: (keys[0][row], keys[1][row]))  # Python's sort is stable
+    np.testing.assert_array_equal(_stable_order((keys[0], size), (keys[1], size)), expected)

@@ -47,7 +47,7 @@ from tempo_assets.core.base.dates import date_to_int
 from tempo_assets.core.inputs.gaf import read_gaf
 from tempo_assets.core.labels.annotations import classify_terms
 from tempo_assets.core.labels.annotations import not_qualified_mask
-from tempo_assets.core.methods.submission import score_cents
+from tempo_assets.core.methods.submission import score_cents, submission_rows
 
 MANIFEST_NAME = "removals.tsv.gz"
 COLUMNS = ("record_id", "kind", "reason", "count")
@@ -316,22 +316,14 @@ def submission_removals(predictions: pd.DataFrame, max_terms_per_aspect: int = 1
     ``beyond_max_terms``.
     """
 
-    work = pd.DataFrame({
-        "protein": predictions["protein"].astype(str).to_numpy(), "term": predictions["term"].astype(str).to_numpy(),
-        "aspect": predictions["aspect"].astype(str).to_numpy(),
-        "cents": score_cents(pd.to_numeric(predictions["score"]).to_numpy(dtype=np.float64)),
-    })
-    work = work.sort_values(["protein", "term", "cents"], ascending=[True, True, False], kind="mergesort")
-    first = ~work.duplicated(["protein", "term"], keep="first")
-    out = [work.loc[~first, ["protein", "term"]].assign(reason=REASON_DUPLICATE)]
-    work = work[first]
-    zero = work["cents"] == 0
-    out.append(work.loc[zero, ["protein", "term"]].assign(reason=REASON_ZERO))
-    work = work[~zero].sort_values(["protein", "aspect", "cents", "term"], ascending=[True, True, False, True],
-                                   kind="mergesort")
-    beyond = (work.groupby(["protein", "aspect"], sort=False).cumcount() >= int(max_terms_per_aspect)).to_numpy()
-    out.append(work.loc[beyond, ["protein", "term"]].assign(reason=REASON_TRUNCATED))
-    return pd.concat(out, ignore_index=True)
+    protein, term, aspect = (predictions[column].astype(str) for column in ("protein", "term", "aspect"))
+    cents = score_cents(pd.to_numeric(predictions["score"]).to_numpy(dtype=np.float64))
+    _, removed = submission_rows(protein, term, aspect, cents, max_terms_per_aspect)
+    rows = np.concatenate([removed["duplicate"], removed["zero"], removed["truncated"]])
+    reasons = np.repeat([REASON_DUPLICATE, REASON_ZERO, REASON_TRUNCATED],
+                        [len(removed["duplicate"]), len(removed["zero"]), len(removed["truncated"])])
+    return pd.DataFrame({"protein": protein.array.take(rows), "term": term.array.take(rows),
+                         "reason": reasons.astype(object)})
 
 
 def log_submission(log: RemovalLog, predictions: pd.DataFrame, max_terms_per_aspect: int = 1500) -> None:
