@@ -13,6 +13,7 @@ from tempo_assets.core.labels.ia import ia_counts
 from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets.core.recipe.selection import CandidateSource
 from tempo_assets_tests.assets.tiny_archive import write_obo
+from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 BINDING = {"cutoff": "2020-01-01", "max_source_date": "2019-12-31", "sources": []}
 PICKLE_MAGIC = tuple(bytes([0x80, protocol]) for protocol in range(2, 6))
@@ -123,3 +124,15 @@ def test_binding_is_checked_before_anything_is_written(tmp_path):
     with pytest.raises(TempoInputError, match="lacks metadata"):
         store.write("a", "k", frame(), {"cutoff": "2020-01-01"})
     assert stored_files(tmp_path) == []
+
+
+def test_a_real_ontology_round_trips_term_by_term(tmp_path):
+    # the list fields are decoded from one flat list per column, sliced per term: a real GO has
+    # terms with no, one and many alt ids, parents and other relations side by side
+    onto = parse_obo(shared(GOA_ARCHIVE / "go" / "go_2014-10-27.obo.gz"))
+    assert max(len(t.is_a) for t in onto.terms.values()) > 1 and any(t.other_relations for t in onto.terms.values())
+    store = ArtefactStore(tmp_path)
+    store.write("ontology", None, onto, BINDING)
+    rebuilt = store.open("ontology", None).value
+    assert rebuilt.terms == onto.terms and rebuilt.alt_ids == onto.alt_ids
+    assert all(type(v) is str for t in rebuilt.terms.values() for v in (*t.is_a, *t.alt_ids, *t.part_of))

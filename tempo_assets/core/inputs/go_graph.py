@@ -81,6 +81,7 @@ class Ontology:
         self.ignored_references = 0  # references to non-term pseudo-roots ("is_a: all")
         self._ancestors: dict[str, frozenset[str]] = {}
         self._depth: dict[str, int] = {}
+        self._parents: dict[str, tuple[str, ...]] = {}
 
     def __repr__(self) -> str:
         return f"Ontology({len(self.terms)} terms, data_version={self.data_version!r}, path={str(self.path)!r})"
@@ -118,13 +119,18 @@ class Ontology:
 
     def parents(self, term: str) -> tuple[str, ...]:
         """Direct ``is_a`` and ``part_of`` parents in the term's own namespace (file order)."""
+        cached = self._parents.get(term)
+        if cached is not None:
+            return cached
         found = self._term(term)
         seen: dict[str, None] = {}
         for parent in found.is_a + found.part_of:
             other = self.terms.get(parent)
             if other is not None and other.namespace == found.namespace and not other.is_obsolete:
                 seen.setdefault(parent, None)
-        return tuple(seen)
+        # the ancestor and depth walks ask each term's parents more than once
+        self._parents[term] = parents = tuple(seen)
+        return parents
 
     def ancestors(self, term: str) -> frozenset[str]:
         """``term`` and every term reachable through :meth:`parents` (cached)."""
