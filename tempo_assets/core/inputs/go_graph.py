@@ -207,13 +207,16 @@ class Ontology:
         index = pd.Index(ids)
         position = {term: i for i, term in enumerate(ids)}
         lengths = np.zeros(len(ids) + 1, dtype=np.int64)
-        chunks = []
+        flat: list[int] = []
         for i, term in enumerate(ids):
-            anc = sorted(position[a] for a in self.ancestors(term))
-            lengths[i + 1] = len(anc)
-            chunks.append(np.asarray(anc, dtype=np.int32))
+            ancestors = self.ancestors(term)
+            lengths[i + 1] = len(ancestors)
+            flat.extend(map(position.__getitem__, ancestors))
         indptr = np.cumsum(lengths)
-        indices = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
+        # each term's ancestor positions sorted by one sort of them all (rows are already in order)
+        indices = np.asarray(flat, dtype=np.int32)
+        rows = np.repeat(np.arange(len(ids)), np.diff(indptr))
+        indices = indices[np.lexsort((indices, rows))]
         aspects = np.asarray([self.terms[t].aspect for t in ids], dtype=object)
         return index, indptr, indices, aspects
 
