@@ -202,15 +202,18 @@ def _ontology_fields(ontology: Ontology) -> dict[str, Any]:
 
 def _ontology_from_fields(values: dict[str, Any]) -> Ontology:
     table = values["terms"]
-    # each column read as Python values once (what iterating the rows gives, without a row per term)
-    columns = {name: table[name].tolist() for name in ("id", "name", "namespace", "is_obsolete", *TERM_LISTS,
-                                                       "relation", "relation_target")}
+    # each column read as Python values once (what iterating the rows gives, without a row per term); a
+    # list column's cells are arrays, each turned into a tuple through its ``tolist`` (iterating an array
+    # element by element took most of the decode of a full GO)
+    columns = {name: table[name].tolist() for name in ("id", "name", "namespace", "is_obsolete")}
+    lists = {name: [tuple(cell.tolist()) for cell in table[name]]
+             for name in (*TERM_LISTS, "relation", "relation_target")}
     terms = {}
     for i, term_id in enumerate(columns["id"]):
         terms[term_id] = Term(
             id=term_id, name=columns["name"][i], namespace=columns["namespace"][i],
-            is_obsolete=bool(columns["is_obsolete"][i]), **{name: tuple(columns[name][i]) for name in TERM_LISTS},
-            other_relations=tuple(zip(columns["relation"][i], columns["relation_target"][i])))
+            is_obsolete=bool(columns["is_obsolete"][i]), **{name: lists[name][i] for name in TERM_LISTS},
+            other_relations=tuple(zip(lists["relation"][i], lists["relation_target"][i])))
     ontology = Ontology(terms, header=values["header"], path=values.get("path"))  # stored before: an absolute path
     ontology.ignored_references = int(values["ignored_references"])
     return ontology
