@@ -95,6 +95,62 @@ def test_typed_values_round_trip_without_pickle(tmp_path):
     assert rebuilt.ancestors("GO:0000011") == onto.ancestors("GO:0000011")
 
 
+OBO_WITH_LISTS = """format-version: 1.2
+data-version: releases/2020-01-01
+
+[Term]
+id: GO:0008150
+name: biological_process
+namespace: biological_process
+
+[Term]
+id: GO:0000001
+name: one
+namespace: biological_process
+is_a: GO:0008150 ! parent
+
+[Term]
+id: GO:0000002
+name: two
+namespace: biological_process
+alt_id: GO:0000020
+alt_id: GO:0000021
+is_a: GO:0008150 ! parent
+is_a: GO:0000001 ! parent
+relationship: part_of GO:0000001 ! parent
+relationship: part_of GO:0008150 ! parent
+relationship: regulates GO:0000001 ! other
+relationship: has_part GO:0008150 ! other
+
+[Term]
+id: GO:0000003
+name: gone
+namespace: biological_process
+is_obsolete: true
+replaced_by: GO:0000001
+replaced_by: GO:0000002
+consider: GO:0000001
+consider: GO:0000002
+"""
+
+
+def test_a_stored_ontology_keeps_every_value_of_every_list(tmp_path):
+    """Terms with two values in each list field (alt_id, is_a, part_of, other relations, replaced_by,
+    consider) read back with all of them, in order, as tuples of strings."""
+    (tmp_path / "go.obo").write_text(OBO_WITH_LISTS, encoding="utf-8")
+    onto = parse_obo(tmp_path / "go.obo")
+    two, gone = onto.terms["GO:0000002"], onto.terms["GO:0000003"]
+    assert len(two.alt_ids) == len(two.is_a) == len(two.part_of) == len(two.other_relations) == 2
+    assert len(gone.replaced_by) == len(gone.consider) == 2
+    store = ArtefactStore(tmp_path / "store")
+    store.write("ontology", None, onto, BINDING)
+    back = store.open("ontology", None).value
+    assert back.terms == onto.terms and back.alt_ids == onto.alt_ids
+    assert all(type(value) is str for term in back.terms.values()
+               for value in (*term.alt_ids, *term.is_a, *term.part_of, *term.replaced_by, *term.consider,
+                             *(x for pair in term.other_relations for x in pair)))
+
+
 def test_what_has_no_open_format_is_refused_not_pickled(tmp_path):
     store = ArtefactStore(tmp_path)
     with pytest.raises(TempoInputError, match="never pickles"):

@@ -265,6 +265,31 @@ def test_cycle_is_reported(tmp_path):
         parse_obo(path).ancestors("GO:1")
 
 
+def _chain(n: int, loop: tuple[int, int] | None = None):
+    """GO:0..GO:{n-1} in one namespace, each ``is_a`` the one before; ``loop``: one more edge (child, parent)."""
+    from tempo_assets.core.inputs.go_graph import Ontology, Term
+
+    parents = {i: [i - 1] if i else [] for i in range(n)}
+    if loop is not None:
+        parents[loop[0]].append(loop[1])
+    terms = {f"GO:{i}": Term(id=f"GO:{i}", name="", namespace="biological_process", is_obsolete=False, alt_ids=(),
+                             is_a=tuple(f"GO:{p}" for p in parents[i]), part_of=(), other_relations=(),
+                             replaced_by=(), consider=()) for i in range(n)}
+    return Ontology(terms)
+
+
+def test_propagation_reaches_the_root_of_a_deep_chain_and_refuses_a_cycle():
+    """The closure propagation reads: a 40-term chain (depth 39), and an ontology built without
+    ``parse_obo`` (which refuses cycles) with a cycle or a term its own parent."""
+    chain = _chain(40)
+    got = chain.propagate_terms(pd.DataFrame({"protein": ["P1"], "term": ["GO:39"]}))
+    assert sorted(got["term"]) == sorted(f"GO:{i}" for i in range(40))
+    assert chain.propagate_terms(pd.DataFrame({"protein": ["P1"], "term": ["GO:0"]}))["term"].tolist() == ["GO:0"]
+    for loop in ((5, 30), (7, 7)):
+        with pytest.raises(OboFormatError, match="cycle"):
+            _chain(40, loop).propagate_terms(pd.DataFrame({"protein": ["P1"], "term": ["GO:2"]}))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name, day, has_alt_ids",

@@ -200,29 +200,20 @@ def _ontology_fields(ontology: Ontology) -> dict[str, Any]:
     return {"terms": table, "header": dict(ontology.header), "ignored_references": int(ontology.ignored_references)}
 
 
-def _tuples(column: pd.Series) -> list[tuple]:
-    """Each row of a list column as a tuple of Python values: one flat ``tolist`` sliced per row
-    (``tuple(row)`` of each row's array is a Python step per element, about half the decode)."""
-    rows = column.tolist()
-    if not rows:
-        return []
-    ends = np.cumsum([len(row) for row in rows]).tolist()
-    flat = np.concatenate([np.asarray(row, dtype=object) for row in rows]).tolist()
-    return [tuple(flat[start:end]) for start, end in zip([0, *ends[:-1]], ends)]
-
-
 def _ontology_from_fields(values: dict[str, Any]) -> Ontology:
     table = values["terms"]
-    # each column read as Python values once (what iterating the rows gives, without a row per term)
+    # each column read as Python values once (what iterating the rows gives, without a row per term); a
+    # list column's cells are arrays, each turned into a tuple through its ``tolist`` (iterating an array
+    # element by element took most of the decode of a full GO)
     columns = {name: table[name].tolist() for name in ("id", "name", "namespace", "is_obsolete")}
-    lists = {name: _tuples(table[name]) for name in (*TERM_LISTS, "relation", "relation_target")}
-    relations = [tuple(zip(names, targets)) for names, targets in zip(lists.pop("relation"), lists.pop("relation_target"))]
+    lists = {name: [tuple(cell.tolist()) for cell in table[name]]
+             for name in (*TERM_LISTS, "relation", "relation_target")}
     terms = {}
     for i, term_id in enumerate(columns["id"]):
         terms[term_id] = Term(
             id=term_id, name=columns["name"][i], namespace=columns["namespace"][i],
             is_obsolete=bool(columns["is_obsolete"][i]), **{name: lists[name][i] for name in TERM_LISTS},
-            other_relations=relations[i])
+            other_relations=tuple(zip(lists["relation"][i], lists["relation_target"][i])))
     ontology = Ontology(terms, header=values["header"], path=values.get("path"))  # stored before: an absolute path
     ontology.ignored_references = int(values["ignored_references"])
     return ontology
