@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import dagster as dg
+import pytest
 
 from tempo_assets.cli.graph_cmd import ProgressWatch, ensure_dagster_home
 from tempo_assets.core.base.progress import Progress
@@ -19,8 +20,11 @@ def slow_loop() -> int:
     return 8
 
 
-def test_the_newest_progress_line_of_a_running_step_is_printed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("storage", ["sqlite file", "event log storage"])
+def test_the_newest_progress_line_of_a_running_step_is_printed(tmp_path, monkeypatch, storage):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    if storage == "event log storage":  # the path of an instance without one SQLite file per run (PostgreSQL)
+        monkeypatch.setattr(ProgressWatch, "sqlite_file", lambda self, run_id: None)
     monkeypatch.setenv("TEMPO_PROGRESS_POLL", "0.3")
     home = ensure_dagster_home()
     assert "tempo.progress" in (home / "dagster.yaml").read_text()
@@ -39,3 +43,26 @@ def test_the_newest_progress_line_of_a_running_step_is_printed(tmp_path, monkeyp
     assert printed and all(line.startswith("[1/1] test_job: slow_loop: progress slow loop: ") for line in printed)
     assert "/8 items (" in printed[0] and ", elapsed " in printed[0] and "/s" in printed[0]
     assert printed[-1].endswith(stored[-1])
+
+
+def test_the_sqlite_watch_decodes_only_the_records_that_can_be_progress_lines(tmp_path, monkeypatch):
+    """A run's Dagster events (most of its records, materialisations' metadata the largest) are not
+    decoded by the watch: only the step's log lines are."""
+    import dagster._serdes as serdes
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        run_id = "0f1e2d3c-0000-4000-8000-000000000002"
+        assert dg.Definitions(assets=[slow_loop]).resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, run_id=run_id).success
+        logs = instance.all_logs(run_id)
+        lines = [e for e in logs if e.dagster_event is None and e.step_key]
+        decoded, decode = [], serdes.deserialize_value
+        monkeypatch.setattr(serdes, "deserialize_value", lambda *a, **k: decoded.append(1) or decode(*a, **k))
+        printed: list[str] = []
+        watch = ProgressWatch(instance, lambda: run_id, printed.append, "w")
+        watch.read()
+        watch.read()  # nothing new: nothing decoded again
+    assert len(logs) > 2 * len(lines) > 0 and len(decoded) == len(lines), (len(logs), len(lines), len(decoded))
+    assert printed == [f"w: slow_loop: {lines[-1].user_message}"]

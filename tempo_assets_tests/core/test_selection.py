@@ -429,3 +429,37 @@ def test_recipe_profile_defaults_to_cafaeval_and_refuses_another():
     assert recipe_profile({"profile": "lafa"}) == "lafa"
     with pytest.raises(SelectionInputError, match="recipe.profile"):
         recipe_profile({"profile": "cafa"})
+
+
+def test_the_candidates_the_grid_hands_on_are_those_the_recipe_would_build():
+    # select_on_valid fits the recipe's rerankers and scores VALID on the candidates the grid built for the
+    # recipe's cells: they must be the very frames fit_rerankers and apply_recipe build themselves
+    from dataclasses import replace as _replace
+
+    from tempo_assets.core.recipe.candidates import recipe_features
+    from tempo_assets.core.recipe.features import prepare_neighbours
+    from tempo_assets.core.recipe.frozen_recipe import fit_rerankers
+    from tempo_assets.core.recipe.selection import select_recipe_candidates
+    from tempo_assets.core.recipe.valid_grid import _labelled
+
+    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
+    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
+    grid = {"ks": (5, 10, 25), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5,
+            "candidate_sets": ("knn", "knn+diamond+goa+prior")}
+    _, recipe, built = select_recipe_candidates(grid, train_sets=train, valid_sets=valid,
+                                                scorer=flat_fmax_scorer, window="w")
+    assert recipe == select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")[1]
+    chosen = {(int(c["k"]), c["candidates"]) for c in recipe["aspects"].values() if c["variant"] == "lgbm"}
+    assert chosen and set(built.labelled) == set(built.features) == chosen
+    t, v = train["kmer"], valid["kmer"]
+    for k, cand in chosen:
+        pd.testing.assert_frame_equal(built.labelled[(k, cand)], _labelled(t, recipe_features(t, k, cand)))
+        pd.testing.assert_frame_equal(built.features[(k, cand)],
+                                      recipe_features(_replace(v, neighbours=prepare_neighbours(v.neighbours, k)),
+                                                      k, cand))
+    fitted = fit_rerankers(recipe, t, v, labelled=built.labelled)
+    again = fit_rerankers(recipe, t, v)
+    assert {a: m.model_text() for a, m in fitted.items()} == {a: m.model_text() for a, m in again.items()}
+    scored = CandidateSource(v.neighbours, v.corpus_annotations, hits=v.hits, nonexp=v.nonexp)
+    pd.testing.assert_frame_equal(apply_recipe(recipe, scored, t, rerankers=fitted, features=built.features),
+                                  apply_recipe(recipe, scored, t, rerankers=again))

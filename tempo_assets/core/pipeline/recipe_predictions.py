@@ -17,7 +17,8 @@ from tempo_assets.core.recipe.frozen_recipe import apply_recipe
 
 def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
                        targets: pd.DataFrame, k_plain: int, ontology=None,
-                       rerankers: Mapping[str, Any] | None = None) -> dict[str, pd.DataFrame]:
+                       rerankers: Mapping[str, Any] | None = None,
+                       features: Mapping[tuple[int, str], pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
     """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
 
     All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
@@ -25,12 +26,13 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
     are the proteins the naive baseline scores; ``ontology`` (the candidate release's) makes the
     recipe's scores consistent with it (``apply_recipe``); ``rerankers`` (aspect -> the recipe's rerankers
     already fitted on ``train_source``, e.g. the frozen ones of ``core.pipeline.frozen_rerankers``) are
-    used as they are, else they are fitted here.
+    used as they are, else they are fitted here; ``features`` (``apply_recipe``'s) are ``source``'s candidates
+    already built.
     """
 
     return {
         "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology,
-                               rerankers=rerankers),
+                               rerankers=rerankers, features=features),
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }

@@ -27,7 +27,7 @@ from tempo_assets.core.evaluation.cells import CellFrames
 from tempo_assets.core.evaluation.scoring import (
     ScoringOptions, recipe_valid_taus, score_methods, score_profile, taus_of,
 )
-from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe
+from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe_candidates
 from tempo_assets.core.recipe.valid_grid import cafa_scorer
 from tempo_assets.core.recipe.frozen_recipe import apply_recipe, fit_rerankers
 from tempo_assets.core.base.windows import Window
@@ -297,12 +297,14 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateR
     scorer = cafa_scorer(scoring.eval_ontology, toi=None if toi is None else sorted(toi),
                          prop="fill" if lafa else "max")
     embedder = release.corpus["embedder_id"]
-    grid_frame, recipe = select_recipe(grid, train_sets={embedder: labels}, valid_sets={embedder: valid},
-                                       scorer=scorer, window=window.key, ontology=ontology_t_minus_1)
+    grid_frame, recipe, built = select_recipe_candidates(
+        grid, train_sets={embedder: labels}, valid_sets={embedder: valid}, scorer=scorer, window=window.key,
+        ontology=ontology_t_minus_1)
     recipe["profile"] = "lafa" if lafa else "cafaeval"
-    rerankers = fit_rerankers(recipe, labels, valid)  # once per window: frozen with the recipe, read on TEST
+    # once per window: frozen with the recipe, read on TEST; on the candidates the grid built for its cells
+    rerankers = fit_rerankers(recipe, labels, valid, labelled=built.labelled)
     methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks),
-                                 ontology=ontology_t_minus_1, rerankers=rerankers)
+                                 ontology=ontology_t_minus_1, rerankers=rerankers, features=built.features)
     summary, _ = score_methods(scoring.eval_ontology, scored_growth.targets, scored_growth.ground_truth,
                                scored_growth.known, methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
     return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary,

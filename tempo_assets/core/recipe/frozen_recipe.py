@@ -25,15 +25,17 @@ from tempo_assets.core.recipe.valid_grid import (
 
 
 def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
-                  scored: CandidateSource | None = None) -> dict[str, Any]:
+                  scored: CandidateSource | None = None,
+                  labelled: Mapping[tuple[int, str], pd.DataFrame] | None = None) -> dict[str, Any]:
     """Each LightGBM aspect's reranker of ``recipe``, fitted on ``train``'s labelled candidates with the
     recipe's hyperparameters and ``n_estimators`` (no early stopping); plain-KNN aspects have none.
 
     ``scored`` (the candidates to be scored, optional) is checked to offer the recipe's candidate
-    sources too."""
+    sources too. ``labelled`` maps ``(K, candidate set)`` to ``train``'s labelled candidates already
+    built (``selection.RecipeCandidates``); the others are built here."""
     _check_recipe(recipe)
     seed = int(recipe.get("seed", 0))
-    labelled: dict[tuple, pd.DataFrame] = {}
+    labelled = dict(labelled or {})
     models: dict[str, Any] = {}
     for aspect, choice in sorted(recipe["aspects"].items()):
         if choice["variant"] == "none":
@@ -65,6 +67,7 @@ def apply_recipe(
     ontology: Any = None,
     rerankers: Mapping[str, Any] | None = None,
     embedder: str | None = None,
+    features: Mapping[tuple[int, str], pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """Score new candidates with a frozen recipe, its rerankers fitted on ``train``.
 
@@ -94,6 +97,8 @@ def apply_recipe(
         fitted here on ``train``.
     embedder : str, optional
         When given, must equal the recipe's embedder.
+    features : mapping (K, candidate set) -> ``scored``'s candidates, optional
+        Those already built (``selection.RecipeCandidates``); the others are built here.
 
     Returns
     -------
@@ -103,7 +108,7 @@ def apply_recipe(
     _check_recipe(recipe, embedder)
     if rerankers is None:
         rerankers = fit_rerankers(recipe, train, scored)
-    features: dict[tuple, pd.DataFrame] = {}  # candidates per (K, candidate set), shared by aspects
+    features = dict(features or {})  # candidates per (K, candidate set), shared by aspects
     outputs = []
     for aspect, choice in sorted(recipe["aspects"].items()):
         scores = consistent(_aspect_scores(scored, (aspect, choice), rerankers, features), ontology)

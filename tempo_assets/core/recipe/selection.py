@@ -112,6 +112,8 @@ class _GridScores:
     kept: dict[tuple, pd.DataFrame] = field(default_factory=dict)
     scorers: dict[str, _CellScorer] = field(default_factory=dict)
     n_targets: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (embedder, K, candidate set) -> its labelled TRAIN rows and VALID features, for the recipe's cells
+    candidate_sets: dict[tuple, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,17 @@ class _CandidateSet:
     train_labelled: pd.DataFrame
     valid_features: pd.DataFrame
     valid_labelled: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class RecipeCandidates:
+    """The candidates the grid built for the recipe's LightGBM cells, keyed ``(K, candidate set)``:
+    ``labelled`` the TRAIN source's labelled candidates (``frozen_recipe.fit_rerankers``' ``labelled``)
+    and ``features`` the VALID source's (``frozen_recipe.apply_recipe``'s ``features``), so the recipe's
+    rerankers are fitted and VALID scored without building them again."""
+
+    labelled: Mapping[tuple[int, str], pd.DataFrame] = field(default_factory=dict)
+    features: Mapping[tuple[int, str], pd.DataFrame] = field(default_factory=dict)
 
 
 def select_recipe(
@@ -172,22 +185,46 @@ def select_recipe(
     recipe : dict
         JSON-able; see ``recipe_hash``.
     """
-    run = _selection(grid, train_sets, valid_sets, scorer, ontology, aspects)
+    frame, recipe, _ = select_recipe_candidates(grid, train_sets=train_sets, valid_sets=valid_sets, scorer=scorer,
+                                                window=window, ontology=ontology, aspects=aspects)
+    return frame, recipe
+
+
+def select_recipe_candidates(grid: SelectionGrid | Mapping[str, Any], *, window: Any = None,
+                             **inputs: Any) -> tuple[pd.DataFrame, dict[str, Any], RecipeCandidates]:
+    """:func:`select_recipe`'s grid frame and recipe, and the candidates the grid built for the recipe's
+    LightGBM cells (of its embedder's ``train_sets`` and ``valid_sets`` sources); ``inputs``:
+    :func:`select_recipe`'s ``train_sets``, ``valid_sets``, ``scorer``, ``ontology`` and ``aspects``."""
+    run = _selection(grid, **inputs)
+    train_sets, valid_sets = inputs["train_sets"], inputs["valid_sets"]
     scores = _score_grid(run, train_sets, valid_sets)
     frame = pd.DataFrame(scores.rows)
     frame["objective"] = _objectives(frame)
     recipe = _choose(frame, scores, run, window)
+    chosen = _recipe_candidates(recipe, scores)
+    scores.candidate_sets.clear()
     blends = _blend_prior(recipe, scores, run, _valid_prior(valid_sets[recipe["embedder"]]))
     scores.kept.clear()
     if blends:
         frame = pd.concat([frame, pd.DataFrame(blends)], ignore_index=True)
         frame["objective"] = _objectives(frame)
-    return _mark_selected(frame, recipe), recipe
+    return _mark_selected(frame, recipe), recipe, chosen
+
+
+def _recipe_candidates(recipe: Mapping[str, Any], scores: _GridScores) -> RecipeCandidates:
+    """The grid's candidate sets of the recipe's LightGBM cells."""
+    labelled, features = {}, {}
+    for choice in recipe["aspects"].values():
+        key = (int(choice["k"]), choice.get("candidates") or "knn")
+        held = scores.candidate_sets.get((recipe["embedder"],) + key)
+        if choice["variant"] == "lgbm" and held is not None:
+            labelled[key], features[key] = held
+    return RecipeCandidates(labelled, features)
 
 
 def _selection(grid: SelectionGrid | Mapping[str, Any], train_sets: Mapping[str, CandidateSource],
-               valid_sets: Mapping[str, CandidateSource], scorer: Scorer | None, ontology: Any,
-               aspects: Sequence[str]) -> _Selection:
+               valid_sets: Mapping[str, CandidateSource], scorer: Scorer | None = None, ontology: Any = None,
+               aspects: Sequence[str] = ASPECTS) -> _Selection:
     """The checked grid and scorer; every embedder of the grid must have a TRAIN and a VALID source."""
     spec = SelectionGrid.coerce(grid)
     if scorer is None:
@@ -255,6 +292,7 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
         valid_features = restrict_sources(built["all"][1], cand)
         candidate_set = _CandidateSet(k, cand, _labelled(embedder.train, restrict_sources(built["all"][0], cand)),
                                       valid_features, _labelled(embedder.valid, valid_features))
+        scores.candidate_sets[(embedder.name, k, cand)] = (candidate_set.train_labelled, valid_features)
         for fset in spec.feature_sets:
             for pid in range(len(spec.lgbm_params)):
                 _score_lgbm_cell(run, embedder, candidate_set, (fset, pid), scores, fits)
