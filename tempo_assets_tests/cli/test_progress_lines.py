@@ -7,7 +7,8 @@ import time
 import dagster as dg
 import pytest
 
-from tempo_assets.cli.graph_cmd import ProgressWatch, ensure_dagster_home
+from tempo_assets.cli.graph_cmd import ensure_dagster_home
+from tempo_assets.cli.progress_watch import ProgressWatch
 from tempo_assets.core.base.progress import Progress
 
 

@@ -11,7 +11,7 @@ import pytest
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.selection import CandidateSource, recipe_hash, select_recipe
 from tempo_assets.core.recipe.valid_grid import GRID_COLUMNS, SelectionGrid, cafa_scorer
-from tempo_assets.core.recipe.frozen_recipe import apply_recipe
+from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, apply_recipe
 
 FAMILIES = 6
 MODES = ("NK", "LK", "PK")
@@ -461,5 +461,5 @@ def test_the_candidates_the_grid_hands_on_are_those_the_recipe_would_build():
     again = fit_rerankers(recipe, t, v)
     assert {a: m.model_text() for a, m in fitted.items()} == {a: m.model_text() for a, m in again.items()}
     scored = CandidateSource(v.neighbours, v.corpus_annotations, hits=v.hits, nonexp=v.nonexp)
-    pd.testing.assert_frame_equal(apply_recipe(recipe, scored, t, rerankers=fitted, features=built.features),
-                                  apply_recipe(recipe, scored, t, rerankers=again))
+    pd.testing.assert_frame_equal(apply_recipe(recipe, scored, t, built=BuiltForRecipe(fitted, built.features)),
+                                  apply_recipe(recipe, scored, t, built=BuiltForRecipe(rerankers=again)))

@@ -12,27 +12,23 @@ from tempo_assets.core.recipe.baselines import naive_term_scores
 from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits
 from tempo_assets.core.recipe.candidates import CandidateSource
 from tempo_assets.core.neighbours.knn import knn_term_scores
-from tempo_assets.core.recipe.frozen_recipe import apply_recipe
+from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, apply_recipe
 
 
 def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
                        targets: pd.DataFrame, k_plain: int, ontology=None,
-                       rerankers: Mapping[str, Any] | None = None,
-                       features: Mapping[tuple[int, str], pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
+                       built: BuiltForRecipe = BuiltForRecipe()) -> dict[str, pd.DataFrame]:
     """Predictions of the frozen recipe, plain KNN (``k_plain``) and the naive baseline.
 
     All three use the same neighbours and corpus of ``source``; ``train_source`` holds the
-    labelled candidates the recipe's rerankers are refit on; ``targets`` (``protein, aspect``)
-    are the proteins the naive baseline scores; ``ontology`` (the candidate release's) makes the
-    recipe's scores consistent with it (``apply_recipe``); ``rerankers`` (aspect -> the recipe's rerankers
-    already fitted on ``train_source``, e.g. the frozen ones of ``core.pipeline.frozen_rerankers``) are
-    used as they are, else they are fitted here; ``features`` (``apply_recipe``'s) are ``source``'s candidates
-    already built.
+    labelled candidates the recipe's rerankers are refit on (unless ``built`` has them fitted);
+    ``targets`` (``protein, aspect``) are the proteins the naive baseline scores; ``ontology`` (the
+    candidate release's) makes the recipe's scores consistent with it (``apply_recipe``).
     """
 
     return {
         "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology,
-                               rerankers=rerankers, features=features),
+                               built=built),
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }

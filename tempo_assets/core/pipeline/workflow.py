@@ -29,7 +29,7 @@ from tempo_assets.core.evaluation.scoring import (
 )
 from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe_candidates
 from tempo_assets.core.recipe.valid_grid import cafa_scorer
-from tempo_assets.core.recipe.frozen_recipe import apply_recipe, fit_rerankers
+from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, apply_recipe, fit_rerankers
 from tempo_assets.core.base.windows import Window
 from tempo_assets.core.pipeline.frozen_rerankers import kept_rerankers
 from tempo_assets.core.pipeline.corpus_neighbours import neighbours_of, recipe_hits, term_depths
@@ -178,7 +178,7 @@ def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_sour
     for i in range(n_chunks):
         scored = replace(source, neighbours=neighbours(i), hits=hits(i), nonexp=nonexp(i))
         yield apply_recipe(recipe, scored, train_source, proteins=ordered[i * int(chunk):(i + 1) * int(chunk)],
-                           ontology=ontology, rerankers=rerankers)
+                           ontology=ontology, built=BuiltForRecipe(rerankers=rerankers))
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, queries: Queries
     proteins = targets["protein"].unique()
     source = candidate_source(trained.release(), queries, proteins, max(ks))
     methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology,
-                                 rerankers=trained.rerankers)
+                                 built=BuiltForRecipe(rerankers=trained.rerankers))
     methods["blast"] = _blast_by_group(trained, queries, proteins, config)
     methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
     return methods
@@ -304,7 +304,8 @@ def select_on_valid(grid: Mapping[str, Any], window: Window, release: CandidateR
     # once per window: frozen with the recipe, read on TEST; on the candidates the grid built for its cells
     rerankers = fit_rerankers(recipe, labels, valid, labelled=built.labelled)
     methods = method_predictions(recipe, valid, labels, scored_growth.targets, k_plain=min(ks),
-                                 ontology=ontology_t_minus_1, rerankers=rerankers, features=built.features)
+                                 ontology=ontology_t_minus_1,
+                                 built=BuiltForRecipe(rerankers=rerankers, features=built.features))
     summary, _ = score_methods(scoring.eval_ontology, scored_growth.targets, scored_growth.ground_truth,
                                scored_growth.known, methods, ScoringOptions(n_boot=0, lafa=lafa), toi=toi)
     return ValidSelection(grid=grid_frame, recipe=recipe, valid_counts=growth.counts(), valid_summary=summary,
@@ -341,7 +342,7 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
         scored, toi, _ = lafa_growth(growth, release.ontology, scoring.ontology_t1)
     source = candidate_source(release, Queries(embedded), scored.targets["protein"].unique(), max(ks))
     methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=release.ontology,
-                                 rerankers=scoring.rerankers)
+                                 built=BuiltForRecipe(rerankers=scoring.rerankers))
     options = ScoringOptions(lafa=lafa, n_boot=scoring.n_boot, seed=scoring.seed, ci_metrics=("fmax_oracle",))
     summary, curves = score_methods(scoring.eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
                                     options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe),

@@ -9,7 +9,7 @@ cutoff's labels.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -58,6 +58,17 @@ def fit_rerankers(recipe: Mapping[str, Any], train: CandidateSource,
     return models
 
 
+@dataclass(frozen=True)
+class BuiltForRecipe:
+    """What the recipe's scoring is handed already built: ``rerankers`` (aspect -> the recipe's rerankers
+    fitted on its TRAIN source, e.g. the frozen ones of ``core.pipeline.frozen_rerankers``; None: fitted
+    by ``apply_recipe``) and ``features`` (``(K, candidate set)`` -> the scored source's candidates as the
+    VALID grid built them, ``selection.RecipeCandidates``; None or a missing key: built by ``apply_recipe``)."""
+
+    rerankers: Mapping[str, Any] | None = None
+    features: Mapping[tuple[int, str], pd.DataFrame] | None = None
+
+
 def apply_recipe(
     recipe: Mapping[str, Any],
     scored: CandidateSource,
@@ -65,9 +76,8 @@ def apply_recipe(
     *,
     proteins: Sequence[str] | None = None,
     ontology: Any = None,
-    rerankers: Mapping[str, Any] | None = None,
     embedder: str | None = None,
-    features: Mapping[tuple[int, str], pd.DataFrame] | None = None,
+    built: BuiltForRecipe = BuiltForRecipe(),
 ) -> pd.DataFrame:
     """Score new candidates with a frozen recipe, its rerankers fitted on ``train``.
 
@@ -92,13 +102,12 @@ def apply_recipe(
     ontology : Ontology of the scored candidates' release, optional
         Each aspect's scores are made consistent with it (:func:`consistent`) before the prior is
         blended in, as ``select_recipe`` scored them on VALID.
-    rerankers : mapping aspect -> reranker, optional
-        :func:`fit_rerankers` of this recipe, fitted once for scoring many protein chunks; default
-        fitted here on ``train``.
     embedder : str, optional
         When given, must equal the recipe's embedder.
-    features : mapping (K, candidate set) -> ``scored``'s candidates, optional
-        Those already built (``selection.RecipeCandidates``); the others are built here.
+    built : BuiltForRecipe, optional
+        ``rerankers``: :func:`fit_rerankers` of this recipe, fitted once for scoring many protein
+        chunks (default: fitted here on ``train``); ``features``: ``scored``'s candidates per
+        (K, candidate set) already built (``selection.RecipeCandidates``; the others are built here).
 
     Returns
     -------
@@ -106,9 +115,8 @@ def apply_recipe(
     aspect, term. ``tau`` is not applied: it stays in the recipe for reporting.
     """
     _check_recipe(recipe, embedder)
-    if rerankers is None:
-        rerankers = fit_rerankers(recipe, train, scored)
-    features = dict(features or {})  # candidates per (K, candidate set), shared by aspects
+    rerankers = built.rerankers if built.rerankers is not None else fit_rerankers(recipe, train, scored)
+    features = dict(built.features or {})  # candidates per (K, candidate set), shared by aspects
     outputs = []
     for aspect, choice in sorted(recipe["aspects"].items()):
         scores = consistent(_aspect_scores(scored, (aspect, choice), rerankers, features), ontology)
