@@ -431,6 +431,15 @@ def test_recipe_profile_defaults_to_cafaeval_and_refuses_another():
         recipe_profile({"profile": "cafa"})
 
 
+def three_ks_two_candidate_sets():
+    """TRAIN and VALID sources of one embedder and a grid of 3 K x 2 candidate sets (6 sets) of one LightGBM setting."""
+    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
+    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
+    grid = {"ks": (5, 10, 25), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5,
+            "candidate_sets": ("knn", "knn+diamond+goa+prior")}
+    return train, valid, grid
+
+
 def test_the_candidates_the_grid_hands_on_are_those_the_recipe_would_build():
     # select_on_valid fits the recipe's rerankers and scores VALID on the candidates the grid built for the
     # recipe's cells: they must be the very frames fit_rerankers and apply_recipe build themselves
@@ -442,10 +451,7 @@ def test_the_candidates_the_grid_hands_on_are_those_the_recipe_would_build():
     from tempo_assets.core.recipe.selection import select_recipe_candidates
     from tempo_assets.core.recipe.valid_grid import _labelled
 
-    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
-    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
-    grid = {"ks": (5, 10, 25), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5,
-            "candidate_sets": ("knn", "knn+diamond+goa+prior")}
+    train, valid, grid = three_ks_two_candidate_sets()
     _, recipe, built = select_recipe_candidates(grid, train_sets=train, valid_sets=valid,
                                                 scorer=flat_fmax_scorer, window="w")
     assert recipe == select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")[1]
@@ -463,3 +469,24 @@ def test_the_candidates_the_grid_hands_on_are_those_the_recipe_would_build():
     scored = CandidateSource(v.neighbours, v.corpus_annotations, hits=v.hits, nonexp=v.nonexp)
     pd.testing.assert_frame_equal(apply_recipe(recipe, scored, t, built=BuiltForRecipe(fitted, built.features)),
                                   apply_recipe(recipe, scored, t, built=BuiltForRecipe(rerankers=again)))
+
+
+def test_the_grid_holds_at_most_one_candidate_set_per_aspect_while_it_runs(monkeypatch):
+    # the grid's candidate sets are let go of once no aspect's best LightGBM cell is in them: holding every
+    # set until the recipe was chosen made valid_selection's peak on data/'s W2 1.41-1.44 -> 1.64-1.68 GB
+    from tempo_assets.core.recipe import selection
+    from tempo_assets.core.recipe.selection import select_recipe_candidates
+
+    held, hold = [], selection._hold_if_best
+
+    def counted(scores, *args):
+        hold(scores, *args)
+        held.append(len(scores.candidate_sets))
+
+    monkeypatch.setattr(selection, "_hold_if_best", counted)
+    train, valid, grid = three_ks_two_candidate_sets()
+    _, recipe, built = select_recipe_candidates(grid, train_sets=train, valid_sets=valid,
+                                                scorer=flat_fmax_scorer, window="w")
+    assert len(held) == 6 and max(held) <= len(recipe["aspects"]) < 6, held
+    chosen = {(int(c["k"]), c["candidates"]) for c in recipe["aspects"].values() if c["variant"] == "lgbm"}
+    assert chosen and set(built.features) == chosen

@@ -112,8 +112,10 @@ class _GridScores:
     kept: dict[tuple, pd.DataFrame] = field(default_factory=dict)
     scorers: dict[str, _CellScorer] = field(default_factory=dict)
     n_targets: dict[tuple[str, str], int] = field(default_factory=dict)
-    # (embedder, K, candidate set) -> its labelled TRAIN rows and VALID features, for the recipe's cells
+    # (embedder, K, candidate set) -> its labelled TRAIN rows and VALID features, held while one of its
+    # LightGBM cells is the best so far in an aspect (``_hold_if_best``), for the recipe's cells
     candidate_sets: dict[tuple, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict)
+    best_lgbm: dict[tuple[str, str], tuple[float, tuple]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -292,10 +294,34 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
         valid_features = restrict_sources(built["all"][1], cand)
         candidate_set = _CandidateSet(k, cand, _labelled(embedder.train, restrict_sources(built["all"][0], cand)),
                                       valid_features, _labelled(embedder.valid, valid_features))
-        scores.candidate_sets[(embedder.name, k, cand)] = (candidate_set.train_labelled, valid_features)
+        first_row = len(scores.rows)
         for fset in spec.feature_sets:
             for pid in range(len(spec.lgbm_params)):
                 _score_lgbm_cell(run, embedder, candidate_set, (fset, pid), scores, fits)
+        _hold_if_best(scores, (embedder.name, k, cand), (candidate_set.train_labelled, valid_features),
+                      scores.rows[first_row:])
+
+
+def _hold_if_best(scores: _GridScores, key: tuple, candidates: tuple[pd.DataFrame, pd.DataFrame],
+                  rows: list[dict[str, Any]]) -> None:
+    """Hold one candidate set's ``candidates`` while one of its LightGBM cells (``rows``) is the best so
+    far of its embedder in an aspect, and let go of those no aspect's best is in: the sets are scored in
+    ``_best_cell``'s tie order (K, then the grid's candidate sets), so a later set takes an aspect only
+    with a higher objective, and the recipe's LightGBM cells are among those held at the end (at most one
+    set per aspect held, not the whole grid's)."""
+    if not rows:
+        return
+    cells = pd.DataFrame(rows)
+    cells["objective"] = _objectives(cells)
+    for aspect, objective in cells.groupby("aspect")["objective"].max().items():
+        best = scores.best_lgbm.get((key[0], aspect))
+        if np.isfinite(objective) and (best is None or objective > best[0]):
+            scores.best_lgbm[(key[0], aspect)] = (float(objective), key)
+    held = {best_key for _, best_key in scores.best_lgbm.values()}
+    if key in held:
+        scores.candidate_sets[key] = candidates
+    for gone in [k for k in scores.candidate_sets if k not in held]:
+        del scores.candidate_sets[gone]
 
 
 def _missing_rows(run: _Selection, embedder: _EmbedderCells, k: int, cand: str,
