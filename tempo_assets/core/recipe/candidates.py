@@ -201,14 +201,6 @@ class _CorpusCodes:
     t: np.ndarray
     uniques: tuple[np.ndarray, np.ndarray, np.ndarray]  # the protein, aspect and term ids by code
 
-    @classmethod
-    def of(cls, corpus: pd.DataFrame) -> "_CorpusCodes":
-        # factorised as they are held (Arrow strings: pyarrow's dictionary encoding, no Python string per row)
-        (p, p_ids), (a, a_ids), (t, t_ids) = (pd.factorize(corpus[c], use_na_sentinel=False)
-                                              for c in ("protein", "aspect", "term"))
-        return cls(p.astype(np.int64), a.astype(np.int64), t.astype(np.int64),
-                   tuple(np.asarray(ids, dtype=object) for ids in (p_ids, a_ids, t_ids)))
-
 
 def _rows_of(corpus: pd.DataFrame, proteins: pd.Series) -> pd.DataFrame:
     """The corpus rows of ``proteins``, in corpus order: what a join on them reads, without hashing the whole corpus."""
@@ -447,11 +439,11 @@ class _JointCodes:
 
 
 def _per_candidate(out: pd.DataFrame, neighbours: pd.DataFrame, corpus: pd.DataFrame, weights: tuple,
-                   k: int | None, coded: _CorpusCodes | None = None) -> pd.DataFrame:
+                   k: int | None, coded: _CorpusCodes) -> pd.DataFrame:
     """The features every candidate has whatever proposed it: leave-one-out prior and IA, depth, counts
     (on integer codes of the ids; ``corpus`` holds each (protein, term, aspect) once; ``coded``: its codes)."""
     ia, term_depth = weights
-    codes = _JointCodes.of(out, coded if coded is not None else _CorpusCodes.of(corpus))
+    codes = _JointCodes.of(out, coded)
     n_a, n_t = len(codes.uniques[1]), len(codes.uniques[2])
     out_pat, corpus_pat = codes.keys(term=True)
     out_pa, corpus_pa = codes.keys(term=False)
