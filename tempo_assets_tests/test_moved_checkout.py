@@ -57,6 +57,18 @@ def status_lines(checkout: Path, graph) -> list[str]:
     return run_in(checkout, graph, "-m", "tempo_assets.cli.main", "status").stdout.splitlines()
 
 
+def status_here(graph, monkeypatch, capsys) -> list[str]:
+    """``tempo status`` of this checkout against ``graph``, in this process (its code is the one imported)."""
+    from tempo_assets.cli.main import main
+
+    with monkeypatch.context() as env:
+        for name, value in graph.env.items():
+            env.setenv(name, value)
+        capsys.readouterr()
+        assert main(["status"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
 RERUN = """
 import dagster as dg
 from tempo_assets.definitions import defs
@@ -66,13 +78,14 @@ assert result.success
 """
 
 
-def test_a_moved_checkout_reruns_a_release_job_to_the_same_bytes_and_status(demo_build, tmp_path):
+def test_a_moved_checkout_reruns_a_release_job_to_the_same_bytes_and_status(demo_build, tmp_path, monkeypatch,
+                                                                            capsys):
     here = graph_from(demo_build, tmp_path / "here" / "graph")
     there = graph_from(demo_build, tmp_path / "somewhere" / "else" / "graph")
     clone = checkout_copy(tmp_path / "another" / "checkout")
     try:
         release = here.plan.releases[0]
-        before, status_before = stored(here), status_lines(REPO, here)
+        before, status_before = stored(here), status_here(here, monkeypatch, capsys)
         assert before and all(" ok " in line or " missing " in line for line in status_before), status_before
         rerun = run_in(clone, there, "-c", RERUN.format(release=release))
         assert str(clone / "tempo_assets") in rerun.stdout  # the moved checkout's code ran

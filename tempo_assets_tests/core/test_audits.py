@@ -17,7 +17,6 @@ from tempo_assets.core.recipe.features import candidate_features
 from tempo_assets.core.labels.ia import ia_counts, information_accretion
 from tempo_assets.core.inputs.ontology import parse_obo
 from tempo_assets_tests.core.obo_fixtures import random_terms, write_obo
-from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 
 
 
@@ -164,13 +163,15 @@ def test_sample_is_seeded_and_bounded(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_data_features_pass_the_golden_rule_with_ia():
+def test_real_data_features_pass_the_golden_rule_with_ia(tmp_path_factory):
     """Human 2014-09-29 experimental annotations, GO 2014-10-27: LOO IA passes, a fixed series fails."""
     from tempo_assets.core.labels.annotations import clean_annotations, split_by_evidence
-    from tempo_assets.core.inputs.gaf import read_gaf
+    from tempo_assets_tests.conftest import run_folder
+    from tempo_assets_tests.core.real_archive import real_gaf, real_obo
 
-    ontology = parse_obo(shared(GOA_ARCHIVE / "go" / "go_2014-10-27.obo.gz"))
-    experimental, _ = split_by_evidence(read_gaf(shared(GOA_ARCHIVE / "goa" / "goa_human_2014-09-29.gaf.gz")))
+    folder = run_folder(tmp_path_factory)  # the files parsed once per run (real_archive.py)
+    ontology = real_obo(folder, "go_2014-10-27.obo.gz")
+    experimental, _ = split_by_evidence(real_gaf(folder, "goa_human_2014-09-29.gaf.gz"))
     cleaned, _ = clean_annotations(experimental, ontology)
     corpus = propagate_annotations(cleaned, ontology)
     counts = ia_counts(corpus, ontology)

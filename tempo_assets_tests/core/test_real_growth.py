@@ -8,12 +8,10 @@ from __future__ import annotations
 import pytest
 
 from tempo_assets.core.labels.annotations import experimental_annotations, split_by_evidence
-from tempo_assets.core.inputs.fasta import read_fasta
-from tempo_assets.core.inputs.gaf import read_gaf
 from tempo_assets.core.labels.growth import align_terms, annotation_growth, write_ground_truth
 from tempo_assets.core.labels.ia import information_accretion
-from tempo_assets.core.inputs.ontology import parse_obo
-from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
+from tempo_assets_tests.conftest import run_folder
+from tempo_assets_tests.core.real_archive import real_fasta, real_gaf, real_obo
 
 ASPECTS = ("BP", "MF", "CC")
 
@@ -21,13 +19,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def real():
-    archive = shared(GOA_ARCHIVE)
-    gaf_a = read_gaf(shared(archive / "goa" / "goa_human_2014-09-29.gaf.gz"))
-    gaf_b = read_gaf(shared(archive / "goa" / "goa_human_2019-01-14.gaf.gz"))
-    obo_a = parse_obo(shared(archive / "go" / "go_2014-10-27.obo.gz"))
-    obo_b = parse_obo(shared(archive / "go" / "go_2019-01-27.obo.gz"))
-    sequences = read_fasta(shared(archive / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz"))
+def real(tmp_path_factory):
+    folder = run_folder(tmp_path_factory)  # the files parsed once per run (real_archive.py)
+    gaf_a = real_gaf(folder, "goa_human_2014-09-29.gaf.gz")
+    gaf_b = real_gaf(folder, "goa_human_2019-01-14.gaf.gz")
+    obo_a = real_obo(folder, "go_2014-10-27.obo.gz")
+    obo_b = real_obo(folder, "go_2019-01-27.obo.gz")
+    sequences = real_fasta(folder)
     old, report_a = experimental_annotations(gaf_a, obo_a)
     new, report_b = experimental_annotations(gaf_b, obo_b)
     aligned, align_report = align_terms(old, obo_b)
