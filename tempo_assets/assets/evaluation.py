@@ -180,7 +180,7 @@ def test_growth(
 
 
 @dg.asset(
-    code_version="1",
+    code_version="2",  # 2: the recipe's predictions at t0 on every TEST growth target kept (benchmark reads them)
     partitions_def=WINDOWS, group_name="scoring", pool=TEST_POOL, output_required=False,
     # test_growth and the ontology (t1) are read through the store after the claim (deferred_in)
     ins={"frozen_recipe": role_in("valid", dg.IdentityPartitionMapping()),
@@ -198,7 +198,8 @@ def test_score(
     reranker_labels: ArtefactSet, ia_weights: ArtefactSet, embeddings: ArtefactSet,
     sequences: ArtefactSet, release_annotations: ArtefactSet,
 ) -> Iterator[dg.Output]:
-    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe at t0, scored once.
+    """One row per (method, mode, aspect) on TEST (t0, t1]: the frozen recipe at t0, scored once; its
+    predictions on every TEST growth target are kept with the score, and ``benchmark`` reads them.
 
     The recipe reads the corpus, IA and candidate sources of t0; its rerankers are the ones VALID
     fixed its thresholds for, trained on the TRAIN labels (``Window.recipe_labels``).
@@ -225,6 +226,7 @@ def test_score(
         profile=recipe_profile(recipe), recipe_hash=frozen_recipe.meta["recipe_hash"],
         recipe_frozen_at=frozen_recipe.meta["written_at"], test_read_at=test_growth.meta["test_read_at"],
         targets=scored.targets, summary=dg.MetadataValue.md(scored.summary_markdown()),
+        recipe_predictions=len(scored.scores.recipe_predictions),
         headline="f_at_valid_tau: F at the recipe's VALID threshold (valid_tau, per mode and aspect)",
         fmax_oracle_label=ORACLE_LABEL, **scalar_metadata(scored.headline),
         **removal_metadata(context, artefact_store, scored.removals)))
@@ -305,6 +307,7 @@ def benchmark(
         bootstrap_samples=int(benchmark_config.bootstrap_samples), **homology_provenance(value.homology),
         report=dg.MetadataValue.path(str(run.report)), table=dg.MetadataValue.md(summary_markdown(value.summary)),
         valid_taus=dg.MetadataValue.md(valid_tau_markdown(value.valid_taus)), valid_tau_source=run.source,
+        recipe_at_t0=run.recipe_source,
         curves=f"images in this partition's observation: {', '.join(sorted(run.images))}"))
 
 

@@ -29,6 +29,14 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
     return {
         "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology,
                                built=built),
+        **plain_predictions(source, targets, k_plain),
+    }
+
+
+def plain_predictions(source: CandidateSource, targets: pd.DataFrame, k_plain: int) -> dict[str, pd.DataFrame]:
+    """Plain KNN (``k_plain`` of ``source``'s neighbours) and the naive baseline of ``targets``: they read only
+    ``source``'s neighbours and corpus annotations."""
+    return {
         "knn": knn_term_scores(source.neighbours, source.corpus_annotations, k=k_plain),
         "naive": naive_term_scores(source.corpus_annotations, targets[["protein", "aspect"]]),
     }

@@ -7,7 +7,7 @@ The asset reads its inputs (:class:`WindowArtefacts`), calls :func:`run_benchmar
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,6 +33,7 @@ from tempo_assets.core.pipeline.workflow import (
 )
 from tempo_assets.core.storage.artefact_types import Benchmark
 from tempo_assets.core.storage.artefacts import Artefact, ArtefactSet
+from tempo_assets.core.storage.staleness import read_refs, ref
 
 BASELINES = ("naive", "blast", "knn", "goa_nonexp")
 
@@ -41,13 +42,15 @@ BASELINES = ("naive", "blast", "knn", "goa_nonexp")
 class MethodsAt:
     """Every method trained at ``cutoff`` asked about ``targets`` (``queries``: their embeddings, sequences
     and DIAMOND groups); the recipe's rerankers on the labels of ``labels_at`` (default ``cutoff``;
-    ``Window.recipe_labels`` at t0): ``rerankers`` when given (the frozen ones), else fitted on them."""
+    ``Window.recipe_labels`` at t0): ``rerankers`` when given (the frozen ones), else fitted on them; the
+    recipe's predictions of ``targets`` are ``recipe_predictions`` when given (test_score's), else made here."""
 
     cutoff: str
     queries: Queries
     targets: pd.DataFrame
     labels_at: str | None = None
     rerankers: Mapping[str, Any] | None = None
+    recipe_predictions: pd.DataFrame | None = None
 
 
 class ReadOnce:
@@ -70,18 +73,43 @@ class ReadOnce:
         return held[1]
 
 
+def trained_reads(inputs: Sequence[ArtefactSet], at: MethodsAt, reads: ReadOnce) -> list[Artefact]:
+    """What every method trained at ``at.cutoff`` reads (``inputs`` in ``TrainedAt``'s field order, the labels
+    of ``at.labels_at``), through ``reads``."""
+    names = [field.name for field in fields(TrainedAt) if field.name not in ("rerankers", "recipe_predictions")]
+    return [reads.get(artefacts, at.labels_at if name == "labels" and at.labels_at else at.cutoff)
+            for name, artefacts in zip(names, inputs, strict=True)]
+
+
 def methods_at(recipe: Mapping[str, Any], inputs: Sequence[ArtefactSet], at: MethodsAt, ks,
                baseline: BaselineConfig, reads: ReadOnce | None = None) -> tuple[dict, list[Artefact]]:
     """Every method trained at ``at.cutoff`` (corpus, labels, annotations, ontology, sequences as of it,
     ``inputs`` in ``TrainedAt``'s field order), and the artefacts it read (through ``reads`` when
     given); the recipe's rerankers are ``at.rerankers`` when given (frozen ones, fitted on the labels
-    read here), else fitted on the labels."""
-    names = [field.name for field in fields(TrainedAt) if field.name != "rerankers"]
-    reads = reads or ReadOnce()
-    read = [reads.get(artefacts, at.labels_at if name == "labels" and at.labels_at else at.cutoff)
-            for name, artefacts in zip(names, inputs, strict=True)]
-    trained = TrainedAt(*(artefact.value for artefact in read), rerankers=at.rerankers)
+    read here), else fitted on the labels; its predictions ``at.recipe_predictions`` when given."""
+    read = trained_reads(inputs, at, reads or ReadOnce())
+    trained = TrainedAt(*(artefact.value for artefact in read), rerankers=at.rerankers,
+                        recipe_predictions=at.recipe_predictions)
     return every_method(recipe, trained, at.queries, at.targets, ks, baseline), read
+
+
+def stored_recipe_predictions(artefacts: WindowArtefacts, at_t0: Sequence[Artefact],
+                              window: str) -> tuple[pd.DataFrame | None, str]:
+    """test_score's predictions of the frozen recipe at t0 on every TEST growth target, and where the
+    benchmark's recipe rows come from; ``None`` (the recipe is applied again) when test_score holds none (a
+    score stored before they were kept) or read another version of the recipe, the TEST growth or any
+    artefact the recipe reads at t0 (``at_t0``) than this benchmark reads."""
+    score = artefacts.test_score
+    stored = score.value.get("recipe_predictions")
+    if stored is None:
+        return None, f"applied here at t0: test_score[{window}] was stored before it kept the recipe's predictions"
+    used = read_refs(score.meta.get("sources") or [])
+    differ = sorted(name for name, sha in ((ref(a.meta.get("asset"), a.meta.get("partition")), a.meta.get("sha256"))
+                                           for a in (artefacts.frozen_recipe, artefacts.test_growth, *at_t0))
+                    if used.get(name) != sha)
+    if differ:
+        return None, f"applied here at t0: test_score[{window}] read other versions of {', '.join(differ)}"
+    return stored, f"test_score[{window}]: the recipe's predictions at t0 it stored"
 
 
 @dataclass(frozen=True)
@@ -159,13 +187,15 @@ class BenchmarkJob:
 @dataclass(frozen=True)
 class BenchmarkRun:
     """The benchmark ``value``, the artefacts it read, its curve images (Markdown per mode), the VALID data
-    its thresholds came from (``source``) and the written ``report``."""
+    its thresholds came from (``source``), the written ``report`` and where the recipe's predictions at t0
+    came from (``recipe_source``: test_score's stored ones, or applied here)."""
 
     value: Benchmark
     read: list[Artefact]
     images: dict[str, str]
     source: str
     report: Path
+    recipe_source: str = ""
 
 
 def _read_at(job: BenchmarkJob, reads: ReadOnce) -> dict[str, Artefact]:
@@ -214,6 +244,10 @@ def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], cells: tuple, re
 
     newest = MethodsAt(w.t0, Queries(at["emb_t0"].value, sequences_t0), test.targets, labels_at=w.recipe_labels,
                        rerankers=frozen_on(w.recipe_labels))
+    # the recipe at t0 on the TEST targets is what test_score applied: read, not applied again
+    stored, recipe_source = stored_recipe_predictions(job.artefacts, [*trained_reads(inputs, newest, reads),
+                                                                      at["emb_t0"]], w.key)
+    newest = replace(newest, recipe_predictions=stored)
     methods, read = methods_at(job.recipe, inputs, newest, s.ks, s.baseline, reads)
     status, registered, records = registered_methods(job.archive_root, w, job.artefacts.method_predictions)
     embedded, sequences, targets, groups = union_query(
@@ -224,7 +258,8 @@ def _predictions(job: BenchmarkJob, at: Mapping[str, Artefact], cells: tuple, re
     methods.update(registered.at_t0)  # registered methods: their stored predictions at t0 and t-1
     older.update(registered.at_t_minus_1)
     predictions = WindowPredictions(methods, older, job.recipe)
-    return predictions, (status, registered.notes), read + read_older + list(records.values()), sequences_t0
+    return predictions, (status, registered.notes, recipe_source), read + read_older + list(records.values()), \
+        sequences_t0
 
 
 def _write_report(job: BenchmarkJob, value: Benchmark, source: str) -> tuple[dict[str, str], Path]:
@@ -252,7 +287,7 @@ def run_benchmark(job: BenchmarkJob) -> BenchmarkRun:
     at = _read_at(job, reads)
     profiles = _profiles(job, at)
     test, valid = profiles[-1]  # cafaeval: every growth target (LAFA's are a subset)
-    predictions, (status, notes), read, sequences_t0 = _predictions(job, at, (test, valid), reads)
+    predictions, (status, notes, recipe_source), read, sequences_t0 = _predictions(job, at, (test, valid), reads)
     source = (f"valid_evaluation_set[{w.key}]: VALID growth ({w.t_minus_1}, {w.t0}], "
               f"every method trained at {w.t_minus_1}")
     homology = window_homology(test.targets, sequences_t0, reads.get(a.knn_corpus, w.t0).value, at["seq_t0"].value,
@@ -261,4 +296,4 @@ def run_benchmark(job: BenchmarkJob) -> BenchmarkRun:
                              WindowNotes(notes=notes, method_status=status, homology=homology))
     images, report = _write_report(job, value, source)
     read += [a.test_growth, a.test_score, a.frozen_recipe, a.valid_evaluation_set] + list(at.values())
-    return BenchmarkRun(value, read, images, source, report)
+    return BenchmarkRun(value, read, images, source, report, recipe_source)

@@ -34,7 +34,7 @@ from tempo_assets.core.base.windows import Window
 from tempo_assets.core.pipeline.frozen_rerankers import kept_rerankers
 from tempo_assets.core.pipeline.corpus_neighbours import neighbours_of, recipe_hits, term_depths
 from tempo_assets.core.pipeline.recipe_predictions import (
-    SUBMISSION_CHUNK_PROTEINS, blast_predictions, method_predictions,
+    SUBMISSION_CHUNK_PROTEINS, blast_predictions, method_predictions, plain_predictions,
 )
 from tempo_assets.core.pipeline.benchmark_inputs import (
     TestTargets, WindowHomology, mark_rows, merge_embeddings, restrict, valid_taus,
@@ -191,6 +191,9 @@ class TrainedAt:
     ontology: Any
     sequences: pd.DataFrame
     rerankers: Mapping[str, Any] | None = None  # the recipe's, fitted on ``labels`` (frozen ones); None: fit
+    # the recipe's predictions of the targets already made by the same recipe on the same inputs (test_score's
+    # at t0, ``Scores.recipe_predictions``); None: the recipe is applied here
+    recipe_predictions: pd.DataFrame | None = None
 
     def release(self) -> CandidateRelease:
         """The cutoff's release as the recipe's candidates read it."""
@@ -217,9 +220,13 @@ def every_method(recipe: Mapping[str, Any], trained: TrainedAt, queries: Queries
     """
 
     proteins = targets["protein"].unique()
-    source = candidate_source(trained.release(), queries, proteins, max(ks))
-    methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks), ontology=trained.ontology,
-                                 built=BuiltForRecipe(rerankers=trained.rerankers))
+    if trained.recipe_predictions is None:
+        source = candidate_source(trained.release(), queries, proteins, max(ks))
+        methods = method_predictions(recipe, source, trained.labels, targets, k_plain=min(ks),
+                                     ontology=trained.ontology, built=BuiltForRecipe(rerankers=trained.rerankers))
+    else:  # the recipe's predictions were made already: the plain baselines read only the KNN neighbours
+        source = candidate_source(CandidateRelease(trained.corpus, trained.ontology), queries, proteins, max(ks))
+        methods = {"recipe": trained.recipe_predictions, **plain_predictions(source, targets, min(ks))}
     methods["blast"] = _blast_by_group(trained, queries, proteins, config)
     methods["goa_nonexp"] = goa_nonexperimental_scores(trained.annotations["non_experimental"], targets)
     return methods
@@ -332,6 +339,9 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
     F at the threshold the recipe froze on VALID is the headline: per (mode, aspect) the threshold
     maximising F on VALID (``tau_by_mode``, the rule ``benchmark`` applies to every method, so
     both report the same recipe number); the recipe gets bootstrap CIs of it and of the oracle Fmax.
+
+    The recipe is applied to every growth target (``Scores.recipe_predictions``, which ``benchmark``
+    reads for the recipe at t0); the profile's targets are scored.
     """
 
     lafa, toi, scored = recipe_profile(recipe) == "lafa", None, growth
@@ -340,15 +350,22 @@ def score_test(recipe: Mapping[str, Any], growth: Growth, release: CandidateRele
             raise TempoInputError("a recipe selected under lafa is scored under lafa: pass the t1 ontology "
                                   "(terms of interest)", path="score_test.ontology_t1")
         scored, toi, _ = lafa_growth(growth, release.ontology, scoring.ontology_t1)
-    source = candidate_source(release, Queries(embedded), scored.targets["protein"].unique(), max(ks))
-    methods = method_predictions(recipe, source, labels, scored.targets, k_plain=min(ks), ontology=release.ontology,
+    # every growth target, as benchmark's t0 frame asks them (DIAMOND's hits depend on the query set, so the
+    # recipe's predictions are made for the same set there and here); a profile's subset is scored
+    source = candidate_source(release, Queries(embedded), growth.targets["protein"].unique(), max(ks))
+    methods = method_predictions(recipe, source, labels, growth.targets, k_plain=min(ks), ontology=release.ontology,
                                  built=BuiltForRecipe(rerankers=scoring.rerankers))
+    every_target = methods["recipe"]
+    if lafa:  # the profile's targets as if asked alone: the recipe and KNN are per protein, naive per target
+        keep = set(scored.targets["protein"])
+        asked = replace(source, neighbours=source.neighbours[source.neighbours["query"].isin(keep)])
+        methods = {**restrict({"recipe": every_target}, keep), **plain_predictions(asked, scored.targets, min(ks))}
     options = ScoringOptions(lafa=lafa, n_boot=scoring.n_boot, seed=scoring.seed, ci_metrics=("fmax_oracle",))
     summary, curves = score_methods(scoring.eval_ontology, scored.targets, scored.ground_truth, scored.known, methods,
                                     options, ci_methods=["recipe"], taus=recipe_valid_taus(recipe),
                                     toi=None if toi is None else sorted(toi))
-    return Scores(summary=summary, curves=curves, counts=growth.counts(),
-                  excluded_by_sequence=len(growth.removed)), methods
+    return Scores(summary=summary, curves=curves, counts=growth.counts(), excluded_by_sequence=len(growth.removed),
+                  recipe_predictions=every_target), methods
 
 
 def benchmark_targets(growth: EvaluationSet, ontology_t0, ontology_t1, eval_ontology, lafa: bool) -> TestTargets:

@@ -125,12 +125,15 @@ class EvaluationSet(FieldAccess):
 @register_type
 @dataclass(frozen=True, eq=False)
 class Scores(FieldAccess):
-    """One row per (method, mode, aspect) and the threshold curves behind them."""
+    """One row per (method, mode, aspect) and the threshold curves behind them; for ``test_score`` also the
+    frozen recipe's predictions at t0 on every TEST growth target (``protein, term, aspect, score``), which
+    ``benchmark`` reads instead of applying the recipe again (None: a score stored before they were kept)."""
 
     summary: pd.DataFrame
     curves: pd.DataFrame
     counts: pd.DataFrame
     excluded_by_sequence: int = 0
+    recipe_predictions: pd.DataFrame | None = None
 
 
 @register_type
