@@ -5,6 +5,8 @@ test_score's writes and during benchmark, a second instance on one store, and th
 
 The kills are real ``SIGKILL``s the process sends itself at an exact point (``core/base/faults.py``,
 ``TEMPO_FAULT_AT``), so nothing of Python's or Dagster's clean-up runs, as with the OOM killer.
+The launches (killed, signalled, raced, or finishing the work) are real processes; the commands that
+read or release between them run their own code in this process (``cli_here.tempo_here``).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import dagster as dg
 import psutil
 import pytest
 
+from tempo_assets_tests.cli_here import tempo_here
 from tempo_assets_tests.conftest import make_home, subprocess_env, tiny_copy
 from tempo_assets_tests.toolkit import script, tempo, wait_until
 
@@ -27,6 +30,12 @@ def _env(graph, **extra) -> dict:
     env = subprocess_env(graph)
     env.update(extra)
     return env
+
+
+def _here(graph, *args: str) -> subprocess.CompletedProcess:
+    """``tempo ARGS`` on ``graph``, in this process (``cli_here``): the reads and releases between the
+    launches, whose output is what is checked; the launches themselves are real processes."""
+    return tempo_here(*args, env=_env(graph))
 
 
 def _window(graph) -> str:
@@ -45,7 +54,7 @@ def _killed_at(graph, point: str) -> subprocess.CompletedProcess:
 
 
 def _status(graph) -> dict[str, tuple[str, str]]:
-    out = tempo("status", "--json", env=_env(graph))
+    out = _here(graph, "status", "--json")
     assert out.returncode == 0, out.stderr
     return {f"{s['asset']}[{s['partition']}]": (s["state"], s["reason"]) for s in json.loads(out.stdout)}
 
@@ -66,22 +75,22 @@ def test_kill_at_the_test_claim_the_dead_run_is_failed_released_burned_and_the_r
     graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
     window = _window(graph)
     _killed_at(graph, "test_growth:claimed")
-    status = tempo("status", env=_env(graph))
+    status = _here(graph, "status")
     # the run the kill left STARTED is reported failed, naming the process that died
     assert "the process that ran it died" in status.stderr
     line = next(l for l in status.stdout.splitlines() if l.startswith(f"test_growth[{window}]"))
     assert " claimed " in line and "ended without storing test_growth" in line
     assert f"tempo test-claim release {window} --reason" in line
-    audit = tempo("audit-cutoffs", env=_env(graph))
+    audit = _here(graph, "audit-cutoffs")
     assert f"TEST dead [{window}]" in audit.stdout
     # the report advises the state's own command, not a materialize that would be refused
-    report = tempo("report", "--window", window, env=_env(graph))
+    report = _here(graph, "report", "--window", window)
     assert "its TEST is dead" in report.stderr and f"tempo test-claim release {window}" in report.stderr
-    release = tempo("test-claim", "release", window, "--reason", "killed at the claim", env=_env(graph))
+    release = _here(graph, "test-claim", "release", window, "--reason", "killed at the claim")
     assert release.returncode == 0, release.stderr
     finished = _materialize_all(graph)
     assert "burned: window_job" in finished.stdout and "CAFA submission for cutoff" in finished.stdout
-    assert f"TEST burned [{window}]" in tempo("audit-cutoffs", env=_env(graph)).stdout
+    assert f"TEST burned [{window}]" in _here(graph, "audit-cutoffs").stdout
     assert _status(graph)["submission[2018-01-15]"][0] == "ok"
 
 
@@ -110,21 +119,21 @@ def test_kill_after_a_write_or_during_benchmark_is_finished_by_the_next_material
         before = unchecked
     _materialize_all(graph)
     _all_ok(graph)
-    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
     assert [c["state"] for c in claims] == ["scored"]
-    assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout
+    assert "PASS" in _here(graph, "audit-cutoffs").stdout
 
 
 def test_a_second_instance_on_one_store_runs_the_checks_it_never_saw(tiny_build, tmp_path):
     graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
     graph.instance.dispose()
     second = _env(graph, DAGSTER_HOME=str(make_home(tmp_path / "second_home")))
-    states = json.loads(tempo("status", "--json", env=second).stdout)
+    states = json.loads(tempo_here("status", "--json", env=second).stdout)
     unchecked = {f"{s['asset']}[{s['partition']}]" for s in states if s["state"] == "unchecked"}
     assert f"test_score[{_window(graph)}]" in unchecked and len(unchecked) > 10
     finished = tempo("materialize", "--all", env=second)
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    after = json.loads(tempo("status", "--json", env=second).stdout)
+    after = json.loads(tempo_here("status", "--json", env=second).stdout)
     assert {s["state"] for s in after} == {"ok"}, [s for s in after if s["state"] != "ok"]
 
 
@@ -179,16 +188,17 @@ def test_a_dagster_cli_run_killed_after_the_test_read_then_a_jobs_2_step_process
                                 stderr=subprocess.STDOUT, text=True)
     output, _ = launched.communicate(timeout=900)
     assert launched.returncode == -9, f"not killed: rc {launched.returncode}\n{output}"
-    status = tempo("status", env=_env(graph))
+    status = _here(graph, "status")
     assert f"the process that ran it died (pid {launched.pid} on " in status.stderr, status.stderr
     assert _status(graph)[f"test_growth[{window}]"][0] == "unchecked"
     release = tempo("test-claim", "release", window, "--reason", "killed after the read", env=_env(graph))
+    # a subprocess: its stderr is all the script prints, Dagster's log handlers included (one line)
     assert release.returncode == 2 and len(release.stderr.strip().splitlines()) == 1, release.stderr
     assert f"`tempo materialize --window {window}` scores it once" in release.stderr
-    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
     assert [c["state"] for c in claims] == ["read"]
-    assert f"TEST read [{window}]" in tempo("audit-cutoffs", env=_env(graph)).stdout
-    report = tempo("report", "--window", window, env=_env(graph))
+    assert f"TEST read [{window}]" in _here(graph, "audit-cutoffs").stdout
+    report = _here(graph, "report", "--window", window)
     assert f"tempo materialize --window {window}" in report.stdout + report.stderr
 
     killed = tempo("materialize", "--all", "--jobs", "2", env=_env(graph, TEMPO_FAULT_AT="benchmark:started"))
@@ -199,9 +209,9 @@ def test_a_dagster_cli_run_killed_after_the_test_read_then_a_jobs_2_step_process
     assert f"failed: window_job {window}" in killed.stdout and "CAFA submission for cutoff" in killed.stdout
     _materialize_all(graph)
     _all_ok(graph)
-    claims = json.loads(tempo("test-claim", "list", "--json", env=_env(graph)).stdout)
+    claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
     assert [c["state"] for c in claims] == ["scored"]
-    assert "PASS" in tempo("audit-cutoffs", env=_env(graph)).stdout
+    assert "PASS" in _here(graph, "audit-cutoffs").stdout
 
 
 def _kill_9_of_the_launcher(graph) -> None:

@@ -25,8 +25,9 @@ import dagster as dg
 import pytest
 
 from tempo_assets.core.storage.claims import ClaimStore
+from tempo_assets_tests.cli_here import tempo_here
 from tempo_assets_tests.conftest import REPO, TEST_ASSETS, copy_sqlite, tiny_copy
-from tempo_assets_tests.toolkit import script, tempo as run_tempo
+from tempo_assets_tests.toolkit import script
 
 pytestmark = pytest.mark.slow
 
@@ -180,8 +181,10 @@ def fresh(unscored, tmp_path, monkeypatch):
     instance.dispose()
 
 
-def tempo(copy: Copy, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return run_tempo(*args, env=copy.env, timeout=timeout)
+def tempo(copy: Copy, *args: str) -> subprocess.CompletedProcess:
+    """``tempo ARGS`` on the copy, in this process (``cli_here``; the probe watches it as it watches the
+    launches): the audit and the claim commands, whose output and exit status are what is checked."""
+    return tempo_here(*args, env=copy.env)
 
 
 def tempo_instance_limit(copy: Copy):

@@ -1,0 +1,38 @@
+"""``tempo ARGS`` run in this test process: the command's own code, output and exit status, without the
+new interpreter a console script costs (about 2.5 CPU s of imports, and the definitions loaded again).
+
+For the commands that read or settle state after a kill or a concurrent launch (``tempo status``,
+``audit-cutoffs``, ``report``, ``test-claim``, ``init``) in test_recovery.py and test_test_once.py: what
+those tests guard is what the command says, decides and writes, not how it is started. The launches
+that are killed, signalled or raced stay real processes (``toolkit.tempo``, ``script("dagster")``).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+from typing import Mapping
+
+
+def tempo_here(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess:
+    """``tempo ARGS`` with ``os.environ`` replaced by ``env`` for the call (as a subprocess given ``env``
+    would see it; anything the command sets there, such as ``DAGSTER_HOME``, is undone after), its
+    ``sys.stdout`` and ``sys.stderr`` captured. An argparse exit is the exit status, as in the script."""
+    from tempo_assets.cli.main import main
+
+    argv = [str(a) for a in args]
+    saved = dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["tempo", *argv], code, out.getvalue(), err.getvalue())
