@@ -1,8 +1,9 @@
 """A release inserted between two existing ones: what goes stale, what is superseded, what is rebuilt.
 
 A copy of the session's tiny build (four releases, its window scored) gets a fifth release dated
-between its third and fourth (:func:`inserted_release`), dropped into the archive between its neighbours. ``tempo status`` must name exactly the artefacts whose inputs changed
-(``stale``) and the windows that no longer exist (``superseded``); a second materialisation
+between its third and fourth (:func:`inserted_release`), dropped into the archive between its
+neighbours. ``tempo status`` must name exactly the artefacts whose inputs changed (``stale``) and
+the windows that no longer exist (``superseded``); a second materialisation
 rebuilds only those, through the named jobs, and leaves every superseded TEST score as it was,
 byte for byte. The slow variant inserts a release into a copy of ``data/`` with ``tempo release
 derive`` (real-format files) and builds what reads it up to the cutoffs, not the new windows. What is
