@@ -1,11 +1,13 @@
 """A release inserted between two existing ones: what goes stale, what is superseded, what is rebuilt.
 
-The tiny archive is materialised with one release held back, which is then dropped into the
-archive between its neighbours. ``tempo status`` must name exactly the artefacts whose inputs changed
-(``stale``) and the windows that no longer exist (``superseded``); a second materialisation
+A copy of the session's tiny build (four releases, its window scored) gets a fifth release dated
+between its third and fourth (:func:`inserted_release`), dropped into the archive between its
+neighbours. ``tempo status`` must name exactly the artefacts whose inputs changed (``stale``) and
+the windows that no longer exist (``superseded``); a second materialisation
 rebuilds only those, through the named jobs, and leaves every superseded TEST score as it was,
 byte for byte. The slow variant inserts a release into a copy of ``data/`` with ``tempo release
-derive`` (real-format files) and builds what reads it up to the cutoffs, not the new windows.
+derive`` (real-format files) and builds what reads it up to the cutoffs, not the new windows. What is
+rebuilt does not depend on the reports' PNGs: their figures are drawn, not rendered (``unrendered.py``).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -21,9 +24,11 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.cli.graph_cmd import plan_steps, run_steps
 from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
 from tempo_assets.core.inputs.releases import open_archive
-from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
-from tempo_assets_tests.conftest import graph_from, materialise_archive, tiny_benchmark_config
+from tempo_assets.core.inputs.new_releases import ReleaseRequest, add_release
+from tempo_assets_tests.assets.tiny_archive import RELEASES, write_gaf, write_obo
+from tempo_assets_tests.conftest import graph_from, tiny_copy
 from tempo_assets_tests.toolkit import tempo as run_tempo
+from tempo_assets_tests.unrendered import unrendered_figures
 
 # every test materialises a graph: the tiny archive's (module fixture), or a copy of data/'s
 pytestmark = pytest.mark.slow
@@ -138,25 +143,50 @@ def check_insertion(graph, inserted: str, old_windows: list[str]) -> dict:
     return seen
 
 
+INSERTED = "2017-07-15"  # between the tiny build's RELEASES[2] and RELEASES[3]
+
+
+def gaf_rows(path: Path) -> list[tuple]:
+    """``(protein, term, aspect, evidence, day)`` of each row of a tiny archive's GAF (``write_gaf``'s rows)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [(c[1], c[4], c[8], c[6], c[13]) for c in (line.split("\t") for line in lines if not line.startswith("!"))]
+
+
+def inserted_release(build_archive: Path, root: Path) -> Path:
+    """The release folder of :data:`INSERTED`: the annotations of ``RELEASES[3]`` of ``build_archive`` dated on or
+    before ``RELEASES[2]``, and every other row it added, dated :data:`INSERTED` (so each pair it holds is in the
+    next release too, and each of the two years still grows); its GO and FASTA as the tiny archive writes them."""
+    nxt = build_archive / "releases" / RELEASES[3]
+    previous = int(RELEASES[2].replace("-", ""))
+    rows = gaf_rows(next(nxt.glob("*.gaf")))
+    old = [row for row in rows if int(row[4]) <= previous]
+    added = [row for row in rows if int(row[4]) > previous]
+    src = root / "src"
+    src.mkdir(parents=True)
+    gaf, obo = src / f"goa_{INSERTED}.gaf", src / f"go_{INSERTED}.obo"
+    write_gaf(gaf, INSERTED, old + [(*row[:4], INSERTED.replace("-", "")) for row in added[::2]])
+    write_obo(obo, INSERTED)
+    archive = root / "archive"
+    add_release(archive, ReleaseRequest(INSERTED, [gaf], obo, fasta=next(nxt.glob("*.fasta")), fasta_date=RELEASES[0]))
+    return archive / "releases" / INSERTED
+
+
 @pytest.fixture(scope="module")
-def tiny_inserted(tmp_path_factory):
-    """The tiny archive materialised without its fourth release, which is then inserted back."""
+def tiny_inserted(tiny_build, tmp_path_factory):
+    """A copy of the tiny build (materialised, its window scored) with :data:`INSERTED` dropped into its archive."""
     root = tmp_path_factory.mktemp("tiny_insert")
-    archive = build_tiny_archive(root / "build", n_releases=5)
-    held = root / "held"
-    shutil.move(str(archive / "releases" / RELEASES[3]), held)
-    # the tiny build's benchmark settings (fewer bootstrap resamples): what goes stale does not depend on them
-    graph = materialise_archive(root, archive, benchmark_config=tiny_benchmark_config())
-    assert all(s == "ok" for _, _, s, _ in graph.report), graph.report
+    graph = tiny_copy(tiny_build, root / "graph")
+    assert all(s in ("ok", "skipped") for _, _, s, _ in graph.report), graph.report
     old_windows = list(graph.plan.windows)
-    shutil.move(str(held), archive / "releases" / RELEASES[3])  # inserted between RELEASES[2] and [4]
-    yield graph, old_windows
+    shutil.copytree(inserted_release(graph.archive, root / "insert"), graph.archive / "releases" / INSERTED)
+    with unrendered_figures():  # the rebuild's reports: what is rebuilt does not depend on their PNGs
+        yield graph, old_windows
     graph.instance.dispose()
 
 
 def test_inserting_a_release_rebuilds_only_what_changed(tiny_inserted):
     graph, old_windows = tiny_inserted
-    seen = check_insertion(graph, RELEASES[3], old_windows)
+    seen = check_insertion(graph, INSERTED, old_windows)
     assert seen["superseded"] == old_windows  # the only window spanned the inserted release
 
 
@@ -246,10 +276,16 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
     assert len(back.summary) == 0 and list(back.summary.columns) == list(scores.summary.columns)
 
 
+@pytest.fixture
+def unrendered():
+    with unrendered_figures():  # the catalog's plots: what is rebuilt does not depend on their PNGs
+        yield
+
+
 CUTOFF_JOBS = {"release_job", "cutoff_job", "method_bundle_job", "method_job", "catalog_job"}
 
 
-def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path):
+def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path, unrendered):
     """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``
     (a copy of the run's materialised ``data/``, as ``materialize --all`` left it): the graph accepts
     the derived release of real-format files and builds it, the cutoff runs that read it and the

@@ -3,7 +3,9 @@
 From ``../shared/data/goa_archive``: mouse 2014-09-29 GAF + GO 2014-10-27; mouse 2019-01-14 GAF +
 GO 2019-01-27; 2016-01-15 and 2017-06-15 derived from the 2019 GAF (GO 2014-10-27). A seeded
 sample of mouse proteins (experimentally annotated in 2019, with a Swiss-Prot 2014-01 sequence)
-keeps it fast: the FASTA and both GAFs are cut to those proteins. No code is specific to it.
+keeps it fast: the FASTA and both GAFs are cut to those proteins. No code is specific to it. Every process
+that parses a GO file (each ``tempo release``, each release's ``ontology``) shares the parsed-GO cache in the
+graph's cache folder (``$TEMPO_CACHE``): each of the two files is parsed once.
 """
 import gzip
 import random
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tempo_assets.core.inputs.ontology import CACHE_FOLDER, CACHE_VARIABLE
 from tempo_assets.core.labels.annotations import EXPERIMENTAL_CODES
 from tempo_assets.core.storage.warehouse import Warehouse
 from tempo_assets_tests.conftest import materialise_archive
@@ -85,7 +88,9 @@ def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS) -> Path:
 
 
 @pytest.mark.slow
-def test_mouse_archive_through_one_window(tmp_path):
+def test_mouse_archive_through_one_window(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"  # materialise_archive's cache folder, for the tempo commands too
+    monkeypatch.setenv(CACHE_VARIABLE, str(cache))
     archive = build_mouse_archive(tmp_path)
     window = "2014-09-29__2016-01-15__2017-06-15__2019-01-14"
     # through the window's TEST score (the benchmark step, whose baselines other tests cover on data/, is left out)
@@ -108,4 +113,5 @@ def test_mouse_archive_through_one_window(tmp_path):
     assert dict(zip(recorded["release_id"], recorded["ontology_sha256"])) == {
         release: store.read_meta("ontology", release)["sha256"] for release in releases}
     assert recorded["ontology_sha256"].nunique() == 2
+    assert len(list((cache / CACHE_FOLDER).iterdir())) == 2  # an entry per GO file content, whichever process wrote it
     graph.instance.dispose()
