@@ -9,6 +9,8 @@ that are killed, signalled or raced stay real processes (``toolkit.tempo``, ``sc
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import gc
 import io
 import os
 import subprocess
@@ -28,11 +30,21 @@ def tempo_here(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProces
     os.environ.update(env)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            # in a copy of this thread's context: what the command leaves in Dagster's context variables
+            # (an entered instance's defs-state storage) stays there and is collected there, and never
+            # becomes a storage of a dead instance that a later definitions load of this test process reads
+            code = contextvars.copy_context().run(_main_collected, main, argv)
     finally:
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(["tempo", *argv], code, out.getvalue(), err.getvalue())
+
+
+def _main_collected(main, argv: list[str]) -> int:
+    """``main(argv)``'s exit status (an argparse exit's too), the command's garbage collected before it returns."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        gc.collect()

@@ -264,6 +264,17 @@ def pytest_runtest_setup(item):
     worker). A storage whose instance is alive is left alone. (``run_steps`` loads the definitions
     against its own instance's storage, so it is immune either way.)
     """
+    drop_a_dead_defs_state_storage()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    """Again before the test's body: the setup above runs before the previous file's module fixtures are
+    torn down, and their teardown can close such a generator (seen in CI in test_ui_texts.py)."""
+    drop_a_dead_defs_state_storage()
+
+
+def drop_a_dead_defs_state_storage() -> None:
     import gc
 
     from dagster._core.storage.defs_state.base import _current_storage

@@ -8,6 +8,7 @@ its sha256 changed, and every window's frozen_recipe, test_score and benchmark w
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def status_here(graph, monkeypatch, capsys) -> list[str]:
         for name, value in graph.env.items():
             env.setenv(name, value)
         capsys.readouterr()
-        assert main(["status"]) == 0
+        assert contextvars.copy_context().run(main, ["status"]) == 0  # Dagster's context variables stay there
     return capsys.readouterr().out.splitlines()
 
 
