@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from tempo_assets.core.base.errors import StorageWriteError
-from tempo_assets.core.base.io import atomic_write, is_gzip, numbered_lines
+from tempo_assets.core.base.io import atomic_write, is_gzip, numbered_lines, sha256_file
 from tempo_assets.core.inputs.go_graph import Ontology, Term
 from tempo_assets.core.inputs.obo_header import OboFormatError
 
@@ -105,13 +105,13 @@ def parse_obo(path: str | Path, cache_dir: str | Path | None = None) -> "Ontolog
     folder = cache_dir if cache_dir is not None else os.environ.get(CACHE_VARIABLE, "").strip()
     if not folder:
         return _parse_whole(path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = sha256_file(path)
     entry = Path(folder) / CACHE_FOLDER / f"{digest}-{_parser_sha256()[:16]}.terms"
     cached = _read_cache_entry(entry, path)
     if cached is not None:
         return cached
     ontology = _parse_whole(path)
-    if hashlib.sha256(path.read_bytes()).hexdigest() == digest:  # not rewritten while it was parsed
+    if sha256_file(path) == digest:  # not rewritten while it was parsed
         _write_cache_entry(entry, ontology)
     return ontology
 
