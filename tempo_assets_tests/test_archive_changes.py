@@ -26,8 +26,8 @@ from tempo_assets.partitions import parse_window_key, plan_partitions, register_
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.core.inputs.new_releases import ReleaseRequest, add_release
 from tempo_assets_tests.assets.tiny_archive import RELEASES, write_gaf, write_obo
-from tempo_assets_tests.conftest import graph_from, tiny_copy
-from tempo_assets_tests.toolkit import tempo as run_tempo
+from tempo_assets_tests.cli_here import tempo_here
+from tempo_assets_tests.conftest import graph_from, subprocess_env, tiny_copy
 from tempo_assets_tests.unrendered import unrendered_figures
 
 # every test materialises a graph: the tiny archive's (module fixture), or a copy of data/'s
@@ -37,7 +37,10 @@ NAMED_JOBS = {"release_job", "cutoff_job", "window_job", "submission_job", "cata
 
 
 def tempo(graph, *args) -> subprocess.CompletedProcess:
-    return run_tempo(*args, env=graph.env)
+    """``tempo ARGS`` on ``graph``, in this process (``cli_here``): what is checked is what the command says
+    and writes, not how it is started (a console script costs a new interpreter and the definitions loaded
+    again, about 3 CPU s a command)."""
+    return tempo_here(*args, env=subprocess_env(graph))
 
 
 def status(graph) -> dict[str, tuple[str, str]]:

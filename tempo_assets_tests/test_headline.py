@@ -9,7 +9,8 @@ import pytest
 
 from tempo_assets.core.pipeline.window_benchmark import BASELINES
 from tempo_assets.core.recipe.selection import recipe_profile
-from tempo_assets_tests.toolkit import tempo
+from tempo_assets_tests.cli_here import tempo_here
+from tempo_assets_tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.slow
 HEADLINE = ["f_at_valid_tau", "valid_tau", "f_at_valid_tau_low", "f_at_valid_tau_high", "f_at_valid_tau_cluster_low",
@@ -74,8 +75,9 @@ def test_every_baseline_has_a_valid_tau_from_the_valid_evaluation_set(demo_graph
 
 
 def report(graph, *args: str) -> str:
-    """``tempo report ARGS`` on ``graph``: its stdout (the command must succeed)."""
-    done = tempo("report", *args, env=graph.env)
+    """``tempo report ARGS`` on ``graph``, in this process (``cli_here``: the table the command prints is what
+    is checked, not how it is started): its stdout (the command must succeed)."""
+    done = tempo_here("report", *args, env=subprocess_env(graph))
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -31,6 +29,7 @@ from tempo_assets.core.methods.registry import MethodSpec, add_method
 from tempo_assets.core.inputs.releases import open_archive
 from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets_tests.assets.tiny_archive import RELEASES, build_tiny_archive
+from tempo_assets_tests.cli_here import tempo_here
 from tempo_assets_tests.conftest import REPO, graph_from, subprocess_env
 from tempo_assets_tests.unrendered import unrendered_figures
 
@@ -62,10 +61,10 @@ def scored_graph(tiny_build, root):
 
 
 def tempo(graph, *args) -> str:
-    """``tempo ARGS`` on ``graph`` (a subprocess: in the test's process a command's Dagster instance can
-    leave its defs-state storage behind for the worker's next test): its stdout."""
-    run = subprocess.run([sys.executable, "-m", "tempo_assets.cli.main", *args], cwd=REPO, env=subprocess_env(graph),
-                         capture_output=True, text=True, timeout=900)
+    """``tempo ARGS`` on ``graph``, in this process (``cli_here``: what is checked is what the command says
+    and writes, not how it is started; a console script costs a new interpreter, its imports and the
+    definitions loaded again): its stdout."""
+    run = tempo_here(*args, env=subprocess_env(graph))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return run.stdout
 
