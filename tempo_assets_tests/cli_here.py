@@ -5,6 +5,9 @@ For the commands that read or settle state after a kill or a concurrent launch (
 ``audit-cutoffs``, ``report``, ``test-claim``, ``init``) in test_recovery.py and test_test_once.py: what
 those tests guard is what the command says, decides and writes, not how it is started. The launches
 that are killed, signalled or raced stay real processes (``toolkit.tempo``, ``script("dagster")``).
+Likewise the reads and edits around a materialisation in test_late_method.py (``method add``, ``status``,
+``report``), test_archive_changes.py (``release derive``, ``status``, ``report``) and test_headline.py
+(``report``).
 """
 from __future__ import annotations
 
