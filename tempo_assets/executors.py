@@ -17,6 +17,7 @@ never stored in a run's config; messages name the broker with its password maske
 from __future__ import annotations
 
 import os
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 import dagster as dg
@@ -29,6 +30,10 @@ CELERY_QUEUE = "dagster"
 # so when it submits the steps that waited on them); dagster-celery's own loop sleeps 1 s, which
 # on short steps is most of the wait between one step and the next
 CELERY_POLL_SECONDS = 0.2
+# the preflight's wait for more replies after the last one (kombu collects a broadcast's replies until
+# none came for that long, so all of it is waited each time); a worker that is up answers in
+# milliseconds. Celery's own `celery inspect` waits 1 s.
+CELERY_REPLY_WINDOW_SECONDS = 1.0
 
 
 def cpu_count() -> int:
@@ -99,9 +104,11 @@ def celery_poll_seconds() -> float:
     return seconds
 
 
-def check_celery(timeout: float = 5.0) -> list[str]:
+def check_celery(timeout: float = 5.0, window: float = CELERY_REPLY_WINDOW_SECONDS) -> list[str]:
     """The names of the celery workers answering on the broker; raise naming the broker when it is
-    down or no worker listens (a run would otherwise wait for ever on its first step)."""
+    down or no worker listens on the queue within ``timeout`` s (a run would otherwise wait for ever
+    on its first step). Each ask collects replies until none came for ``window`` s; it is asked again
+    until a worker of the queue answered or ``timeout`` s passed."""
     try:
         from celery import Celery
     except ModuleNotFoundError as missing:
@@ -111,17 +118,21 @@ def check_celery(timeout: float = 5.0) -> list[str]:
     app = Celery("tempo-check", broker=url, backend=url)
     app.conf.broker_connection_retry_on_startup = False
     app.conf.broker_connection_max_retries = 1
+    deadline = time.monotonic() + timeout
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
-        replies = app.control.inspect(timeout=timeout, destination=None).active_queues() or {}
+        while True:
+            replies = app.control.inspect(timeout=window, destination=None).active_queues() or {}
+            workers = sorted(name for name, queues in replies.items()
+                             if any(q.get("name") == CELERY_QUEUE for q in queues or []))
+            if workers or time.monotonic() >= deadline:
+                break
     except Exception as exc:  # noqa: BLE001 - every transport error means the same here
         raise TempoInputError(f"cannot reach the celery broker: {type(exc).__name__}: "
                               f"{str(exc).replace(url, masked(url))}", path=masked(url)) from None
     finally:
         app.close()
-    workers = sorted(name for name, queues in replies.items()
-                     if any(q.get("name") == CELERY_QUEUE for q in queues or []))
     if not workers:
         raise TempoInputError(f"no celery worker listens on queue {CELERY_QUEUE!r} of this broker: start "
                               "some (`scripts/dev_services.sh workers 2`) or unset TEMPO_EXECUTOR",

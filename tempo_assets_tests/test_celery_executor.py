@@ -203,6 +203,25 @@ def test_a_window_on_two_celery_workers_is_byte_identical_to_the_in_process_run(
         assert env["TEMPO_PG_PASSWORD"] not in output and env["AWS_SECRET_ACCESS_KEY"] not in output
 
 
+def _blocking_step_pid(instance, first_run_id: str, timeout: float = 180) -> int | None:
+    """The pid of the worker process running the second ``fault_job`` run's step once the step has logged
+    that it blocks (it is then inside the asset's body, mid-step); None when that never happens."""
+    import dagster as dg
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        runs = instance.get_runs(filters=dg.RunsFilter(job_name="fault_job"), limit=1)
+        if not runs or runs[0].run_id == first_run_id:
+            continue
+        logs = instance.all_logs(runs[0].run_id)
+        starts = [e.dagster_event.pid for e in logs if e.dagster_event is not None
+                  and e.dagster_event.event_type_value == "STEP_START"]
+        if starts and any("blocking until the worker is killed" in (e.user_message or "") for e in logs):
+            return starts[0]
+    return None
+
+
 def test_a_worker_killed_mid_step_fails_the_run_visibly_and_keeps_the_artefact(cluster, monkeypatch):
     import dagster as dg
     from dagster._core.definitions.reconstruct import ReconstructableRepository
@@ -226,16 +245,9 @@ def test_a_worker_killed_mid_step_fails_the_run_visibly_and_keeps_the_artefact(c
         outcome = {}
         launcher = threading.Thread(target=lambda: outcome.setdefault("result", run("second", True)))
         launcher.start()
-        pid, deadline = None, time.monotonic() + 180
-        while pid is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            runs = instance.get_runs(filters=dg.RunsFilter(job_name="fault_job"), limit=1)
-            if runs and runs[0].run_id != first.run_id:
-                starts = instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_START)
-                pid = starts[0].dagster_event.pid if starts else None
+        pid = _blocking_step_pid(instance, first.run_id)
         assert pid is not None, "the blocking step never started"
-        time.sleep(1.0)
-        os.kill(pid, signal.SIGKILL)  # the worker process executing the step
+        os.kill(pid, signal.SIGKILL)  # the worker process executing the step, inside fault_value's body
         launcher.join(180)
         assert not launcher.is_alive(), "the run did not end after its worker was killed"
         result = outcome["result"]

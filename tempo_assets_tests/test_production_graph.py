@@ -4,7 +4,9 @@ The warehouse assets run in the main job and the VALID/TEST evaluation sets scor
 from the warehouse's ``evaluation_sets`` (``valid_evaluation_set``, ``test_growth``), so the
 tiny archive's window, materialised on SQLite with a local artefact folder by the session's
 ``tiny_build``, is materialised again on PostgreSQL with artefacts on S3 (moto) with the same
-settings, and every artefact of the window must be byte-identical.
+settings, and every artefact of the window must be byte-identical. The benchmark report's figures are
+drawn but not rendered to PNG (``unrendered.py``): the artefacts do not depend on the PNGs, and the
+figures are tested in ``core/test_report.py``.
 The PostgreSQL URL comes from ``$TEMPO_WAREHOUSE_URL`` in the step (the resource holds none), as
 in production. The servers are the session's (``dev_services``).
 """
@@ -22,6 +24,7 @@ from tempo_assets.partitions import plan_partitions, register_partitions
 from tempo_assets.resources import GridResource, open_archive
 from tempo_assets_tests.conftest import GRID_BOOTSTRAP_SAMPLES, tiny_benchmark_config
 from tempo_assets_tests.services import postgres_database
+from tempo_assets_tests.unrendered import unrendered_figures
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
 
@@ -55,7 +58,8 @@ def test_postgres_warehouse_and_s3_artefacts_give_the_local_numbers(tmp_path, ti
             monkeypatch.setenv(name, url if name == "TEMPO_WAREHOUSE_URL" else dev_services[name])
         monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))  # the S3 store's local extras
         s3_url = f"{dev_services['TEMPO_ARTEFACTS']}/graph-{uuid.uuid4().hex[:12]}"
-        pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", s3_url)
+        with unrendered_figures():
+            pg_window, on_postgres = _materialise(archive, tmp_path / "postgres", s3_url)
         engine = create_engine(url)
         try:
             with engine.connect() as conn:
