@@ -11,12 +11,17 @@ temporary folder, so the step runs on the same inputs every time and the origina
         --partition 2014-09-29__2016-01-15__2017-01-18__2018-02-13 [--repeat 2] [--profile out.prof]
 
 It prints the step's CPU (user + system of this process and of the subprocesses it waited for:
-DIAMOND) and wall seconds per repeat, and the sha256 of the artefact it stored (compare it with the
-one stored in ``--from``); ``--profile`` writes a cProfile of the last repeat.
+DIAMOND) and wall seconds per repeat, this process's peak RSS during the repeat (Linux's ``VmHWM``,
+reset before each), and the sha256 of the artefact it stored (compare it with the one stored in
+``--from``); ``--profile`` writes a cProfile of the last repeat. Where the peak is allocated: run
+it under memray (installed outside the project), ``python -m memray run -o out.bin
+benchmarks/bench_step.py ...``, then ``python -m memray tree out.bin`` (the high-water mark's
+allocations, by call stack).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import resource
@@ -32,8 +37,24 @@ def cpu_seconds() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def run_step(source: Path, asset: str, partition: str, profile: Path | None) -> tuple[tuple, float, bool, str]:
-    """``((own cpu s, subprocess cpu s), wall s, success, the stored artefact's sha256)`` of ``asset[partition]`` (its checks excluded) on a copy of ``source``."""
+def reset_peak_rss() -> None:
+    """Start this process's peak RSS (``VmHWM``) again from its current RSS (Linux 4.0 and later)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS in MB since it started or since :func:`reset_peak_rss` (``nan`` off Linux)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_step(source: Path, asset: str, partition: str, profile: Path | None) -> tuple[tuple, float, bool, str, float]:
+    """``((own cpu s, subprocess cpu s), wall s, success, the stored artefact's sha256, peak RSS MB)`` of
+    ``asset[partition]`` (its checks excluded) on a copy of ``source``."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
@@ -48,6 +69,7 @@ def run_step(source: Path, asset: str, partition: str, profile: Path | None) -> 
         with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(root / "home"))) as instance:
             resources = build_resources(artefacts_root=str(root / "artefacts"), cache_root=str(root / "cache"))
             profiler = cProfile.Profile() if profile else None
+            reset_peak_rss()
             started, cpu_before = time.perf_counter(), cpu_seconds()
             if profiler:
                 profiler.enable()
@@ -57,8 +79,9 @@ def run_step(source: Path, asset: str, partition: str, profile: Path | None) -> 
                 profiler.disable()
                 profiler.dump_stats(str(profile))
             cpu = tuple(after - before for after, before in zip(cpu_seconds(), cpu_before))
+            wall, peak = time.perf_counter() - started, peak_rss_mb()
             stored = resources["artefact_store"].store().open(asset, partition).meta.get("sha256")
-            return cpu, time.perf_counter() - started, result.success, stored
+            return cpu, wall, result.success, stored, peak
 
 
 def main() -> None:
@@ -70,10 +93,11 @@ def main() -> None:
     parser.add_argument("--profile", type=Path)
     args = parser.parse_args()
     for i in range(args.repeat):
-        cpu, wall, ok, sha256 = run_step(args.source, args.asset, args.partition,
+        cpu, wall, ok, sha256, peak = run_step(args.source, args.asset, args.partition,
                                  args.profile if i == args.repeat - 1 else None)
         print(f"{args.asset}[{args.partition}] #{i + 1}: {'ok' if ok else 'FAILED'} CPU {sum(cpu):.1f} s "
-              f"(Python {cpu[0]:.1f} s, subprocesses {cpu[1]:.1f} s), wall {wall:.1f} s, sha256 {sha256}",
+              f"(Python {cpu[0]:.1f} s, subprocesses {cpu[1]:.1f} s), wall {wall:.1f} s, peak RSS {peak:,.0f} MB, "
+              f"sha256 {sha256}",
               flush=True)
 
 

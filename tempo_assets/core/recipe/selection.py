@@ -205,6 +205,9 @@ def select_recipe_candidates(grid: SelectionGrid | Mapping[str, Any], *, window:
     recipe = _choose(frame, scores, run, window)
     chosen = _recipe_candidates(recipe, scores)
     scores.candidate_sets.clear()
+    chosen_cells = {_Pick.of_choice(c, None, 0.0).cell(recipe["embedder"]) + (a,) for a, c in recipe["aspects"].items()}
+    for gone in [key for key in scores.kept if key not in chosen_cells]:  # only the chosen cells are blended
+        del scores.kept[gone]
     blends = _blend_prior(recipe, scores, run, _valid_prior(valid_sets[recipe["embedder"]]))
     scores.kept.clear()
     if blends:
@@ -291,15 +294,23 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
             continue
         if not built:
             built["all"] = (recipe_features(embedder.train, k, union), recipe_features(embedder.valid, k, union))
-        valid_features = restrict_sources(built["all"][1], cand)
-        candidate_set = _CandidateSet(k, cand, _labelled(embedder.train, restrict_sources(built["all"][0], cand)),
-                                      valid_features, _labelled(embedder.valid, valid_features))
+        train_union, valid_union = built["all"]
+        if cand == spec.candidate_sets[-1]:
+            built.clear()  # the union's features are not read again: each goes once restricted
+        train_labelled = _labelled(embedder.train, restrict_sources(train_union, cand))
+        del train_union
+        valid_features = restrict_sources(valid_union, cand)
+        del valid_union
+        candidate_set = _CandidateSet(k, cand, train_labelled, valid_features, _labelled(embedder.valid, valid_features))
+        del train_labelled
         first_row = len(scores.rows)
         for fset in spec.feature_sets:
             for pid in range(len(spec.lgbm_params)):
                 _score_lgbm_cell(run, embedder, candidate_set, (fset, pid), scores, fits)
         _hold_if_best(scores, (embedder.name, k, cand), (candidate_set.train_labelled, valid_features),
                       scores.rows[first_row:])
+        # this set's frames go now (unless held as a best), not when the next set's are built beside them
+        del candidate_set, valid_features
 
 
 def _hold_if_best(scores: _GridScores, key: tuple, candidates: tuple[pd.DataFrame, pd.DataFrame],
