@@ -8,8 +8,8 @@ its sha256 changed, and every window's frozen_recipe, test_score and benchmark w
 """
 from __future__ import annotations
 
-import contextvars
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +20,7 @@ from dagster._core.definitions.data_version import StaleStatus
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
 from tempo_assets.definitions import ASSETS
+from tempo_assets_tests.cli_here import tempo_here
 from tempo_assets_tests.conftest import REPO, graph_from, subprocess_env
 
 pytestmark = pytest.mark.slow
@@ -58,16 +59,11 @@ def status_lines(checkout: Path, graph) -> list[str]:
     return run_in(checkout, graph, "-m", "tempo_assets.cli.main", "status").stdout.splitlines()
 
 
-def status_here(graph, monkeypatch, capsys) -> list[str]:
+def status_here(graph) -> list[str]:
     """``tempo status`` of this checkout against ``graph``, in this process (its code is the one imported)."""
-    from tempo_assets.cli.main import main
-
-    with monkeypatch.context() as env:
-        for name, value in graph.env.items():
-            env.setenv(name, value)
-        capsys.readouterr()
-        assert contextvars.copy_context().run(main, ["status"]) == 0  # Dagster's context variables stay there
-    return capsys.readouterr().out.splitlines()
+    done = tempo_here("status", env={**os.environ, **graph.env})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout.splitlines()
 
 
 RERUN = """
@@ -79,14 +75,13 @@ assert result.success
 """
 
 
-def test_a_moved_checkout_reruns_a_release_job_to_the_same_bytes_and_status(demo_build, tmp_path, monkeypatch,
-                                                                            capsys):
+def test_a_moved_checkout_reruns_a_release_job_to_the_same_bytes_and_status(demo_build, tmp_path):
     here = graph_from(demo_build, tmp_path / "here" / "graph")
     there = graph_from(demo_build, tmp_path / "somewhere" / "else" / "graph")
     clone = checkout_copy(tmp_path / "another" / "checkout")
     try:
         release = here.plan.releases[0]
-        before, status_before = stored(here), status_here(here, monkeypatch, capsys)
+        before, status_before = stored(here), status_here(here)
         assert before and all(" ok " in line or " missing " in line for line in status_before), status_before
         rerun = run_in(clone, there, "-c", RERUN.format(release=release))
         assert str(clone / "tempo_assets") in rerun.stdout  # the moved checkout's code ran

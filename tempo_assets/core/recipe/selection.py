@@ -205,9 +205,8 @@ def select_recipe_candidates(grid: SelectionGrid | Mapping[str, Any], *, window:
     recipe = _choose(frame, scores, run, window)
     chosen = _recipe_candidates(recipe, scores)
     scores.candidate_sets.clear()
-    chosen_cells = {_Pick.of_choice(c, None, 0.0).cell(recipe["embedder"]) + (a,) for a, c in recipe["aspects"].items()}
-    for gone in [key for key in scores.kept if key not in chosen_cells]:  # only the chosen cells are blended
-        del scores.kept[gone]
+    chosen_cells = {_Pick.of_choice(c, None, 0.0).kept(recipe["embedder"], a) for a, c in recipe["aspects"].items()}
+    scores.kept = {key: preds for key, preds in scores.kept.items() if key in chosen_cells}  # only they are blended
     blends = _blend_prior(recipe, scores, run, _valid_prior(valid_sets[recipe["embedder"]]))
     scores.kept.clear()
     if blends:
@@ -309,8 +308,7 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
                 _score_lgbm_cell(run, embedder, candidate_set, (fset, pid), scores, fits)
         _hold_if_best(scores, (embedder.name, k, cand), (candidate_set.train_labelled, valid_features),
                       scores.rows[first_row:])
-        # this set's frames go now (unless held as a best), not when the next set's are built beside them
-        del candidate_set, valid_features
+        del candidate_set, valid_features  # freed now (unless held as a best), not beside the next set's
 
 
 def _hold_if_best(scores: _GridScores, key: tuple, candidates: tuple[pd.DataFrame, pd.DataFrame],
@@ -452,6 +450,9 @@ class _Pick:
     def cell(self, name: str) -> tuple:
         return (name, self.k, self.variant, self.candidates, self.features, self.params_id, float(self.prior_weight))
 
+    def kept(self, name: str, aspect: str) -> tuple:  # the key of its VALID predictions in ``_GridScores.kept``
+        return self.cell(name) + (aspect,)
+
 
 def _blend_prior(recipe: dict[str, Any], scores: _GridScores, run: _Selection,
                  prior: pd.DataFrame) -> list[dict[str, Any]]:
@@ -464,7 +465,7 @@ def _blend_prior(recipe: dict[str, Any], scores: _GridScores, run: _Selection,
     for aspect, choice in recipe["aspects"].items():
         choice["prior_weight"] = 0.0
         pick = _Pick.of_choice(choice, choice.get("valid_objective"), 0.0)
-        preds = scores.kept.get(pick.cell(name) + (aspect,))
+        preds = scores.kept.get(pick.kept(name, aspect))
         if preds is None or choice.get("valid_objective") is None or not weights:
             continue  # no VALID target in this aspect: nothing to blend on
         aligned = PriorAligned.of(preds, prior[prior["aspect"] == aspect])  # joined once, blended per weight
