@@ -43,11 +43,12 @@ def reset_peak_rss() -> None:
         Path("/proc/self/clear_refs").write_text("5")
 
 
-def peak_rss_mb() -> float:
-    """This process's peak RSS in MB since it started or since :func:`reset_peak_rss` (``nan`` off Linux)."""
+def peak_rss_mb(field: str = "VmHWM") -> float:
+    """This process's peak RSS in MB since it started or since :func:`reset_peak_rss` (``nan`` off Linux);
+    ``field="VmRSS"``: its RSS now."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 

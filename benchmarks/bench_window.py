@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench_graph import cpu_seconds  # this process's and its waited-for subprocesses' (DIAMOND)
+from bench_step import peak_rss_mb, reset_peak_rss
 
 # the asset whose folders in the original name each dynamic partition set's keys
 PARTITIONS_FROM = {"releases": "ontology", "cutoffs": "knn_corpus", "windows": "frozen_recipe"}
@@ -44,9 +45,10 @@ def fresh_home(source: Path, home: Path, window: str, window_assets: list[str]) 
         shutil.rmtree(home / "artefacts" / asset / window, ignore_errors=True)
 
 
-def run_window(source: Path, home: Path, window: str) -> tuple[float, float, bool, dict[str, float], dict[str, str]]:
-    """``(cpu s, wall s, success, {step: cpu s}, {stored file: sha256})`` of ``window_job[window]`` on a
-    copy of ``source`` at ``home`` (``$DAGSTER_HOME`` when the code location was imported)."""
+def run_window(source: Path, home: Path, window: str) -> tuple[float, float, bool, dict[str, list], dict[str, str]]:
+    """``(cpu s, wall s, success, {step: [cpu s, RSS MB at its start, its peak RSS MB]}, {stored file:
+    sha256})`` of ``window_job[window]`` on a copy of ``source`` at ``home`` (``$DAGSTER_HOME`` when the
+    code location was imported); the run's peak RSS is under the step ``"(run)"``."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
@@ -55,7 +57,8 @@ def run_window(source: Path, home: Path, window: str) -> tuple[float, float, boo
 
     shutil.rmtree(home, ignore_errors=True)
     fresh_home(source, home, window, WINDOW_ASSETS)
-    steps: dict[str, float] = {}
+    steps: dict[str, list] = {}
+    run_peak = [0.0]  # the largest VmHWM seen: each step start resets it
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         for name, asset in PARTITIONS_FROM.items():
             instance.add_dynamic_partitions(name, sorted(p.name for p in (source / "artefacts" / asset).iterdir()
@@ -63,13 +66,17 @@ def run_window(source: Path, home: Path, window: str) -> tuple[float, float, boo
         handle = instance.handle_new_event
 
         def timed(event, *args, **kwargs):
-            # steps run one after the other in this process: CPU between a step's start and end is its own
+            # steps run one after the other in this process: CPU and peak RSS between a step's start
+            # and end are its own
             step = event.dagster_event
             if step is not None and step.step_key:
                 if step.event_type_value == "STEP_START":
-                    steps[step.step_key] = -cpu_seconds()
+                    run_peak[0] = max(run_peak[0], peak_rss_mb())
+                    reset_peak_rss()
+                    steps[step.step_key] = [-cpu_seconds(), peak_rss_mb("VmRSS"), 0.0]
                 elif step.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
-                    steps[step.step_key] += cpu_seconds()
+                    steps[step.step_key][0] += cpu_seconds()
+                    steps[step.step_key][2] = peak_rss_mb()
             return handle(event, *args, **kwargs)
 
         instance.handle_new_event = timed
@@ -77,6 +84,7 @@ def run_window(source: Path, home: Path, window: str) -> tuple[float, float, boo
         result = defs.resolve_job_def("window_job").execute_in_process(
             partition_key=window, instance=instance, raise_on_error=False)
         cpu, wall = cpu_seconds() - cpu_before, time.perf_counter() - started
+        steps["(run)"] = [cpu, float("nan"), max(run_peak[0], peak_rss_mb())]
     stored = {}
     for asset in WINDOW_ASSETS:
         folder = home / "artefacts" / asset / window
@@ -101,8 +109,8 @@ def main() -> None:
             cpu, wall, ok, steps, stored = run_window(args.home.resolve(), home, args.window)
             print(f"window_job[{args.window}] #{i + 1}: {'ok' if ok else 'FAILED'} CPU {cpu:.1f} s, "
                   f"wall {wall:.1f} s", flush=True)
-            for step, seconds in sorted(steps.items(), key=lambda item: -item[1]):
-                print(f"  {seconds:7.1f} s  {step}")
+            for step, (seconds, start, peak) in sorted(steps.items(), key=lambda item: -item[1][0]):
+                print(f"  {seconds:7.1f} s  RSS at start {start:7,.0f} MB, peak {peak:7,.0f} MB  {step}")
             for name, digest in stored.items():
                 print(f"  sha256 {digest}  {name}")
 

@@ -25,6 +25,7 @@ from tempo_assets.core.base.windows import ROLE_BOUND, is_window_key, parse_wind
 from tempo_assets.fingerprints import set_data_version
 from tempo_assets.partitions import WINDOWS
 from tempo_assets.resources import ArchiveResource, ArtefactStoreResource
+from tempo_assets.step_memory import forget_captured_output, release_before_step
 
 
 def unwrap_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,6 +65,7 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
                 # same content hash: keep the original file and its freezing time
                 context.add_output_metadata({"unchanged": True})
                 set_data_version(context.asset_key, store.read_meta(asset, partition)["sha256"])
+                forget_captured_output(context)
                 return
         try:
             meta = store.write(asset, partition, obj, binding, run_id=context.run_id)
@@ -73,9 +75,11 @@ class ArtefactIOManager(dg.ConfigurableIOManager):
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         context.add_output_metadata({"sha256": meta["sha256"], "path": str(store.folder(asset, partition))})
         set_data_version(context.asset_key, meta["sha256"])
+        forget_captured_output(context)  # stored: what reads it reads the store
         fault_point(asset, "written")
 
     def load_input(self, context: dg.InputContext) -> Any:
+        release_before_step(context)
         upstream = context.asset_key.to_user_string()
         role = unwrap_metadata(context.definition_metadata).get("tempo/role")
         downstream_key = context.partition_key if context.has_partition_key else None

@@ -73,3 +73,23 @@ def test_tampered_upstream_sidecar_is_refused_for_its_cutoff_and_the_stored_arte
                and f"after the cutoff {cutoff}" in c for c in failures["knn_corpus"]), failures
     assert store.sidecar_path("knn_corpus", key).read_bytes() == corpus_sidecar
     store.open("knn_corpus", key).value  # the previous good artefact is still readable
+
+
+def test_a_run_keeps_no_stored_value_and_gives_memory_back_once_per_step(tiny, monkeypatch):
+    """A run's steps share one process (``execute_in_process``), which would keep every value an asset
+    returned until the run ends: the IO manager drops it once stored (what reads it reads the store),
+    and each step gives back what the earlier ones freed once, before its first input is loaded
+    (``tempo_assets/step_memory.py``)."""
+    from tempo_assets import step_memory
+    from tempo_assets.definitions import ASSETS
+
+    steps = []
+    monkeypatch.setattr(step_memory, "release_unused_memory", lambda: steps.append(step_memory._last_step[0][1]))
+    key = tiny.plan.cutoffs[-1]  # not the one whose embeddings another test here tampers with
+    result = dg.materialize(ASSETS, selection=["knn_corpus", "ia_weights"], partition_key=key,
+                            instance=tiny.instance, resources=tiny.resources)
+    assert result.success
+    for asset in ("knn_corpus", "ia_weights"):
+        with pytest.raises(dg.DagsterInvariantViolationError, match="No outputs found"):
+            result.output_for_node(asset)
+    assert sorted(steps) == ["ia_weights", "knn_corpus"]  # each reads two inputs or more: one release each

@@ -115,3 +115,25 @@ def test_positions_in_matches_a_lookup_of_every_row(dtype):
     assert positions_in(values, ids).tolist() == expected
     assert positions_in(values.iloc[:0], ids).tolist() == []
     assert positions_in(values, ids[:0]).tolist() == [-1] * len(values)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("limit", [2 ** 62, 3])  # 3: the combined codes are renumbered after every key
+def test_rows_in_finds_what_a_merge_finds(seed, limit, monkeypatch):
+    from tempo_assets.core.base import arrays
+
+    monkeypatch.setattr(arrays, "_CODES_LIMIT", limit)
+    rng = np.random.default_rng(seed)
+
+    def frame(n, dtype):
+        return pd.DataFrame({"protein": rng.choice([f"P{i}" for i in range(9)], n),
+                             "term": rng.choice([f"GO:{i:07d}" for i in range(7)], n),
+                             "aspect": rng.choice(["BP", "MF", "CC"], n)}).astype(dtype)
+
+    left, right = frame(400, object), frame(60, "str")
+    right.loc[3, "term"] = None  # a missing key is never matched
+    for keys in (["protein", "term", "aspect"], ["protein", "aspect"], ["term"]):
+        merged = left[keys].merge(right[keys].dropna().drop_duplicates().assign(_in=1), on=keys, how="left")
+        assert arrays.rows_in(left, right, keys).tolist() == merged["_in"].notna().tolist()
+    assert not arrays.rows_in(left, right.iloc[:0], ["protein"]).any()
+    assert arrays.rows_in(left.iloc[:0], right, ["protein"]).shape == (0,)

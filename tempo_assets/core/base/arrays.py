@@ -53,6 +53,33 @@ def positions_in(values: pd.Series, ids) -> np.ndarray:
     found = pd.Index(ids).get_indexer(distinct).astype(np.int64)
     return np.where(row_codes >= 0, found[row_codes], -1)
 
+
+_CODES_LIMIT = 2 ** 62  # the combined codes of ``rows_in`` stay below it (int64)
+
+
+def rows_in(frame: pd.DataFrame, other: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Whether each row of ``frame[keys]`` is a row of ``other[keys]``: bool, shape ``(len(frame),)``.
+
+    What a left merge on ``keys`` finds (rows with a missing key value excepted: never found), without
+    the merged frame or its key columns: each key column becomes integer codes (:func:`positions_in`),
+    the codes of a row one integer, and those are looked up."""
+    mine, theirs = np.zeros(len(frame), dtype=np.int64), np.zeros(len(other), dtype=np.int64)
+    my_rows, their_rows = np.ones(len(frame), dtype=bool), np.ones(len(other), dtype=bool)
+    span = 1  # the number of distinct combined codes so far
+    for key in keys:
+        their_codes, distinct = pd.factorize(other[key])
+        my_codes = positions_in(frame[key], distinct)
+        my_rows &= my_codes >= 0
+        their_rows &= their_codes >= 0
+        if span * max(len(distinct), 1) >= _CODES_LIMIT:  # renumber the combined codes so far: no overflow
+            codes, uniques = pd.factorize(np.concatenate([mine, theirs]))
+            mine, theirs, span = codes[:len(mine)], codes[len(mine):], len(uniques)
+        mine = mine * len(distinct) + np.maximum(my_codes, 0)
+        theirs = theirs * len(distinct) + np.maximum(their_codes, 0)
+        span *= max(len(distinct), 1)
+    return my_rows & pd.Series(mine, copy=False).isin(theirs[their_rows]).to_numpy()
+
+
 @functools.lru_cache(maxsize=1)
 def _threadpools() -> ThreadpoolController:
     return ThreadpoolController()  # scans the loaded BLAS libraries once (numpy's is loaded by now)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.base.arrays import rows_in
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.features import FEATURE_COLUMNS
 
@@ -251,18 +252,16 @@ def label_candidates(
             raise RerankerInputError(f"missing column(s) {missing}", path=what)
     out = features.reset_index(drop=True)
     keys = ["protein", "term", "aspect"]
+    # membership on integer codes (``rows_in``), the kept rows taken once: string-key merges of the
+    # whole candidate frame made temporaries of its size (valid_selection's peak on large archives)
+    keep = np.ones(len(out), dtype=bool)
     if known is not None and len(known) > 0:
-        drop = out[keys].merge(known[keys].drop_duplicates().assign(_known=1), on=keys,
-                               how="left")["_known"].notna().to_numpy()
-        out = out[~drop].reset_index(drop=True)
+        keep &= ~rows_in(out, known, keys)
     if restrict_to_targets:
-        targets = ground_truth[["protein", "aspect"]].drop_duplicates()
-        hit = out[["protein", "aspect"]].merge(targets.assign(_target=1),
-                                               on=["protein", "aspect"], how="left")
-        out = out[hit["_target"].notna().to_numpy()].reset_index(drop=True)
-    truth = ground_truth[keys].drop_duplicates().assign(_pos=1)
-    label = out[keys].merge(truth, on=keys, how="left")["_pos"].fillna(0).to_numpy()
-    return out.assign(label=label.astype(np.int8))
+        keep &= rows_in(out, ground_truth, ["protein", "aspect"])
+    if not keep.all():
+        out = out[keep].reset_index(drop=True)
+    return out.assign(label=rows_in(out, ground_truth, keys).astype(np.int8))
 
 
 def _jsonable(value: Any) -> Any:
