@@ -63,6 +63,7 @@ def run_window(source: Path, home: Path, window: str) -> tuple[float, float, boo
         for name, asset in PARTITIONS_FROM.items():
             instance.add_dynamic_partitions(name, sorted(p.name for p in (source / "artefacts" / asset).iterdir()
                                                          if p.is_dir()))
+        instance.add_dynamic_partitions("windows", [window])  # one whose run never stored its recipe too
         handle = instance.handle_new_event
 
         def timed(event, *args, **kwargs):

@@ -341,6 +341,32 @@ def test_chunks_of_proteins_give_the_predictions_of_all_at_once():
     pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), once)
 
 
+def test_method_predictions_apply_the_recipe_a_chunk_of_proteins_at_a_time(monkeypatch):
+    """test_score's and benchmark's recipe predictions (``method_predictions``) are made a chunk of proteins
+    at a time, so the candidates' features follow the chunk: the same frame as all at once."""
+    from tempo_assets.core.pipeline import recipe_predictions
+
+    train = {"kmer": with_homology(make_source(1, family_neighbours=0), 1)}
+    valid = {"kmer": with_homology(make_source(3, family_neighbours=0), 3)}
+    grid = {"ks": (3, 10), "lgbm_params": GRID.lgbm_params[:1], "early_stopping_rounds": 5,
+            "candidate_sets": ("knn", "knn+diamond+goa+prior"), "prior_weights": (0.0, 0.5)}
+    _, recipe = select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")
+    scored = with_homology(make_source(5, family_neighbours=0), 5)
+    targets = pd.DataFrame({"protein": sorted(set(scored.neighbours["query"])), "aspect": "MF"})
+    once = apply_recipe(recipe, scored, valid["kmer"], proteins=targets["protein"].unique())
+    applied = []
+
+    def counted(*args, **kwargs):
+        applied.append(len(kwargs["proteins"]))
+        return apply_recipe(*args, **kwargs)
+
+    monkeypatch.setattr(recipe_predictions, "RECIPE_CHUNK_PROTEINS", 4)
+    monkeypatch.setattr(recipe_predictions, "apply_recipe", counted)
+    made = recipe_predictions.method_predictions(recipe, scored, valid["kmer"], targets, k_plain=3)["recipe"]
+    assert len(applied) == -(-len(targets) // 4) > 1 and max(applied) <= 4
+    pd.testing.assert_frame_equal(made, once)
+
+
 def prior_world(seed: int) -> CandidateSource:
     """A window the KNN gets wrong and the prior gets right: every VALID target gains GO:T1, which
     15 of the 20 corpus proteins carry, but its five neighbours are the five that carry only GO:T2."""

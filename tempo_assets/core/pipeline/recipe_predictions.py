@@ -1,18 +1,21 @@
-"""Predictions of the window's methods: the frozen recipe's (``method_predictions``) and the
-BLAST baseline's (``blast_predictions``).
+"""Predictions of the window's methods: the frozen recipe's (``method_predictions``, ``recipe_chunks``) and
+the BLAST baseline's (``blast_predictions``).
 """
 from __future__ import annotations
 
 import tempfile
-from typing import Any, Mapping
+from dataclasses import replace
+from typing import Any, Iterable, Iterator, Mapping
 
+import numpy as np
 import pandas as pd
 
+from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.baselines import naive_term_scores
 from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits
 from tempo_assets.core.recipe.candidates import CandidateSource
 from tempo_assets.core.neighbours.knn import knn_term_scores
-from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, apply_recipe
+from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, apply_recipe, fit_rerankers
 
 
 def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
@@ -26,11 +29,14 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
     candidate release's) makes the recipe's scores consistent with it (``apply_recipe``).
     """
 
-    return {
-        "recipe": apply_recipe(recipe, source, train_source, proteins=targets["protein"].unique(), ontology=ontology,
-                               built=built),
-        **plain_predictions(source, targets, k_plain),
-    }
+    proteins = targets["protein"].unique()
+    if built.features:  # the grid's candidates of every protein, already built: applied to them at once
+        recipe_frame = apply_recipe(recipe, source, train_source, proteins=proteins, ontology=ontology, built=built)
+    else:  # a chunk of proteins at a time: the candidates' features follow the chunk, not every target's
+        recipe_frame = pd.concat(list(recipe_chunks(recipe, source, train_source, proteins, ontology=ontology,
+                                                    chunk=RECIPE_CHUNK_PROTEINS, rerankers=built.rerankers)),
+                                 ignore_index=True)
+    return {"recipe": recipe_frame, **plain_predictions(source, targets, k_plain)}
 
 
 def plain_predictions(source: CandidateSource, targets: pd.DataFrame, k_plain: int) -> dict[str, pd.DataFrame]:
@@ -42,7 +48,45 @@ def plain_predictions(source: CandidateSource, targets: pd.DataFrame, k_plain: i
     }
 
 
-SUBMISSION_CHUNK_PROTEINS = 2000  # proteins scored at a time by a CAFA submission
+# proteins the recipe is applied to at a time (a CAFA submission, test_score's and benchmark's predictions)
+RECIPE_CHUNK_PROTEINS = 2000
+
+
+def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
+                  proteins: Iterable[str], ontology=None, chunk: int = RECIPE_CHUNK_PROTEINS,
+                  rerankers: Mapping[str, Any] | None = None) -> Iterator[pd.DataFrame]:
+    """The recipe's predictions for ``proteins`` in sorted order, ``chunk`` proteins at a time.
+
+    The rerankers are ``rerankers`` (frozen ones) or fitted once on ``train_source``; each chunk's candidates are built from its
+    own slice of ``source``'s neighbours, DIAMOND hits and non-experimental annotations, scored,
+    made consistent and blended with the prior alone. Every one of those steps is per protein, so
+    the chunks concatenate to ``apply_recipe`` over every protein at once (the submission's sha256
+    on ``data/`` is the same either way) while memory follows the chunk, not the proteome.
+    """
+
+    if int(chunk) < 1:
+        raise TempoInputError(f"chunk must be >= 1 protein, got {chunk!r}", path="recipe_chunks")
+    ordered = sorted({str(p) for p in proteins})
+    n_chunks = -(-len(ordered) // int(chunk))
+    chunk_of = {p: i // int(chunk) for i, p in enumerate(ordered)}
+    if rerankers is None:
+        rerankers = fit_rerankers(recipe, train_source, source)
+
+    def splitter(frame: pd.DataFrame | None, column: str):
+        """``i -> frame's rows of chunk i`` in their order, the frame read once (not once per chunk)."""
+        if frame is None:
+            return lambda i: None
+        codes = frame[column].astype(str).map(chunk_of).fillna(n_chunks).to_numpy(dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(n_chunks + 1))
+        return lambda i: frame.iloc[order[bounds[i]:bounds[i + 1]]].reset_index(drop=True)
+
+    neighbours, hits = splitter(source.neighbours, "query"), splitter(source.hits, "query")
+    nonexp = splitter(source.nonexp, "protein")
+    for i in range(n_chunks):
+        scored = replace(source, neighbours=neighbours(i), hits=hits(i), nonexp=nonexp(i))
+        yield apply_recipe(recipe, scored, train_source, proteins=ordered[i * int(chunk):(i + 1) * int(chunk)],
+                           ontology=ontology, built=BuiltForRecipe(rerankers=rerankers))
 
 
 def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annotations: pd.DataFrame,

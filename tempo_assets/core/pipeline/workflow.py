@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from tempo_assets.core.storage.artefact_types import (
@@ -29,12 +28,12 @@ from tempo_assets.core.evaluation.scoring import (
 )
 from tempo_assets.core.recipe.selection import recipe_hash, recipe_profile, select_recipe_candidates
 from tempo_assets.core.recipe.valid_grid import cafa_scorer
-from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, apply_recipe, fit_rerankers
+from tempo_assets.core.recipe.frozen_recipe import BuiltForRecipe, fit_rerankers
 from tempo_assets.core.base.windows import Window
 from tempo_assets.core.pipeline.frozen_rerankers import kept_rerankers
 from tempo_assets.core.pipeline.corpus_neighbours import neighbours_of, recipe_hits, term_depths
 from tempo_assets.core.pipeline.recipe_predictions import (
-    SUBMISSION_CHUNK_PROTEINS, blast_predictions, method_predictions, plain_predictions,
+    blast_predictions, method_predictions, plain_predictions, recipe_chunks,
 )
 from tempo_assets.core.pipeline.benchmark_inputs import (
     TestTargets, WindowHomology, mark_rows, merge_embeddings, restrict, valid_taus,
@@ -143,42 +142,6 @@ def verify_recipe(frozen: FrozenRecipe | Mapping[str, Any], recorded_hash: str |
         raise TempoInputError(f"frozen recipe of {where} hashes to {actual}, not the frozen {recorded_hash}: "
                               "refusing to score TEST")
     return frozen["recipe"]
-
-
-def recipe_chunks(recipe: Mapping[str, Any], source: CandidateSource, train_source: CandidateSource,
-                  proteins: Iterable[str], ontology=None,
-                  chunk: int = SUBMISSION_CHUNK_PROTEINS) -> Iterator[pd.DataFrame]:
-    """The recipe's predictions for ``proteins`` in sorted order, ``chunk`` proteins at a time.
-
-    The rerankers are fitted once on ``train_source``; each chunk's candidates are built from its
-    own slice of ``source``'s neighbours, DIAMOND hits and non-experimental annotations, scored,
-    made consistent and blended with the prior alone. Every one of those steps is per protein, so
-    the chunks concatenate to ``apply_recipe`` over every protein at once (the submission's sha256
-    on ``data/`` is the same either way) while memory follows the chunk, not the proteome.
-    """
-
-    if int(chunk) < 1:
-        raise TempoInputError(f"chunk must be >= 1 protein, got {chunk!r}", path="recipe_chunks")
-    ordered = sorted({str(p) for p in proteins})
-    n_chunks = -(-len(ordered) // int(chunk))
-    chunk_of = {p: i // int(chunk) for i, p in enumerate(ordered)}
-    rerankers = fit_rerankers(recipe, train_source, source)
-
-    def splitter(frame: pd.DataFrame | None, column: str):
-        """``i -> frame's rows of chunk i`` in their order, the frame read once (not once per chunk)."""
-        if frame is None:
-            return lambda i: None
-        codes = frame[column].astype(str).map(chunk_of).fillna(n_chunks).to_numpy(dtype=np.int64)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(n_chunks + 1))
-        return lambda i: frame.iloc[order[bounds[i]:bounds[i + 1]]].reset_index(drop=True)
-
-    neighbours, hits = splitter(source.neighbours, "query"), splitter(source.hits, "query")
-    nonexp = splitter(source.nonexp, "protein")
-    for i in range(n_chunks):
-        scored = replace(source, neighbours=neighbours(i), hits=hits(i), nonexp=nonexp(i))
-        yield apply_recipe(recipe, scored, train_source, proteins=ordered[i * int(chunk):(i + 1) * int(chunk)],
-                           ontology=ontology, built=BuiltForRecipe(rerankers=rerankers))
 
 
 @dataclass(frozen=True)
