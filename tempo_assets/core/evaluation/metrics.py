@@ -414,8 +414,12 @@ def content_key(value: Any, columns: tuple[str, ...] = ("protein", "term")) -> t
 
 
 def _column_bytes(column: pd.Series) -> list:
-    """A column's content as bytes: an Arrow-held string column's own buffers (offsets from 0 and the
-    characters they span; hashing them is ~100x faster than hashing each row), else pandas' row hashes."""
+    """A column's content as bytes: a numeric numpy column's dtype and values (its memory), an Arrow-held
+    string column's own buffers (offsets from 0 and the characters they span; hashing them is ~100x faster
+    than hashing each row), else pandas' row hashes."""
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "biuf":
+        # equal bytes are equal values; equal values in other bytes (0.0 and -0.0) only miss a cache entry
+        return [column.dtype.str.encode(), np.ascontiguousarray(column.to_numpy()).tobytes()]
     values = column.array
     arrow = values.__arrow_array__() if hasattr(values, "__arrow_array__") and not column.hasnans else None
     chunks = arrow.chunks if isinstance(arrow, pa.ChunkedArray) else []
@@ -526,15 +530,21 @@ class _Prepared:
         return self.by_weight[weighted]
 
 
-def frame_key(predictions: pd.DataFrame, options: EvalOptions) -> tuple:
+PREDICTION_KEY_COLUMNS = ("protein", "term", "score")
+
+
+def frame_key(predictions: pd.DataFrame, options: EvalOptions, content: tuple | None = None) -> tuple:
     """What one method's prepared predictions are built from besides the setup: the content of the
-    frame's ``protein, term, score`` (:func:`content_key`: an Arrow string column's own buffers) and
-    ``prop``, ``max_terms``.
+    frame's ``protein, term, score`` (:func:`content_key` of :data:`PREDICTION_KEY_COLUMNS`: an Arrow
+    string column's own buffers; ``content`` when the caller has it) and ``prop``, ``max_terms``.
 
     Computed without factorising the frame, so a curve, an interval or a pair that reads predictions
-    already prepared on the setup costs a digest, not a second factorisation."""
+    already prepared on the setup costs a digest, not a second factorisation; a caller that hands the
+    same frame to several of them (``core.evaluation.cells.CellFrames.content``) digests it once."""
     _prediction_columns(predictions)
-    return (content_key(predictions, ("protein", "term", "score")), options.prop, options.max_terms)
+    if content is None:
+        content = content_key(predictions, PREDICTION_KEY_COLUMNS)
+    return (content, options.prop, options.max_terms)
 
 
 def prepared_predictions(setup: _Setup, predictions: pd.DataFrame, options: EvalOptions,

@@ -19,7 +19,7 @@ from tempo_assets.core.evaluation.predictions import (
     _build_predictions, _read_pairs, _read_prediction_file,
 )
 from tempo_assets.core.evaluation.metrics import (
-    EvalOptions, _Prepared, _evaluate_setup, _setup, _setup_of, prepared_predictions,
+    EvalOptions, _Prepared, _evaluate_setup, _setup, _setup_of, frame_key, prepared_predictions,
 )
 
 logger = logging.getLogger(__name__)
@@ -123,11 +123,12 @@ def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
 
 
 def evaluated_rows(eval_ontology: EvalOntology, ground_truth: pd.DataFrame, predictions: pd.DataFrame,
-                   **options) -> pd.DataFrame | None:
-    """:func:`evaluate_frames`' rows with ``ns`` and ``tau`` as columns (None: nothing evaluated)."""
+                   predictions_content: tuple | None = None, **options) -> pd.DataFrame | None:
+    """:func:`evaluate_frames`' rows with ``ns`` and ``tau`` as columns (None: nothing evaluated);
+    ``predictions_content``: the predictions' ``content_key`` when the caller has it (``frame_key``)."""
     opts = EvalOptions.of(options)
     setup = _setup_of(eval_ontology, ground_truth, opts)
-    prepared = prepared_predictions(setup, predictions, opts)
+    prepared = prepared_predictions(setup, predictions, opts, frame_key(predictions, opts, predictions_content))
     df = _evaluate_setup(setup, prepared) if prepared.preds else None
     return None if df is None else df[df["cov"] > 0].reset_index(drop=True)
 
