@@ -150,6 +150,29 @@ def test_predictions_changed_in_place_are_prepared_again(toy):
     pd.testing.assert_frame_equal(evaluate_frames(eo, gt, preds), evaluate_frames(EvalOntology.from_obo(path), gt, preds))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("options", [{}, {"prop": "fill"}, {"known": True, "toi": True}])
+def test_a_cell_curve_is_its_namespaces_rows_of_the_evaluator_frame(toy, weighted, options):
+    """``cell_curve`` builds one namespace's rows at once: the rows of ``evaluate_frames`` with that ``ns``
+    (covered thresholds only), ``tau`` first and ``ns`` last, the same bits and dtypes."""
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 9, n_proteins=12)
+    if options.get("known"):
+        options = {"known": gt.iloc[::3], "toi": [t for terms in parents.values() for t in list(terms)[::2]]}
+    eo = EvalOntology.from_obo(path, ia=toy_ia(parents) if weighted else None)
+    frame = evaluate_frames(EvalOntology.from_obo(path, ia=toy_ia(parents) if weighted else None), gt, preds,
+                            **options).reset_index()
+    lengths = []
+    for aspect, name in NAMES.items():
+        rows = frame[frame["ns"] == name]
+        expected = rows[["tau"] + [c for c in rows.columns if c not in ("ns", "tau")]].reset_index(drop=True)
+        curve = scoring.cell_curve(eo, aspect, gt, preds, **options)
+        pd.testing.assert_frame_equal(curve, expected.assign(ns=name), check_exact=True)
+        lengths.append(len(curve))
+    assert all(lengths) and min(lengths) < 99  # thresholds without coverage are left out
+    assert ("f_w" in frame.columns) == weighted
+
+
 def test_a_numeric_column_is_keyed_by_its_dtype_and_values():
     frame = pd.DataFrame({"protein": ["P1", "P2", "P3"], "term": ["GO:1", "GO:2", "GO:1"], "score": [0.5, 0.25, 1.0]})
     columns = metrics.PREDICTION_KEY_COLUMNS

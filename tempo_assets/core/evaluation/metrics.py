@@ -271,7 +271,14 @@ def _f(pr: np.ndarray, rc: np.ndarray) -> np.ndarray:
 
 
 def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: str) -> pd.DataFrame:
-    """cafaeval's ``normalize``: same columns, same arithmetic order."""
+    """cafaeval's ``normalize``: same columns (``FRAME_COLUMNS``), same arithmetic order."""
+    columns = _normalized(metrics, tau, ne, norm)
+    return pd.DataFrame({**{c: columns[c] for c in BASE_COLUMNS}, "ns": [name] * tau.size,
+                         **{c: v for c, v in columns.items() if c not in BASE_COLUMNS}})
+
+
+def _normalized(metrics: np.ndarray, tau: np.ndarray, ne: int, norm: str) -> dict[str, np.ndarray]:
+    """:func:`_normalize`'s columns but ``ns``, in its order: cafaeval's ``normalize`` arithmetic."""
     if norm not in ("cafa", "pred", "gt"):
         raise EvaluationInputError(f"norm must be cafa, pred or gt, got {norm!r}")
     n = metrics[:, 0].copy()
@@ -285,13 +292,9 @@ def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: s
     tp, fp, fn = cols["tp"], cols["fp"], cols["fn"]
     pr_micro = np.divide(tp, tp + fp, out=np.zeros_like(tp, dtype=float), where=(tp + fp) > 0)
     rc_micro = np.divide(tp, tp + fn, out=np.zeros_like(tp, dtype=float), where=(tp + fn) > 0)
-    frame = pd.DataFrame({
-        "n": n, "tp": tp, "fp": fp, "fn": fn, "pr": cols["pr"], "rc": cols["rc"],
-        "ns": [name] * tau.size, "tau": tau, "cov": cov, "mi": fp, "ru": fn,
-        "f": _f(cols["pr"], cols["rc"]), "s": np.sqrt(fn ** 2 + fp ** 2),
-        "pr_micro": pr_micro, "rc_micro": rc_micro, "f_micro": _f(pr_micro, rc_micro),
-    })
-    return frame
+    return {"n": n, "tp": tp, "fp": fp, "fn": fn, "pr": cols["pr"], "rc": cols["rc"], "tau": tau, "cov": cov,
+            "mi": fp, "ru": fn, "f": _f(cols["pr"], cols["rc"]), "s": np.sqrt(fn ** 2 + fp ** 2),
+            "pr_micro": pr_micro, "rc_micro": rc_micro, "f_micro": _f(pr_micro, rc_micro)}
 
 
 class _Lru(OrderedDict):
@@ -374,6 +377,24 @@ def _evaluate_setup(setup: _Setup, prepared: _Prepared) -> pd.DataFrame | None:
         weighted = pd.concat(frames_w, ignore_index=True).drop(columns=["ns", "tau"]).add_suffix("_w")
         df = pd.concat([df.reset_index(drop=True), weighted], axis=1)
     return df
+
+
+def namespace_columns(setup: _Setup, prepared: _Prepared, name: str) -> dict[str, np.ndarray] | None:
+    """One namespace's rows of :func:`_evaluate_setup` as columns (every threshold, ``ns`` left out): the
+    plain ones, then the weighted ones suffixed ``_w`` (``tau`` once) when the ontology has IA; None where
+    it evaluates nothing (no predictions, or no protein with ground truth left)."""
+    if name not in prepared.preds:
+        return None
+    contrib, rows = prepared.contribs(weighted=False)[name]
+    if rows.size == 0:
+        logger.warning("%s: no protein with ground truth left to evaluate", name)
+        return None
+    columns = _normalized(_sum_metrics(contrib), setup.tau, rows.size, setup.norm)
+    if setup.ontology.has_ia:
+        contrib_w, rows_w = prepared.contribs(weighted=True)[name]
+        weighted = _normalized(_sum_metrics(contrib_w), setup.tau, rows_w.size, setup.norm)
+        columns.update({f"{c}_w": v for c, v in weighted.items() if c != "tau"})
+    return columns
 
 
 def _setup(ontology: EvalOntology, truth_pairs, th_step, toi, known, norm) -> _Setup:

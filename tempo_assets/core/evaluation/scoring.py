@@ -31,7 +31,7 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
 from tempo_assets.core.evaluation.cells import Cell, CellFrames
 from tempo_assets.core.evaluation.metrics import from_keywords
-from tempo_assets.core.evaluation.tables import evaluated_rows
+from tempo_assets.core.evaluation.tables import namespace_rows
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES
@@ -118,14 +118,9 @@ def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.
     ``prop``, ``setups``: None for the ontology's own cache, keyed by content) and ``predictions_content``
     (``core.evaluation.tables.evaluated_rows``).
     """
-    ns = NAMESPACES[aspect]
-    rows = evaluated_rows(eval_ontology, truth, predictions, **options)
-    rows = None if rows is None else rows[rows["ns"] == ns]
-    if rows is None or len(rows) == 0:
-        return pd.DataFrame()
-    # evaluate_frames' rows of ns, indexed by tau, with the index back as the first column
-    columns = ["tau"] + [c for c in rows.columns if c not in ("ns", "tau")]
-    return rows[columns].reset_index(drop=True).assign(ns=ns)
+    rows = namespace_rows(eval_ontology, truth, predictions, NAMESPACES[aspect], **options)
+    # evaluate_frames' rows of the aspect's namespace, with its index (ns, tau) as the first and last column
+    return pd.DataFrame() if rows is None else rows
 
 
 def curve_best(curve: pd.DataFrame | None, column: str = "f") -> tuple[float, float | None, float]:
