@@ -116,7 +116,7 @@ class CurveFigures:
     """One figure per curve plot kind, kept and reused by the plots drawn inside ``with CurveFigures():``.
 
     A window's report draws 18 curve plots of one size on unit axes: building each figure, its axes and
-    their ticks again (and entering matplotlib's default style again) was about a third of drawing one.
+    their ticks again (and entering matplotlib's default style again) was about an eighth of drawing one.
     Each plot given these figures draws its lines, title and legend on the kept axes and removes them
     once its PNG is rendered; the axes' view is fixed (0 to 1 on both), so the ticks, the grid and the
     pixels are those of a fresh figure (a test compares the bytes). Not for use by two threads at once.
