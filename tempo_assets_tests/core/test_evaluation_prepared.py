@@ -150,6 +150,38 @@ def test_predictions_changed_in_place_are_prepared_again(toy):
     pd.testing.assert_frame_equal(evaluate_frames(eo, gt, preds), evaluate_frames(EvalOntology.from_obo(path), gt, preds))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("options", [{}, {"prop": "fill"}, {"known": True, "toi": True}])
+def test_a_cell_curve_is_its_namespaces_rows_of_the_evaluator_frame(toy, weighted, options):
+    """``cell_curve`` builds one namespace's rows at once: the rows of ``evaluate_frames`` with that ``ns``
+    (covered thresholds only), ``tau`` first and ``ns`` last, the same bits and dtypes."""
+    path, parents, alts = toy
+    gt, preds = toy_inputs(parents, alts, 9, n_proteins=12)
+    if options.get("known"):
+        options = {"known": gt.iloc[::3], "toi": [t for terms in parents.values() for t in list(terms)[::2]]}
+    eo = EvalOntology.from_obo(path, ia=toy_ia(parents) if weighted else None)
+    frame = evaluate_frames(EvalOntology.from_obo(path, ia=toy_ia(parents) if weighted else None), gt, preds,
+                            **options).reset_index()
+    lengths = []
+    for aspect, name in NAMES.items():
+        rows = frame[frame["ns"] == name]
+        expected = rows[["tau"] + [c for c in rows.columns if c not in ("ns", "tau")]].reset_index(drop=True)
+        curve = scoring.cell_curve(eo, aspect, gt, preds, **options)
+        pd.testing.assert_frame_equal(curve, expected.assign(ns=name), check_exact=True)
+        lengths.append(len(curve))
+    assert all(lengths) and min(lengths) < 99  # thresholds without coverage are left out
+    assert ("f_w" in frame.columns) == weighted
+
+
+def test_a_numeric_column_is_keyed_by_its_dtype_and_values():
+    frame = pd.DataFrame({"protein": ["P1", "P2", "P3"], "term": ["GO:1", "GO:2", "GO:1"], "score": [0.5, 0.25, 1.0]})
+    columns = metrics.PREDICTION_KEY_COLUMNS
+    assert metrics.content_key(frame.copy(), columns) == metrics.content_key(frame, columns)
+    assert metrics.content_key(frame.assign(score=[0.5, 0.25, 0.75]), columns) != metrics.content_key(frame, columns)
+    bits = frame.assign(score=frame["score"].to_numpy().view(np.int64))  # the same bytes, other values
+    assert metrics.content_key(bits, columns) != metrics.content_key(frame, columns)
+
+
 def test_the_sums_of_every_threshold_at_once_are_the_per_threshold_loop_bits():
     """cafaeval sums each threshold's row alone; one row-wise reduction gives the same bits."""
     rng = np.random.default_rng(3)
@@ -192,16 +224,22 @@ def _window(toy, seed: int):
 
 
 def test_a_profile_and_its_pairs_cut_each_cell_once_and_score_what_they_score_alone(toy, monkeypatch):
-    """The summary's intervals and the pairs read shared frames, setups, draws and replicates: each
-    number equals the one computed alone (a fresh ontology, nothing shared)."""
+    """The summary's intervals and the pairs read shared frames, setups, draws and replicates, each frame
+    cut and digested once: each number equals the one computed alone (a fresh ontology, nothing shared)."""
     path, growth, methods, taus, clusters = _window(toy, 7)
     options, pairs = ScoringOptions(n_boot=30, seed=2), [("a", "b"), ("a", "a@t-1")]
     request = {"taus": taus, "clusters": clusters}
     alone = score_profile(EvalOntology.from_obo(path), *growth, methods, options=options, **request)
     paired_alone = paired_differences(EvalOntology.from_obo(path), growth, methods, pairs, options=options, **request)
-    cut = []
-    real = cells.cell_predictions
+    cut, digested = [], []
+    real, real_key = cells.cell_predictions, metrics.content_key
     monkeypatch.setattr(cells, "cell_predictions", lambda *a: cut.append(1) or real(*a))
+
+    def counted(value, columns=("protein", "term")):
+        digested.extend([1] if tuple(columns) == metrics.PREDICTION_KEY_COLUMNS else [])
+        return real_key(value, columns)
+    monkeypatch.setattr(metrics, "content_key", counted)
+    monkeypatch.setattr(cells, "content_key", counted)
     eo, frames = EvalOntology.from_obo(path), cells.CellFrames(growth, methods)
     shared = score_profile(eo, *growth, methods, options=options, frames=frames, **request)
     paired = paired_differences(eo, growth, methods, pairs, options=options, frames=frames, **request)
@@ -209,6 +247,8 @@ def test_a_profile_and_its_pairs_cut_each_cell_once_and_score_what_they_score_al
     pd.testing.assert_frame_equal(shared.curves, alone.curves)
     pd.testing.assert_frame_equal(paired, paired_alone)
     assert len(cut) == len(methods) * len(frames.cells)
+    # each cut frame digested once for its curve, its intervals and its pairs
+    assert len(digested) == len(methods) * len(frames.cells)
     for (mode, aspect), cell in frames.cells.items():  # each method's interval equals its own bootstrap alone
         row = shared.summary[(shared.summary["method"] == "b") & (shared.summary["mode"] == mode)
                              & (shared.summary["aspect"] == aspect)].iloc[0]

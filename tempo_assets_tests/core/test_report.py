@@ -109,6 +109,24 @@ def test_curve_plots_are_stable_pngs(curves, tmp_path, plot, ns):
     assert pixels[..., :3].std() > 0.05  # something was drawn
 
 
+def test_curve_plots_on_kept_figures_are_the_bytes_of_fresh_figures(curves, tmp_path):
+    """``CurveFigures`` keeps one figure per kind across a report's plots: each PNG is the one a figure of
+    its own gives, whatever was drawn on the kept figure before (other methods, taus, weighting)."""
+    other = make_curves(tmp_path, seed=1)
+    asked = [(plot_fmax_curve, curves, "BP", {"knn": 0.5}, False), (plot_precision_recall, curves, "BP", None, False),
+             (plot_fmax_curve, {"naive": other["naive"]}, "MF", None, True),
+             (plot_precision_recall, other, "CC", {"blast": 0.3}, True), (plot_fmax_curve, other, "CC", None, False),
+             (plot_precision_recall, {"knn": curves["knn"]}, "MF", {"knn": 0.2}, False)]
+    with plots.CurveFigures() as figures:
+        kept = [plot(group, ns, taus=taus, weighted=weighted, figures=figures)
+                for plot, group, ns, taus, weighted in asked]
+    fresh = [plot(group, ns, taus=taus, weighted=weighted) for plot, group, ns, taus, weighted in asked]
+    assert len(set(fresh)) == len(asked)
+    assert kept == fresh
+    with pytest.raises(RuntimeError, match="inside its with-block"):
+        plot_fmax_curve(curves, "BP", figures=plots.CurveFigures())
+
+
 def test_curve_plot_depends_on_marked_tau(curves):
     plain = plot_fmax_curve(curves, "CC")
     assert plot_fmax_curve(curves, "CC", taus={"knn": 0.5}) != plain

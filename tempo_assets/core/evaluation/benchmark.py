@@ -127,10 +127,12 @@ class PairedRequest:
 
 
 def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], frames: CellFrames, request: PairedRequest):
-    """(``{pair index: rows}`` settled without a bootstrap, the predictions, the pairs to bootstrap)."""
+    """(``{pair index: rows}`` settled without a bootstrap, the predictions and their content keys, the pairs
+    to bootstrap)."""
     at_tau, n_proteins = request.metric == HEADLINE, int(cell.truth["protein"].nunique())
     settled: dict[int, list[dict]] = {}
     preds: dict[str, pd.DataFrame] = {}
+    contents: dict[str, tuple] = {}
     todo = []
     for i, (a, b) in enumerate(pairs):
         tau_a, tau_b = request.taus.get((a, cell.mode, cell.aspect)), request.taus.get((b, cell.mode, cell.aspect))
@@ -142,12 +144,13 @@ def _cell_pairs(cell, key: dict[str, Any], pairs: list[tuple[str, str]], frames:
         for m in (a, b):
             if m not in preds:
                 preds[m] = frames.of(m, (cell.mode, cell.aspect))
+                contents[m] = frames.content(m, (cell.mode, cell.aspect))
         if preds[a].empty and preds[b].empty:
             # neither method predicts anything here: no replicate has a value to compare
             settled[i] = [{**key, "a": a, "b": b, "delta": 0.0, "n_proteins": n_proteins}]
             continue
         todo.append((i, a, b, tau_a if at_tau else None, tau_b if at_tau else None))
-    return settled, preds, todo
+    return settled, (preds, contents), todo
 
 
 def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None],
@@ -182,7 +185,7 @@ def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, 
     slots: dict[tuple[int, int], list[dict]] = {}
     for c, ((mode, aspect), cell) in enumerate(cells):
         key = {"profile": options.profile, "mode": mode, "aspect": aspect, "metric": req.metric}
-        settled, preds, todo = _cell_pairs(cell, key, pairs, frames, req)
+        settled, (preds, contents), todo = _cell_pairs(cell, key, pairs, frames, req)
         slots.update({(i, c): rows for i, rows in settled.items()})
         if not todo:
             continue
@@ -190,7 +193,7 @@ def paired_differences(eval_ontology, growth: tuple[pd.DataFrame, pd.DataFrame, 
         results = paired_bootstraps(eval_ontology, cell.truth, preds, [t[1:] for t in todo],
                                     metric="f" if at_tau else METRICS[req.metric][1], n_boot=max(options.n_boot, 1),
                                     seed=options.seed, alpha=options.alpha, known=cell.known, toi=req.toi,
-                                    prop=options.prop, clusters=req.clusters)
+                                    prop=options.prop, clusters=req.clusters, contents=contents)
         n_proteins = int(cell.truth["protein"].nunique())
         for (i, a, b, _, _), result in zip(todo, results):
             # None: one method covers no protein at any threshold (its metric is undefined, not 0): no interval

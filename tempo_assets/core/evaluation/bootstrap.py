@@ -236,10 +236,11 @@ class _Scored:
     setup: _Setup
     predictions: pd.DataFrame
     options: EvalOptions
+    content: tuple | None = None  # the predictions' content key, when the caller has it
     key: tuple = field(init=False)
 
     def __post_init__(self) -> None:
-        self.key = frame_key(self.predictions, self.options)
+        self.key = frame_key(self.predictions, self.options, self.content)
 
     def contribs(self, weighted: bool) -> dict[str, tuple[_Contrib, np.ndarray]]:
         return prepared_predictions(self.setup, self.predictions, self.options, self.key).contribs(weighted)
@@ -309,17 +310,19 @@ def bootstrap_ci(eval_ontology, ground_truth, predictions, metric="f", tau=None,
     return bootstrap_cis(eval_ontology, ground_truth, predictions, [(metric, tau, subsets)], **options)[0]
 
 
-def bootstrap_cis(eval_ontology, ground_truth, predictions, requests, **options) -> list[dict[str, dict[str, float]]]:
+def bootstrap_cis(eval_ontology, ground_truth, predictions, requests, predictions_content: tuple | None = None,
+                  **options) -> list[dict[str, dict[str, float]]]:
     """:func:`bootstrap_ci` for several ``(metric, tau, subsets)`` requests on one set of predictions.
 
     The ground truth and the predictions are set up once (and the contributions once per
     weighting) instead of once per metric; each request draws from its own generator of
     ``seed``, so every result equals the corresponding :func:`bootstrap_ci` call.
+    ``predictions_content``: the predictions' ``content_key`` when the caller has it.
     """
     resampling, opts = _split_options(options)
     checked = [(tau, subsets, *_check_metric(eval_ontology, metric)) for metric, tau, subsets in requests]
     setup = _setup_of(eval_ontology, ground_truth, opts)
-    scored = _Scored(setup, predictions, opts)
+    scored = _Scored(setup, predictions, opts, predictions_content)
     levels = _levels(resampling.clusters)
     return [_interval(scored, (weighted, _Reading(kind, opts.norm, _tau_column(setup.tau, tau))), resampling,
                       levels, subsets)
@@ -421,9 +424,10 @@ def paired_bootstraps(eval_ontology, ground_truth, predictions, pairs, metric="f
     :func:`bootstrap_cis` of the same method, threshold and draws): every replicate of a pair sees
     the draws a separate :func:`paired_bootstrap` call would (each pair starts from the seed), so
     the results are those calls'. A pair whose interval is undefined (a method covering no protein
-    at any threshold) is None, or raises with ``strict``. ``options`` as in :func:`paired_bootstrap`
-    (without the taus).
+    at any threshold) is None, or raises with ``strict``. ``options`` as in :func:`paired_bootstrap` (without
+    the taus), and ``contents``: name -> the predictions' ``content_key`` where the caller has it.
     """
+    contents: Mapping[str, tuple] = options.pop("contents", None) or {}
     weighted, kind = _check_metric(eval_ontology, metric)
     resampling, opts = _split_options(options)
     setup = _setup_of(eval_ontology, ground_truth, opts)
@@ -433,7 +437,7 @@ def paired_bootstraps(eval_ontology, ground_truth, predictions, pairs, metric="f
     for a, b, tau_a, tau_b in pairs:
         for m in (a, b):
             if m not in scored:
-                scored[m] = _Scored(setup, predictions[m], opts)
+                scored[m] = _Scored(setup, predictions[m], opts, contents.get(m))
         readings = (_Reading(kind, opts.norm, _tau_column(setup.tau, tau_a)),
                     _Reading(kind, opts.norm, _tau_column(setup.tau, tau_b)))
         try:

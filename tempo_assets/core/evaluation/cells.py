@@ -16,6 +16,7 @@ import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES
+from tempo_assets.core.evaluation.metrics import PREDICTION_KEY_COLUMNS, content_key
 from tempo_assets.core.labels.annotations import require_columns
 
 
@@ -158,6 +159,7 @@ class CellFrames:
         self._position = {key: i for i, key in enumerate(self.cells)}
         self._split: dict[str, MethodRows] = {}
         self._frames: dict[tuple, pd.DataFrame] = {}
+        self._contents: dict[tuple, tuple] = {}
 
     def check(self, growth: tuple, methods: Mapping[str, pd.DataFrame]) -> CellFrames:
         """This object, when built from ``growth`` and ``methods`` themselves; else a clear error."""
@@ -178,3 +180,14 @@ class CellFrames:
         if self.keep_frames:
             self._frames[(name, key)] = frame
         return frame
+
+    def content(self, name: str, key: tuple[str, str]) -> tuple:
+        """The evaluator's content key of :meth:`of` ``(name, key)`` (``core.evaluation.metrics.frame_key``),
+        digested once while the frame is held: the curve, the intervals and the pairs of a cell read the
+        same frame."""
+        if (name, key) not in self._contents:
+            content = content_key(self.of(name, key), PREDICTION_KEY_COLUMNS)
+            if not self.keep_frames:
+                return content
+            self._contents[(name, key)] = content
+        return self._contents[(name, key)]

@@ -271,7 +271,14 @@ def _f(pr: np.ndarray, rc: np.ndarray) -> np.ndarray:
 
 
 def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: str) -> pd.DataFrame:
-    """cafaeval's ``normalize``: same columns, same arithmetic order."""
+    """cafaeval's ``normalize``: same columns (``FRAME_COLUMNS``), same arithmetic order."""
+    columns = _normalized(metrics, tau, ne, norm)
+    return pd.DataFrame({**{c: columns[c] for c in BASE_COLUMNS}, "ns": [name] * tau.size,
+                         **{c: v for c, v in columns.items() if c not in BASE_COLUMNS}})
+
+
+def _normalized(metrics: np.ndarray, tau: np.ndarray, ne: int, norm: str) -> dict[str, np.ndarray]:
+    """:func:`_normalize`'s columns but ``ns``, in its order: cafaeval's ``normalize`` arithmetic."""
     if norm not in ("cafa", "pred", "gt"):
         raise EvaluationInputError(f"norm must be cafa, pred or gt, got {norm!r}")
     n = metrics[:, 0].copy()
@@ -285,13 +292,9 @@ def _normalize(metrics: np.ndarray, name: str, tau: np.ndarray, ne: int, norm: s
     tp, fp, fn = cols["tp"], cols["fp"], cols["fn"]
     pr_micro = np.divide(tp, tp + fp, out=np.zeros_like(tp, dtype=float), where=(tp + fp) > 0)
     rc_micro = np.divide(tp, tp + fn, out=np.zeros_like(tp, dtype=float), where=(tp + fn) > 0)
-    frame = pd.DataFrame({
-        "n": n, "tp": tp, "fp": fp, "fn": fn, "pr": cols["pr"], "rc": cols["rc"],
-        "ns": [name] * tau.size, "tau": tau, "cov": cov, "mi": fp, "ru": fn,
-        "f": _f(cols["pr"], cols["rc"]), "s": np.sqrt(fn ** 2 + fp ** 2),
-        "pr_micro": pr_micro, "rc_micro": rc_micro, "f_micro": _f(pr_micro, rc_micro),
-    })
-    return frame
+    return {"n": n, "tp": tp, "fp": fp, "fn": fn, "pr": cols["pr"], "rc": cols["rc"], "tau": tau, "cov": cov,
+            "mi": fp, "ru": fn, "f": _f(cols["pr"], cols["rc"]), "s": np.sqrt(fn ** 2 + fp ** 2),
+            "pr_micro": pr_micro, "rc_micro": rc_micro, "f_micro": _f(pr_micro, rc_micro)}
 
 
 class _Lru(OrderedDict):
@@ -376,6 +379,24 @@ def _evaluate_setup(setup: _Setup, prepared: _Prepared) -> pd.DataFrame | None:
     return df
 
 
+def namespace_columns(setup: _Setup, prepared: _Prepared, name: str) -> dict[str, np.ndarray] | None:
+    """One namespace's rows of :func:`_evaluate_setup` as columns (every threshold, ``ns`` left out): the
+    plain ones, then the weighted ones suffixed ``_w`` (``tau`` once) when the ontology has IA; None where
+    it evaluates nothing (no predictions, or no protein with ground truth left)."""
+    if name not in prepared.preds:
+        return None
+    contrib, rows = prepared.contribs(weighted=False)[name]
+    if rows.size == 0:
+        logger.warning("%s: no protein with ground truth left to evaluate", name)
+        return None
+    columns = _normalized(_sum_metrics(contrib), setup.tau, rows.size, setup.norm)
+    if setup.ontology.has_ia:
+        contrib_w, rows_w = prepared.contribs(weighted=True)[name]
+        weighted = _normalized(_sum_metrics(contrib_w), setup.tau, rows_w.size, setup.norm)
+        columns.update({f"{c}_w": v for c, v in weighted.items() if c != "tau"})
+    return columns
+
+
 def _setup(ontology: EvalOntology, truth_pairs, th_step, toi, known, norm) -> _Setup:
     truths = _build_truths(ontology, *truth_pairs)
     if not truths:
@@ -414,8 +435,12 @@ def content_key(value: Any, columns: tuple[str, ...] = ("protein", "term")) -> t
 
 
 def _column_bytes(column: pd.Series) -> list:
-    """A column's content as bytes: an Arrow-held string column's own buffers (offsets from 0 and the
-    characters they span; hashing them is ~100x faster than hashing each row), else pandas' row hashes."""
+    """A column's content as bytes: a numeric numpy column's dtype and values (its memory), an Arrow-held
+    string column's own buffers (offsets from 0 and the characters they span; hashing them is ~100x faster
+    than hashing each row), else pandas' row hashes."""
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "biuf":
+        # equal bytes are equal values; equal values in other bytes (0.0 and -0.0) only miss a cache entry
+        return [column.dtype.str.encode(), np.ascontiguousarray(column.to_numpy()).tobytes()]
     values = column.array
     arrow = values.__arrow_array__() if hasattr(values, "__arrow_array__") and not column.hasnans else None
     chunks = arrow.chunks if isinstance(arrow, pa.ChunkedArray) else []
@@ -526,15 +551,21 @@ class _Prepared:
         return self.by_weight[weighted]
 
 
-def frame_key(predictions: pd.DataFrame, options: EvalOptions) -> tuple:
+PREDICTION_KEY_COLUMNS = ("protein", "term", "score")
+
+
+def frame_key(predictions: pd.DataFrame, options: EvalOptions, content: tuple | None = None) -> tuple:
     """What one method's prepared predictions are built from besides the setup: the content of the
-    frame's ``protein, term, score`` (:func:`content_key`: an Arrow string column's own buffers) and
-    ``prop``, ``max_terms``.
+    frame's ``protein, term, score`` (:func:`content_key` of :data:`PREDICTION_KEY_COLUMNS`: an Arrow
+    string column's own buffers; ``content`` when the caller has it) and ``prop``, ``max_terms``.
 
     Computed without factorising the frame, so a curve, an interval or a pair that reads predictions
-    already prepared on the setup costs a digest, not a second factorisation."""
+    already prepared on the setup costs a digest, not a second factorisation; a caller that hands the
+    same frame to several of them (``core.evaluation.cells.CellFrames.content``) digests it once."""
     _prediction_columns(predictions)
-    return (content_key(predictions, ("protein", "term", "score")), options.prop, options.max_terms)
+    if content is None:
+        content = content_key(predictions, PREDICTION_KEY_COLUMNS)
+    return (content, options.prop, options.max_terms)
 
 
 def prepared_predictions(setup: _Setup, predictions: pd.DataFrame, options: EvalOptions,

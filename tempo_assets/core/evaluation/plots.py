@@ -112,6 +112,65 @@ def _agg_figure(inches: tuple[float, float]) -> Iterator[Figure]:
         yield figure
 
 
+class CurveFigures:
+    """One figure per curve plot kind, kept and reused by the plots drawn inside ``with CurveFigures():``.
+
+    A window's report draws 18 curve plots of one size on unit axes: building each figure, its axes and
+    their ticks again (and entering matplotlib's default style again) was about an eighth of drawing one.
+    Each plot given these figures draws its lines, title and legend on the kept axes and removes them
+    once its PNG is rendered; the axes' view is fixed (0 to 1 on both), so the ticks, the grid and the
+    pixels are those of a fresh figure (a test compares the bytes). Not for use by two threads at once.
+    """
+
+    def __init__(self) -> None:
+        self._axes: dict[str, Any] = {}
+        self._style: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> CurveFigures:
+        import matplotlib.style
+
+        self._style = contextlib.ExitStack()
+        self._style.enter_context(matplotlib.style.context("default"))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._axes.clear()
+        if self._style is not None:
+            self._style.close()
+
+    @contextlib.contextmanager
+    def axes(self, kind: str, fixed: Callable[[Any], None]) -> Iterator[Any]:
+        """The kept axes of ``kind`` (made, with ``fixed`` drawn on them, at the first use); what the
+        caller adds to them (lines, texts, the legend) is removed when it is done."""
+        if self._style is None:
+            raise RuntimeError("CurveFigures is used inside its with-block only")
+        if kind not in self._axes:
+            with _agg_figure(CURVE_INCHES) as figure:
+                self._axes[kind] = figure.add_subplot()
+                fixed(self._axes[kind])
+        ax = self._axes[kind]
+        kept = {id(artist) for artist in ax.get_children()}
+        try:
+            yield ax
+        finally:
+            for artist in ax.get_children():
+                if id(artist) not in kept:
+                    artist.remove()
+
+
+@contextlib.contextmanager
+def _curve_axes(figures: CurveFigures | None, kind: str, fixed: Callable[[Any], None]) -> Iterator[Any]:
+    """Axes for one curve plot: ``figures``' kept ones of ``kind``, or a fresh figure's with ``fixed`` drawn."""
+    if figures is not None:
+        with figures.axes(kind, fixed) as ax:
+            yield ax
+        return
+    with _agg_figure(CURVE_INCHES) as figure:
+        ax = figure.add_subplot()
+        fixed(ax)
+        yield ax
+
+
 def _legend_handle(**style: Any) -> Line2D:
     """A legend entry with no data: a line of ``style`` (``color``, ``marker``, ``lw``, ``label``, ...)."""
     from matplotlib.lines import Line2D
@@ -150,7 +209,8 @@ def _curve_series(curves: Mapping[str, pd.DataFrame], ns: str, weighted: bool):
 
 
 def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Path | None = None,
-                    *, taus: Mapping[str, float] | None = None, weighted: bool = False) -> bytes:
+                    *, taus: Mapping[str, float] | None = None, weighted: bool = False,
+                    figures: CurveFigures | None = None) -> bytes:
     """F over the threshold grid, one line per method, its ``tau`` marked.
 
     Parameters
@@ -161,6 +221,7 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
     path : PNG written here (atomically) when given
     taus : method -> threshold fixed on VALID, marked instead of the curve's own argmax
     weighted : plot ``f_w`` instead of ``f``
+    figures : :class:`CurveFigures` to draw on (None: a figure of its own)
 
     Returns
     -------
@@ -169,8 +230,7 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
     series = _curve_series(curves, ns, weighted)
     colors = _method_colors(series)
     aspect = _short_aspect(NAMESPACES.get(ns, ns))
-    with _agg_figure(CURVE_INCHES) as figure:
-        ax = figure.add_subplot()
+    with _curve_axes(figures, "fmax", lambda ax: None) as ax:
         for method, rows in series.items():
             fixed = None if taus is None else taus.get(method)
             tau, f, _, _ = _point_at(rows, fixed)
@@ -179,13 +239,13 @@ def plot_fmax_curve(curves: Mapping[str, pd.DataFrame], ns: str, path: str | Pat
                     label=f"{method} ({kind} \u03c4={tau:.2f}: {f:.3f})")
             ax.axvline(tau, color=colors[method], ls=":", lw=1)
             ax.plot([tau], [f], "o", color=colors[method], ms=7)
-        _finish_unit_axes(figure, ax, ("threshold \u03c4", "weighted F" if weighted else "F"),
+        _finish_unit_axes(ax, ("threshold \u03c4", "weighted F" if weighted else "F"),
                           f"{'Weighted F' if weighted else 'F'} over threshold \u2014 {aspect}"
                           + _oracle_subtitle(series, taus))
-        return _emit(_png_bytes(figure), path)
+        return _emit(_png_bytes(ax.figure), path)
 
 
-def _finish_unit_axes(figure: Figure, ax, labels: tuple[str, str], title: str) -> None:
+def _finish_unit_axes(ax, labels: tuple[str, str], title: str) -> None:
     """A curve plot's axes: both from 0 to 1, ``labels`` (x, y), ``title``, a light grid, the legend."""
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -194,7 +254,7 @@ def _finish_unit_axes(figure: Figure, ax, labels: tuple[str, str], title: str) -
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
-    figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
+    ax.figure.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.11)
 
 
 def _oracle_subtitle(series: Mapping[str, Any], taus: Mapping[str, float] | None) -> str:
@@ -203,10 +263,22 @@ def _oracle_subtitle(series: Mapping[str, Any], taus: Mapping[str, float] | None
     return f"\n(oracle points: {ORACLE_LABEL})" if oracle else ""
 
 
+def _iso_f_lines(ax) -> None:
+    """The precision-recall plot's dashed lines of equal F (0.2 to 0.8), labelled."""
+    grid = np.linspace(0.01, 1, 200)
+    for level in (0.2, 0.4, 0.6, 0.8):
+        recall = grid[grid > level / 2]
+        precision = level * recall / (2 * recall - level)
+        keep = (precision > 0) & (precision <= 1)
+        ax.plot(recall[keep], precision[keep], color="#bbbbbb", lw=0.8, ls="--")
+        ax.annotate(f"F={level}", (1.0, level / (2 - level)), fontsize=7, color="#888888",
+                    xytext=(-30, 3), textcoords="offset points")
+
+
 def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
                           path: str | Path | None = None, *,
                           taus: Mapping[str, float] | None = None,
-                          weighted: bool = False) -> bytes:
+                          weighted: bool = False, figures: CurveFigures | None = None) -> bytes:
     """Precision against recall over the threshold grid, iso-F lines, each method's tau marked.
 
     Parameters and return as :func:`plot_fmax_curve`.
@@ -214,16 +286,7 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
     series = _curve_series(curves, ns, weighted)
     colors = _method_colors(series)
     aspect = _short_aspect(NAMESPACES.get(ns, ns))
-    with _agg_figure(CURVE_INCHES) as figure:
-        ax = figure.add_subplot()
-        grid = np.linspace(0.01, 1, 200)
-        for level in (0.2, 0.4, 0.6, 0.8):
-            recall = grid[grid > level / 2]
-            precision = level * recall / (2 * recall - level)
-            keep = (precision > 0) & (precision <= 1)
-            ax.plot(recall[keep], precision[keep], color="#bbbbbb", lw=0.8, ls="--")
-            ax.annotate(f"F={level}", (1.0, level / (2 - level)), fontsize=7, color="#888888",
-                        xytext=(-30, 3), textcoords="offset points")
+    with _curve_axes(figures, "pr", _iso_f_lines) as ax:
         for method, rows in series.items():
             fixed = None if taus is None else taus.get(method)
             tau, f, pr, rc = _point_at(rows, fixed)
@@ -231,10 +294,10 @@ def plot_precision_recall(curves: Mapping[str, pd.DataFrame], ns: str,
             ax.plot(rows["rc"], rows["pr"], color=colors[method], lw=1.8,
                     label=f"{method} ({kind}\u03c4={tau:.2f}, F={f:.3f})")
             ax.plot([rc], [pr], "o", color=colors[method], ms=7)
-        _finish_unit_axes(figure, ax, ("weighted recall" if weighted else "recall",
-                                       "weighted precision" if weighted else "precision"),
+        _finish_unit_axes(ax, ("weighted recall" if weighted else "recall",
+                               "weighted precision" if weighted else "precision"),
                           f"Precision\u2013recall \u2014 {aspect}" + _oracle_subtitle(series, taus))
-        return _emit(_png_bytes(figure), path)
+        return _emit(_png_bytes(ax.figure), path)
 
 
 def _window_label(key: str) -> str:

@@ -31,7 +31,7 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.evaluation.bootstrap import bootstrap_cis
 from tempo_assets.core.evaluation.cells import Cell, CellFrames
 from tempo_assets.core.evaluation.metrics import from_keywords
-from tempo_assets.core.evaluation.tables import evaluated_rows
+from tempo_assets.core.evaluation.tables import namespace_rows
 from tempo_assets.core.neighbours.homology import IDENTITY_STRATA as IDENTITY_ORDER
 
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES, NAMESPACES
@@ -115,16 +115,12 @@ def cell_curve(eval_ontology, aspect: str, truth: pd.DataFrame, predictions: pd.
     """The evaluator's all-threshold rows of one cell (``tau`` and cafaeval's columns); empty if none.
 
     ``options``: the evaluator's (``core.evaluation.metrics.EvalOptions``: ``known``, ``toi``,
-    ``prop``, ``setups``: None for the ontology's own cache, keyed by content).
+    ``prop``, ``setups``: None for the ontology's own cache, keyed by content) and ``predictions_content``
+    (``core.evaluation.tables.evaluated_rows``).
     """
-    ns = NAMESPACES[aspect]
-    rows = evaluated_rows(eval_ontology, truth, predictions, **options)
-    rows = None if rows is None else rows[rows["ns"] == ns]
-    if rows is None or len(rows) == 0:
-        return pd.DataFrame()
-    # evaluate_frames' rows of ns, indexed by tau, with the index back as the first column
-    columns = ["tau"] + [c for c in rows.columns if c not in ("ns", "tau")]
-    return rows[columns].reset_index(drop=True).assign(ns=ns)
+    rows = namespace_rows(eval_ontology, truth, predictions, NAMESPACES[aspect], **options)
+    # evaluate_frames' rows of the aspect's namespace, with its index (ns, tau) as the first and last column
+    return pd.DataFrame() if rows is None else rows
 
 
 def curve_best(curve: pd.DataFrame | None, column: str = "f") -> tuple[float, float | None, float]:
@@ -185,17 +181,17 @@ def _curve_row(curve: pd.DataFrame) -> dict[str, Any]:
 
 
 def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: ScoringOptions,
-               reading: CellReading = CellReading()) -> tuple[dict[str, Any], pd.DataFrame]:
+               reading: CellReading = CellReading(), content: tuple | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
     """One cell's metric row (see the module docstring) and its curve.
 
     ``reading.clusters`` (protein -> sequence cluster, or ``core.neighbours.homology.homology_clusters``' frame)
     adds the cluster-level twin ``*_cluster_low/high`` of every interval. ``reading.strata``
     (protein -> label) puts ``{label: F at valid_tau on the label's proteins}`` under the row's
-    ``"_strata"`` key.
+    ``"_strata"`` key. ``content``: the predictions' content key (``CellFrames.content``), when the caller has it.
     """
     toi, valid_tau, strata = reading.toi, reading.valid_tau, reading.strata
     curve = cell_curve(eval_ontology, cell.aspect, cell.truth, predictions, known=cell.known, toi=toi,
-                       prop=options.prop, setups=cell.setups)
+                       prop=options.prop, setups=cell.setups, predictions_content=content)
     row: dict[str, Any] = {"fmax_oracle": 0.0}
     if valid_tau is not None:
         row.update(scores_at_tau(curve, valid_tau))
@@ -220,7 +216,7 @@ def score_cell(eval_ontology, cell: Cell, predictions: pd.DataFrame, options: Sc
     levels = ("", "cluster_") if reading.clusters is not None else ("",)
     results = bootstrap_cis(eval_ontology, cell.truth, predictions, requests, n_boot=options.n_boot,
                             seed=options.seed, alpha=options.alpha, clusters=reading.clusters, known=cell.known,
-                            toi=toi, prop=options.prop, setups=cell.setups)
+                            toi=toi, prop=options.prop, setups=cell.setups, predictions_content=content)
     for column, result in zip(columns, results):
         ci = result.get(ns, {})
         if options.n_boot:
@@ -321,7 +317,7 @@ def _score_method(eval_ontology, frames: CellFrames, method: tuple[str, pd.DataF
             known_labels = by_aspect_strata.get(aspect, {})
             labels = {str(p): known_labels.get(str(p), IDENTITY_NO_HIT) for p in cell.proteins}
         row, curve = score_cell(eval_ontology, cell, preds, cell_options,
-                                CellReading(extras.toi, tau, extras.clusters, labels))
+                                CellReading(extras.toi, tau, extras.clusters, labels), frames.content(name, (mode, aspect)))
         f_by_stratum = row.pop("_strata", None)
         tables.rows.append({**counts, **row})
         if labels is not None:

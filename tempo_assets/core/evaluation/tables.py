@@ -19,7 +19,7 @@ from tempo_assets.core.evaluation.predictions import (
     _build_predictions, _read_pairs, _read_prediction_file,
 )
 from tempo_assets.core.evaluation.metrics import (
-    EvalOptions, _Prepared, _evaluate_setup, _setup, _setup_of, prepared_predictions,
+    EvalOptions, _Prepared, _evaluate_setup, _setup, _setup_of, frame_key, namespace_columns, prepared_predictions,
 )
 
 logger = logging.getLogger(__name__)
@@ -123,13 +123,32 @@ def evaluate_frames(eval_ontology: EvalOntology, ground_truth: pd.DataFrame,
 
 
 def evaluated_rows(eval_ontology: EvalOntology, ground_truth: pd.DataFrame, predictions: pd.DataFrame,
-                   **options) -> pd.DataFrame | None:
-    """:func:`evaluate_frames`' rows with ``ns`` and ``tau`` as columns (None: nothing evaluated)."""
+                   predictions_content: tuple | None = None, **options) -> pd.DataFrame | None:
+    """:func:`evaluate_frames`' rows with ``ns`` and ``tau`` as columns (None: nothing evaluated);
+    ``predictions_content``: the predictions' ``content_key`` when the caller has it (``frame_key``)."""
     opts = EvalOptions.of(options)
     setup = _setup_of(eval_ontology, ground_truth, opts)
-    prepared = prepared_predictions(setup, predictions, opts)
+    prepared = prepared_predictions(setup, predictions, opts, frame_key(predictions, opts, predictions_content))
     df = _evaluate_setup(setup, prepared) if prepared.preds else None
     return None if df is None else df[df["cov"] > 0].reset_index(drop=True)
+
+
+def namespace_rows(eval_ontology: EvalOntology, ground_truth: pd.DataFrame, predictions: pd.DataFrame, ns: str,
+                   predictions_content: tuple | None = None, **options) -> pd.DataFrame | None:
+    """:func:`evaluated_rows` of the namespace ``ns`` alone, ``tau`` first and ``ns`` last, index from 0: the
+    same values, built from the namespace's columns at once instead of through the other namespaces' frames
+    (None: nothing evaluated there)."""
+    opts = EvalOptions.of(options)
+    setup = _setup_of(eval_ontology, ground_truth, opts)
+    prepared = prepared_predictions(setup, predictions, opts, frame_key(predictions, opts, predictions_content))
+    columns = namespace_columns(setup, prepared, ns) if ns in setup.truths else None
+    if columns is None:
+        return None
+    keep = columns["cov"] > 0
+    if not keep.any():
+        return None
+    return pd.DataFrame({"tau": columns["tau"][keep], **{c: v[keep] for c, v in columns.items() if c != "tau"},
+                         "ns": ns})
 
 
 def _ns_name(ns: str) -> str:

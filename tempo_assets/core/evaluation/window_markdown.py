@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES
-from tempo_assets.core.evaluation.plots import CellPlots, plot_fmax_curve, plot_precision_recall
+from tempo_assets.core.evaluation.plots import CellPlots, CurveFigures, plot_fmax_curve, plot_precision_recall
 from tempo_assets.core.evaluation.results import profile_label
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL, PROFILES
 
@@ -36,8 +36,10 @@ def by_profile_label(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(method=labels).drop(columns=["profile"])
 
 
-def _draw_cell(curves: pd.DataFrame, summary: pd.DataFrame, cell: tuple[str, str], folder: Path) -> CellPlots | None:
-    """The two plots of one (mode, aspect) cell, written to ``folder`` (None when the cell has no curve)."""
+def _draw_cell(curves: pd.DataFrame, summary: pd.DataFrame, cell: tuple[str, str], folder: Path,
+               figures: CurveFigures) -> CellPlots | None:
+    """The two plots of one (mode, aspect) cell, drawn on ``figures`` and written to ``folder`` (None when the
+    cell has no curve)."""
     mode, aspect = cell
     rows = curves[(curves["mode"] == mode) & (curves["aspect"] == aspect)] if len(curves) else curves
     if rows.empty:
@@ -46,18 +48,21 @@ def _draw_cell(curves: pd.DataFrame, summary: pd.DataFrame, cell: tuple[str, str
     chosen = summary[(summary["mode"] == mode) & (summary["aspect"] == aspect)]
     valid = chosen["valid_tau"] if "valid_tau" in chosen else pd.Series(float("nan"), index=chosen.index)
     taus = {m: t for m, t in zip(chosen["method"], valid) if m in group and pd.notna(t)} or None
-    return CellPlots(fmax=plot_fmax_curve(group, aspect, folder / f"fmax_{mode}_{aspect}.png", taus=taus),
-                     pr=plot_precision_recall(group, aspect, folder / f"pr_{mode}_{aspect}.png", taus=taus))
+    return CellPlots(fmax=plot_fmax_curve(group, aspect, folder / f"fmax_{mode}_{aspect}.png", taus=taus,
+                                          figures=figures),
+                     pr=plot_precision_recall(group, aspect, folder / f"pr_{mode}_{aspect}.png", taus=taus,
+                                              figures=figures))
 
 
 def draw_curves(curves: pd.DataFrame, summary: pd.DataFrame, folder: Path) -> dict[tuple[str, str], CellPlots]:
     """``{(mode, aspect): CellPlots}``: the F-over-threshold and precision-recall plot of every cell with curves,
     one line per method and profile, each method's VALID threshold marked; drawn once, shown by the UI
     (:func:`curve_markdown`) and the window's HTML report, and written to ``folder``
-    (``fmax_<mode>_<aspect>.png``, ``pr_<mode>_<aspect>.png``)."""
+    (``fmax_<mode>_<aspect>.png``, ``pr_<mode>_<aspect>.png``), all on one figure of each kind (``CurveFigures``)."""
     curves, summary = by_profile_label(curves), by_profile_label(summary)
     cells = ((mode, aspect) for mode in MODES for aspect in ASPECTS)
-    drawn = {cell: _draw_cell(curves, summary, cell, folder) for cell in cells}
+    with CurveFigures() as figures:
+        drawn = {cell: _draw_cell(curves, summary, cell, folder, figures) for cell in cells}
     return {cell: plots for cell, plots in drawn.items() if plots is not None}
 
 
