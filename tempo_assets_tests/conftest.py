@@ -170,9 +170,14 @@ def build_demo(folder: Path) -> Path:
 
     Whoever takes the lock first builds (the background build ``pytest_collection_modifyitems``
     starts, or the first test to need it); everyone else waits for it and then finds it built.
-    The build is never changed after: tests work on copies (:func:`graph_from`).
+    The build is never changed after: tests work on copies (:func:`graph_from`). No test on it reads
+    the reports' figures (its numbers, time bindings, states and submission are what they check;
+    the figures are tested in ``core/test_report.py`` and on the tiny build), so none is drawn
+    (``unrendered.undrawn_figures``: every stored value the same bytes, the report pages without images).
     """
     from filelock import FileLock
+
+    from tempo_assets_tests.unrendered import undrawn_figures
 
     build = folder / "demo_graph"
     with FileLock(str(folder / "demo_graph.lock")):
@@ -181,7 +186,8 @@ def build_demo(folder: Path) -> Path:
                 shutil.rmtree(build)
             build.mkdir(parents=True)
             shutil.copytree(DEMO_ARCHIVE, build / "archive")
-            graph = materialise_archive(build, build / "archive")
+            with undrawn_figures():
+                graph = materialise_archive(build, build / "archive")
             graph.instance.dispose()
             (build / BUILT).write_text(json.dumps({"report": graph.report, "seconds": graph.seconds}),
                                        encoding="utf-8")

@@ -7,7 +7,8 @@ the windows that no longer exist (``superseded``); a second materialisation
 rebuilds only those, through the named jobs, and leaves every superseded TEST score as it was,
 byte for byte. The slow variant inserts a release into a copy of ``data/`` with ``tempo release
 derive`` (real-format files) and builds what reads it up to the cutoffs, not the new windows. What is
-rebuilt does not depend on the reports' PNGs: their figures are drawn, not rendered (``unrendered.py``).
+rebuilt does not depend on the reports' figures: none is drawn (``unrendered.undrawn_figures``: every stored
+value the same bytes; the figures are tested in ``core/test_report.py``).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from tempo_assets.core.inputs.new_releases import ReleaseRequest, add_release
 from tempo_assets_tests.assets.tiny_archive import RELEASES, write_gaf, write_obo
 from tempo_assets_tests.cli_here import tempo_here
 from tempo_assets_tests.conftest import graph_from, subprocess_env, tiny_copy
-from tempo_assets_tests.unrendered import unrendered_figures
+from tempo_assets_tests.unrendered import undrawn_figures
 
 # every test materialises a graph: the tiny archive's (module fixture), or a copy of data/'s
 pytestmark = pytest.mark.slow
@@ -182,7 +183,7 @@ def tiny_inserted(tiny_build, tmp_path_factory):
     assert all(s in ("ok", "skipped") for _, _, s, _ in graph.report), graph.report
     old_windows = list(graph.plan.windows)
     shutil.copytree(inserted_release(graph.archive, root / "insert"), graph.archive / "releases" / INSERTED)
-    with unrendered_figures():  # the rebuild's reports: what is rebuilt does not depend on their PNGs
+    with undrawn_figures():  # the rebuild's reports: what is rebuilt does not depend on their figures
         yield graph, old_windows
     graph.instance.dispose()
 
@@ -280,15 +281,15 @@ def test_a_window_with_no_test_growth_scores_zero_targets(tiny_inserted, tmp_pat
 
 
 @pytest.fixture
-def unrendered():
-    with unrendered_figures():  # the catalog's plots: what is rebuilt does not depend on their PNGs
+def undrawn():
+    with undrawn_figures():  # the catalog's plots: what is rebuilt does not depend on them
         yield
 
 
 CUTOFF_JOBS = {"release_job", "cutoff_job", "method_bundle_job", "method_job", "catalog_job"}
 
 
-def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path, unrendered):
+def test_deriving_a_release_into_a_copy_of_data(demo_build, tmp_path, undrawn):
     """``tempo release derive`` of a date between two releases of data/, after ``materialize --all``
     (a copy of the run's materialised ``data/``, as ``materialize --all`` left it): the graph accepts
     the derived release of real-format files and builds it, the cutoff runs that read it and the

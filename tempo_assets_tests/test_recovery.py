@@ -6,7 +6,9 @@ test_score's writes and during benchmark, a second instance on one store, and th
 The kills are real ``SIGKILL``s the process sends itself at an exact point (``core/base/faults.py``,
 ``TEMPO_FAULT_AT``), so nothing of Python's or Dagster's clean-up runs, as with the OOM killer.
 The launches (killed, signalled, raced, or finishing the work) are real processes; the commands that
-read or release between them run their own code in this process (``cli_here.tempo_here``).
+read or release between them run their own code in this process (``cli_here.tempo_here``). What the
+launches build is checked by its state, not by the reports' figures: they draw none
+(``unrendered.undrawn_launch_env``; the figures are tested in ``core/test_report.py``).
 """
 from __future__ import annotations
 
@@ -22,12 +24,13 @@ import pytest
 from tempo_assets_tests.cli_here import tempo_here
 from tempo_assets_tests.conftest import make_home, subprocess_env, tiny_copy
 from tempo_assets_tests.toolkit import script, tempo, wait_until
+from tempo_assets_tests.unrendered import undrawn_launch_env
 
 pytestmark = pytest.mark.slow
 
 
 def _env(graph, **extra) -> dict:
-    env = subprocess_env(graph)
+    env = undrawn_launch_env(subprocess_env(graph), graph.root / "undrawn")
     env.update(extra)
     return env
 
