@@ -30,12 +30,13 @@ def method_predictions(recipe: Mapping[str, Any], source: CandidateSource, train
     """
 
     proteins = targets["protein"].unique()
-    if built.features:  # the grid's candidates of every protein, already built: applied to them at once
+    # a chunk of proteins at a time: the candidates' features follow the chunk, not every target's
+    chunks = [] if built.features else list(recipe_chunks(recipe, source, train_source, proteins, ontology=ontology,
+                                                          chunk=RECIPE_CHUNK_PROTEINS, rerankers=built.rerankers))
+    if chunks:
+        recipe_frame = pd.concat(chunks, ignore_index=True)
+    else:  # the grid's candidates of every protein already built, or no target at all (an empty frame)
         recipe_frame = apply_recipe(recipe, source, train_source, proteins=proteins, ontology=ontology, built=built)
-    else:  # a chunk of proteins at a time: the candidates' features follow the chunk, not every target's
-        recipe_frame = pd.concat(list(recipe_chunks(recipe, source, train_source, proteins, ontology=ontology,
-                                                    chunk=RECIPE_CHUNK_PROTEINS, rerankers=built.rerankers)),
-                                 ignore_index=True)
     return {"recipe": recipe_frame, **plain_predictions(source, targets, k_plain)}
 
 
