@@ -8,7 +8,7 @@ step start from what the earlier ones left (the full human archive's W2: ``test_
 - ``execute_in_process`` keeps every value an asset returns in a dict until the run ends (for
   ``result.output_for_node``, which Tempo does not read: every value is read back from the artefact
   store). :func:`forget_captured_output` drops it once the IO manager has stored it;
-- what a step freed stays in the process (cyclic garbage, pyarrow's pool, glibc's heaps):
+- what a step freed stays in the process (pyarrow's pool, glibc's heaps):
   :func:`release_before_step` gives it back (``core.base.memory``) when the next step loads its first
   input, that is after the earlier step's frames, inputs and value are gone.
 

@@ -1,4 +1,4 @@
-"""What ``release_unused_memory`` gives back between two steps: garbage in cycles, glibc's free heap pages."""
+"""What ``release_unused_memory`` gives back between two steps: glibc's free heap pages; what it leaves: cycles."""
 from __future__ import annotations
 
 import gc
@@ -23,16 +23,17 @@ class _Node:
     pass
 
 
-def test_garbage_in_a_cycle_is_collected():
-    gc.disable()  # no automatic pass may free it first
+def test_the_cyclic_collector_is_not_run():
+    """A collection in the middle of a run may close an earlier run's execution generator, which restores a
+    dead instance's defs-state storage (see ``release_unused_memory``): cycles are left to Python's own passes."""
+    gc.disable()  # no automatic pass may free it either
     try:
         node = _Node()
         node.me = node
         alive = weakref.ref(node)
         del node
-        assert alive() is not None  # only the collector frees a cycle
         release_unused_memory()
-        assert alive() is None
+        assert alive() is not None
     finally:
         gc.enable()
 

@@ -4,7 +4,6 @@ the size of what it reads rather than of what came before it.
 A step process runs several large steps one after the other (a window's ``valid_selection``,
 ``test_score``, ``benchmark``); what one step freed stays in the process unless it is handed back:
 
-- objects in reference cycles wait for the collector's next full pass (:func:`gc.collect`);
 - pyarrow keeps freed buffers in its own pool (jemalloc's, on Linux) until asked to release them;
 - glibc's ``malloc`` keeps freed chunks inside its heaps, and after large frees it raises its mmap
   threshold so that later large arrays come from the heap as well: ``malloc_trim(0)`` returns every
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import sys
 from functools import lru_cache
 
@@ -32,9 +30,14 @@ def _malloc_trim():
 
 
 def release_unused_memory() -> None:
-    """Collect cyclic garbage, empty pyarrow's pool of freed buffers (when pyarrow is loaded) and return
-    glibc's free heap pages to the system. Nothing still referenced is touched."""
-    gc.collect()
+    """Empty pyarrow's pool of freed buffers (when pyarrow is loaded) and return glibc's free heap pages to
+    the system. Nothing still referenced is touched.
+
+    The cyclic collector is not run here: it freed almost nothing between a window's steps (the human W2,
+    docs/performance.md), and a full pass in the middle of a run can close a half-consumed Dagster
+    execution generator of an earlier run in the same process, which restores that run's (dead)
+    instance's defs-state storage for the next definitions load (CI15, ``test_ui_texts.py``).
+    """
     pyarrow = sys.modules.get("pyarrow")
     if pyarrow is not None:
         pyarrow.default_memory_pool().release_unused()
