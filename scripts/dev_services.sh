@@ -302,7 +302,8 @@ cmd_workers() {
         "__import__('tempo_assets.postgres_pool').postgres_pool.pool_connections()" \
         > "$dir/config/dagster_celery_config.py"
       export DAGSTER_HOME=$dir/dagster_home TMPDIR=$dir/tmp TEMPO_CACHE=$dir/dagster_home/embedding_cache
-      export TEMPO_EXECUTOR=celery PYTHONPATH=$REPO:$dir/config
+      # the caller's PYTHONPATH after the repository and the config (a test's sitecustomize, a method's modules)
+      export TEMPO_EXECUTOR=celery PYTHONPATH=$REPO:$dir/config${PYTHONPATH:+:$PYTHONPATH}
       cd "$dir"
       setsid "$celery" -A dagster_celery.app worker --pool prefork --concurrency 1 \
         --prefetch-multiplier 1 -Q dagster -n "tempo-$id@%h" --loglevel INFO \

@@ -7,10 +7,15 @@ folder with its own ``DAGSTER_HOME``, tmp dir and cache; stopped by their pids a
 
 ``tempo materialize --window`` with ``TEMPO_EXECUTOR=celery`` on a copy of the tiny archive
 (conftest ``tiny_build``: four releases, one window) must build its releases, cutoffs and window
-on both workers and give the window's artefacts from its evaluation sets to its TEST score byte
+on both workers and give the window's artefacts from its evaluation sets to its benchmark byte
 for byte as the in-process tiny build (same run config: ``tiny_benchmark_config``'s bootstrap
-size); then a worker is killed (``kill -9``) in the middle of a step that blocks until it is
+size), the evaluation sets scoring read written to the PostgreSQL warehouse for both roles and the
+benchmark's HTML report a local file beside the S3 artefact (the checks of test_production_graph.py,
+which built the same window on these storages with the in-process executor, before this test held
+them); then a worker is killed (``kill -9``) in the middle of a step that blocks until it is
 (``celery_fault_defs``), which fails the run visibly and leaves the stored artefact as it was.
+The workers and the launcher draw no report figure (``unrendered.undrawn_launch_env``: the artefacts
+are the same bytes; the figures are tested in ``core/test_report.py`` and on the tiny build).
 """
 from __future__ import annotations
 
@@ -32,13 +37,14 @@ import yaml
 from tempo_assets_tests.conftest import GRID_BOOTSTRAP_SAMPLES, tiny_benchmark_config
 from tempo_assets_tests.services import SCRIPT, postgres_database
 from tempo_assets_tests.toolkit import tempo
+from tempo_assets_tests.unrendered import undrawn_launch_env
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER_YAML = REPO / "docs" / "deploy" / "dagster.yaml"
-# the window's artefacts from its evaluation sets to its TEST score
-COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score")
+# the window's artefacts from its evaluation sets to its benchmark
+COMPARED = ("valid_evaluation_set", "valid_selection", "frozen_recipe", "test_growth", "test_score", "benchmark")
 
 
 def tiny_run_config() -> dict:
@@ -73,15 +79,16 @@ def cluster(tmp_path_factory, tiny_build, dev_services, services_state):
     with contextlib.ExitStack() as stack:
         dagster_db = stack.enter_context(postgres_database(dev_services))
         warehouse = stack.enter_context(postgres_database(dev_services))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPO_", "AWS_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPO_", "AWS_")) and k != "PYTHONPATH"}
         env.update(dev_services)
-        env.update(DAGSTER_HOME=str(home), PYTHONPATH=str(REPO), TEMPO_ARCHIVE=str(archive),
+        env.update(DAGSTER_HOME=str(home), TEMPO_ARCHIVE=str(archive),
                    TEMPO_PG_DB=make_url(dagster_db).database, TEMPO_WAREHOUSE_URL=warehouse,
                    TEMPO_ARTEFACTS=f"{dev_services['TEMPO_ARTEFACTS']}/celery-{uuid.uuid4().hex[:12]}",
                    TEMPO_EXECUTOR="celery", TEMPO_RUN_CONFIG=str(run_config),
                    # a progress line from every loop of a step (the tiny window's are short), read by
                    # the launcher every 0.5 s, while later steps of the same run still keep it going
                    TEMPO_PROGRESS_SECONDS="0.05", TEMPO_PROGRESS_POLL="0.5")
+        env = undrawn_launch_env(env, root / "undrawn")  # the repository on PYTHONPATH, after the stubs
         _services(services_state, env, "workers", "2")
         try:
             yield {"env": env, "root": root, "home": home, "state": services_state}
@@ -190,6 +197,18 @@ def test_a_window_on_two_celery_workers_is_byte_identical_to_the_in_process_run(
         assert f"{prefix}/{asset}/{window}/artefact.json" in keys, asset
     assert f"{prefix}/_test_claims/{window}.test_score.claim.json" in keys
     assert not (cluster["home"] / "artefacts").exists()
+    # the benchmark's HTML report, an extra beside the S3 artefact, is a local file of the worker that built it
+    reports = list(Path(cluster["state"], "workers").glob(f"w*/dagster_home/artefacts/benchmark/{window}/report.html"))
+    assert len(reports) == 1, reports
+    # the evaluation sets scoring read were written to the PostgreSQL warehouse, for both roles
+    engine = create_engine(env["TEMPO_WAREHOUSE_URL"])
+    try:
+        with engine.connect() as conn:
+            roles = dict(conn.execute(text("select window_role, count(*) from evaluation_sets "
+                                           "group by window_role")).all())
+    finally:
+        engine.dispose()
+    assert set(roles) == {"valid", "test"} and min(roles.values()) > 0, roles
     # byte-identical to the in-process run: the value files' sha256 (read back verified)
     local = ArtefactStore(tiny_build / "scored" / "artefacts")  # read only: the build is never written
     for asset in COMPARED:
