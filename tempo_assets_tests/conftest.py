@@ -20,11 +20,16 @@ import pytest
 # the SQL warehouse models: the evaluation sets scoring reads come from them, so they run too
 from tempo_assets.cli.graph_cmd import WAREHOUSE_ASSETS  # noqa: F401 (re-exported for tests)
 # the production path's servers (PostgreSQL, S3, redis) for the tests marked `production`
-from tempo_assets_tests.services import dev_services, services_state  # noqa: F401
+from tempo_assets_tests.services import dev_services, services_state, stop_run_services  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_ARCHIVE = REPO / "data"
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+# the tests' instances capture no compute logs: Dagster's local capture starts a ``tail -F`` and a watcher
+# interpreter per stream for every run it executes (about 0.06 CPU s a run, docs/performance.md) and no
+# test reads them; the instance ``tempo init`` writes (cli/graph_cmd.py) keeps Dagster's default
+DAGSTER_YAML = ("telemetry:\n  enabled: false\n"
+                "compute_logs:\n  module: dagster._core.storage.noop_compute_log_manager\n"
+                "  class: NoOpComputeLogManager\n")
 
 
 @dataclass
@@ -415,6 +420,13 @@ def start_build(folder: Path, name: str):
     log = open(folder / f"{name}_graph_build.log", "w", encoding="utf-8")
     return subprocess.Popen([sys.executable, "-m", "tempo_assets_tests.conftest", str(folder), name], cwd=REPO,
                             stdout=log, stderr=subprocess.STDOUT)
+
+
+def pytest_sessionfinish(session):
+    """The run's servers (``dev_services``, shared by its xdist workers) stopped by the process that
+    outlives every test: the xdist controller, or pytest without xdist."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        stop_run_services(run_folder(session.config._tmp_path_factory))
 
 
 def pytest_unconfigure(config):

@@ -1,8 +1,10 @@
 """The production path's servers for tests: ``scripts/dev_services.sh`` in a tmp state folder.
 
 ``dev_services`` (session-scoped, registered in conftest.py) starts PostgreSQL, moto's S3 server
-and redis on free 127.0.0.1 ports once per session, hands the ``export`` lines of ``start`` as a
-dict, and at the end runs ``clean``, which stops exactly the recorded pids and deletes the state
+and redis on free 127.0.0.1 ports once per pytest run (the first xdist worker that needs them, under
+a file lock; the others read the ``export`` lines it kept), hands the ``export`` lines of ``start``
+as a dict, and when the run ends (:func:`stop_run_services`: the xdist controller, or the one
+process) runs ``clean``, which stops exactly the recorded pids and deletes the state
 folder. ``postgres_database`` makes a fresh, empty database on that server for one test.
 """
 from __future__ import annotations
@@ -44,23 +46,45 @@ def services_call(state: Path, command: str, timeout: float = 300,
                           text=True, timeout=timeout)
 
 
+def run_services_state(run: Path) -> Path:
+    """The state folder of the servers of the pytest run whose folder is ``run``."""
+    return run / "services"
+
+
 @pytest.fixture(scope="session")
 def services_state(tmp_path_factory) -> Path:
-    """The state folder of the session's servers (``TEMPO_SERVICES_DIR`` of ``dev_services``)."""
-    return tmp_path_factory.mktemp("services")
+    """The state folder of the run's servers (``TEMPO_SERVICES_DIR`` of ``dev_services``)."""
+    from tempo_assets_tests.conftest import run_folder
+
+    return run_services_state(run_folder(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
-def dev_services(services_state) -> Iterator[dict[str, str]]:
-    """PostgreSQL, S3 (moto) and redis on 127.0.0.1 for the session: the exported variables."""
+def dev_services(services_state) -> dict[str, str]:
+    """PostgreSQL, S3 (moto) and redis on 127.0.0.1 for the run: the exported variables. One set of
+    servers for every xdist worker (each started its own before: an initdb, a moto and a redis start
+    per worker, about 5.6 CPU s and 18 s each); tests make their own databases and bucket prefixes."""
+    from filelock import FileLock
+
     state = services_state
-    try:
-        started = services_call(state, "start")
-        if started.returncode != 0:
-            pytest.fail(f"scripts/dev_services.sh start failed ({started.returncode}):\n"
-                        f"{started.stderr}")
-        yield parse_exports(started.stdout)
-    finally:
+    exports = state.with_name(state.name + ".exports")
+    with FileLock(str(state.with_name(state.name + ".lock"))):
+        if not exports.exists():
+            started = services_call(state, "start")
+            if started.returncode != 0:
+                services_call(state, "clean")
+                pytest.fail(f"scripts/dev_services.sh start failed ({started.returncode}):\n"
+                            f"{started.stderr}")
+            partial = exports.with_name(f"{exports.name}.{os.getpid()}")
+            partial.write_text(started.stdout, encoding="utf-8")
+            os.replace(partial, exports)
+    return parse_exports(exports.read_text(encoding="utf-8"))
+
+
+def stop_run_services(run: Path) -> None:
+    """At the end of a pytest run: the servers ``dev_services`` started in it stopped (``clean``)."""
+    state = run_services_state(run)
+    if state.exists():
         cleaned = services_call(state, "clean")
         assert cleaned.returncode == 0, cleaned.stderr
 
