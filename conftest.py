@@ -7,17 +7,20 @@ The run's temporary folders (``tmp_path``, the session builds, every test's Dags
 artefact stores) are on the memory filesystem ``/dev/shm`` where it has room: Dagster's SQLite
 storages commit every event, and each commit waits for the disk (about 2 ms here, against 0.2 ms
 in memory); a materialising test spent about a third of its time blocked on them. ``--basetemp``
-given on the command line is used as it is.
+given on the command line is used as it is. A run's folder is removed when it passes; a failed
+run's is kept (and named) until the next run starts, which also removes a killed run's
+(``tempo_assets_tests/memory_basetemp.py``: a folder no live run holds the lock of).
 """
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from tempo_assets_tests.memory_basetemp import claim_folder, remove_abandoned
+
 MEMORY_FS = Path("/dev/shm")
-MEMORY_FS_ROOM = 8 << 30  # free bytes it needs for a full run's folders (about 1 GB) with a wide margin
+MEMORY_FS_ROOM = 8 << 30  # free bytes it needs for a full run's folders (about 4.5 GB in CI16) with a margin
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own pytest_configure reads --basetemp
@@ -27,10 +30,14 @@ def pytest_configure(config):
     controller), or ``/dev/shm`` is missing or short of room."""
     if config.option.basetemp or hasattr(config, "workerinput") or not MEMORY_FS.is_dir():
         return
+    for folder in remove_abandoned(MEMORY_FS):
+        print(f"removed {folder}: an earlier test run's temporary folders (that run failed or was killed)")
     if shutil.disk_usage(MEMORY_FS).free < MEMORY_FS_ROOM:
         return
-    config.option.basetemp = tempfile.mkdtemp(prefix=f"tempo-tests-{os.getuid()}-", dir=MEMORY_FS)
-    config._tempo_memory_basetemp = config.option.basetemp
+    folder, config._tempo_memory_owner = claim_folder(MEMORY_FS)
+    # pytest empties the base folder it is given, so the owner lock stays beside it, not in it
+    config.option.basetemp = str(folder / "run")
+    config._tempo_memory_basetemp = folder
 
 
 def pytest_unconfigure(config):
@@ -39,7 +46,7 @@ def pytest_unconfigure(config):
     if folder is None:
         return
     if getattr(config, "_tempo_failed", True):
-        print(f"\nthis run's temporary folders are kept in {folder} (memory: remove it when done)")
+        print(f"\nthis run's temporary folders are kept in {folder} (in memory, until the next test run starts)")
     else:
         shutil.rmtree(folder, ignore_errors=True)
 
