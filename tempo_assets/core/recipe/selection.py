@@ -258,23 +258,19 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
     built once per split; a set whose inputs a source lacks gets ``missing_*`` rows."""
     spec, built = run.spec, {}
     union = sorted({s for c in spec.candidate_sets for s in parse_sources(c)}, key=SOURCES.index)
-    for cand in spec.candidate_sets:
+    for i, cand in enumerate(spec.candidate_sets):
         lacking = missing_inputs(cand, embedder.train, embedder.valid)
         if lacking:
             scores.rows.extend(_missing_rows(run, embedder, k, cand, lacking))
             continue
         if not built:
-            built["all"] = (recipe_features(embedder.train, k, union), recipe_features(embedder.valid, k, union))
-            release_unused_memory()  # what building them freed (about twice what they hold on the human archive)
-        train_union, valid_union = built["all"]
+            built["train"] = _labelled_train_sets(run, embedder, k, union)
+            built["valid"] = recipe_features(embedder.valid, k, union)
+            release_unused_memory()  # what building them freed
+        valid_features = restrict_sources(built["valid"], cand)
+        candidate_set = _CandidateSet(k, cand, built["train"].pop(i), valid_features)
         if cand == spec.candidate_sets[-1]:
             built.clear()  # the union's features are not read again: each goes once restricted
-        train_labelled = _labelled(embedder.train, restrict_sources(train_union, cand))
-        del train_union
-        valid_features = restrict_sources(valid_union, cand)
-        del valid_union
-        candidate_set = _CandidateSet(k, cand, train_labelled, valid_features)
-        del train_labelled
         first_row = len(scores.rows)
         for fset in spec.feature_sets:
             for pid in range(len(spec.lgbm_params)):
@@ -283,6 +279,14 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
                       scores.rows[first_row:])
         del candidate_set, valid_features  # freed now (unless held as a best), not beside the next set's
         release_unused_memory()
+
+
+def _labelled_train_sets(run: _Selection, embedder: _EmbedderCells, k: int, union: Sequence[str]) -> dict:
+    """Each offered candidate set's labelled TRAIN rows at ``k`` by its place in the grid, all cut from the union of
+    their sources at once: the union's rows outside the growth targets are not held while the sets' cells are fitted."""
+    train_union = recipe_features(embedder.train, k, union)
+    return {i: _labelled(embedder.train, restrict_sources(train_union, c))
+            for i, c in enumerate(run.spec.candidate_sets) if not missing_inputs(c, embedder.train, embedder.valid)}
 
 
 def _hold_if_best(scores: _GridScores, key: tuple, candidates: tuple[pd.DataFrame, pd.DataFrame],
