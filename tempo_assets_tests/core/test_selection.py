@@ -481,14 +481,19 @@ def test_the_candidates_the_grid_hands_on_are_those_the_recipe_would_build():
     _, recipe, built = select_recipe_candidates(grid, train_sets=train, valid_sets=valid,
                                                 scorer=flat_fmax_scorer, window="w")
     assert recipe == select_recipe(grid, train_sets=train, valid_sets=valid, scorer=flat_fmax_scorer, window="w")[1]
-    chosen = {(int(c["k"]), c["candidates"]) for c in recipe["aspects"].values() if c["variant"] == "lgbm"}
-    assert chosen and set(built.labelled) == set(built.features) == chosen
+    served = {}  # (K, candidate set) -> the aspects whose LightGBM cell the recipe takes from it
+    for aspect, c in recipe["aspects"].items():
+        if c["variant"] == "lgbm":
+            served.setdefault((int(c["k"]), c["candidates"]), []).append(aspect)
+    assert served and set(built.labelled) == set(built.features) == set(served)
     t, v = train["kmer"], valid["kmer"]
-    for k, cand in chosen:
-        pd.testing.assert_frame_equal(built.labelled[(k, cand)], _labelled(t, recipe_features(t, k, cand)))
-        pd.testing.assert_frame_equal(built.features[(k, cand)],
-                                      recipe_features(_replace(v, neighbours=prepare_neighbours(v.neighbours, k)),
-                                                      k, cand))
+    for (k, cand), aspects in served.items():  # each aspect's rows as built alone, in their order
+        for held, alone in ((built.labelled[(k, cand)], _labelled(t, recipe_features(t, k, cand))),
+                            (built.features[(k, cand)], recipe_features(
+                                _replace(v, neighbours=prepare_neighbours(v.neighbours, k)), k, cand))):
+            assert set(held["aspect"]) == set(aspects)
+            for aspect in aspects:
+                pd.testing.assert_frame_equal(held[held["aspect"] == aspect], alone[alone["aspect"] == aspect])
     fitted = fit_rerankers(recipe, t, v, labelled=built.labelled)
     again = fit_rerankers(recipe, t, v)
     assert {a: m.model_text() for a, m in fitted.items()} == {a: m.model_text() for a, m in again.items()}
@@ -516,3 +521,41 @@ def test_the_grid_holds_at_most_one_candidate_set_per_aspect_while_it_runs(monke
     assert len(held) == 6 and max(held) <= len(recipe["aspects"]) < 6, held
     chosen = {(int(c["k"]), c["candidates"]) for c in recipe["aspects"].values() if c["variant"] == "lgbm"}
     assert chosen and set(built.features) == chosen
+
+
+def test_the_grid_keeps_the_predictions_of_each_aspect_s_best_cells_only(monkeypatch):
+    # a cell's VALID predictions are let go of once a better cell of its embedder, aspect and variant is scored
+    # (only the cells _choose picks are blended): holding every cell's until the recipe was chosen was part of
+    # valid_selection's peak on the human archive; the grid and the recipe are those of keeping every cell's
+    from tempo_assets.core.recipe import selection
+    from tempo_assets.core.recipe.selection import select_recipe_candidates
+
+    kept_after_grid, score_grid = [], selection._score_grid
+
+    def recorded(*args):
+        scores = score_grid(*args)
+        kept_after_grid.append(set(scores.kept))
+        return scores
+
+    monkeypatch.setattr(selection, "_score_grid", recorded)
+    train = {"kmer": make_source(1), "shuffled": make_source(2, family_neighbours=1)}
+    valid = {"kmer": make_source(3), "shuffled": make_source(4, family_neighbours=1)}
+    frame, recipe, _ = select_recipe_candidates(GRID, train_sets=train, valid_sets=valid,
+                                                scorer=flat_fmax_scorer, window="w")
+    cells = frame[frame["prior_weight"] == 0.0].drop_duplicates(["embedder", "k", "variant", "candidates",
+                                                                  "features", "params_id", "aspect"])
+    best = set()  # each embedder's, aspect's and variant's best cell by _choose's rule
+    for (name, aspect, variant), mine in cells.groupby(["embedder", "aspect", "variant"]):
+        pick = selection._best_cell(mine, GRID if variant == "lgbm" else None)
+        if pick is not None:
+            best.add(selection._Pick.of_row(pick, pick).kept(name, aspect))
+    assert len(best) > 6 and kept_after_grid == [best]
+
+    def every(scores, kept, predictions, rows):
+        scores.kept[kept] = predictions
+
+    monkeypatch.setattr(selection, "_keep_if_best", every)
+    frame_every, recipe_every, _ = select_recipe_candidates(GRID, train_sets=train, valid_sets=valid,
+                                                            scorer=flat_fmax_scorer, window="w")
+    assert recipe == recipe_every
+    pd.testing.assert_frame_equal(frame, frame_every)

@@ -43,51 +43,17 @@ from tempo_assets.core.recipe.candidates import (
 )
 from tempo_assets.core.recipe.features import prepare_neighbours
 from tempo_assets.core.base.io import digest_json
+from tempo_assets.core.base.memory import release_unused_memory
 from tempo_assets.core.neighbours.knn import knn_term_scores
 from tempo_assets.core.base.progress import Progress
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES
-from tempo_assets.core.evaluation.cells import evaluation_cells
 from tempo_assets.core.evaluation.scoring import PROFILES
 from tempo_assets.core.recipe.reranker import RerankerInputError, _jsonable, train_reranker
 from tempo_assets.core.recipe.valid_grid import (
     CELL_KEYS, GRID_COLUMNS, OBJECTIVE, RECIPE_FORMAT, Scorer, SelectionGrid, SelectionInputError,
-    PriorAligned, _curve_best, _labelled, _mean_curve_tau, _mode_targets, consistent, missing_inputs,
-    prior_scores,
+    PriorAligned, _CellScorer, _curve_best, _labelled, _mean_curve_tau, _objectives, consistent,
+    missing_inputs, prior_scores,
 )
-
-
-class _CellScorer:
-    """VALID cells of one candidate source (``core.evaluation.cells.evaluation_cells``), scored per mode for one aspect."""
-
-    def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
-                 modes: Sequence[str]):
-        self.scorer = scorer
-        self.modes = tuple(modes)
-        targets = _mode_targets(valid.ground_truth, "valid_sets[...].ground_truth")
-        known = valid.known if valid.known is not None and len(valid.known) > 0 else None
-        self.cells = evaluation_cells(targets, valid.ground_truth, known, modes=self.modes, aspects=aspects,
-                                      keep_empty=True)
-        self.curves: dict[tuple, pd.DataFrame] = {}
-
-    def n_targets(self, aspect: str, mode: str) -> int:
-        return len(self.cells[(mode, aspect)].targets)
-
-    def score(self, cell: tuple, aspect: str, predictions: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = []
-        for mode in self.modes:
-            target = self.cells[(mode, aspect)]
-            if target.targets.empty:
-                rows.append({"mode": mode, "n_targets": 0, "fmax": np.nan, "tau": np.nan,
-                             "coverage": np.nan, "status": "no_targets"})
-                continue
-            preds = predictions[predictions["protein"].isin(target.proteins)][["protein", "term", "score"]]
-            curve = self.scorer(preds.reset_index(drop=True), target.truth.reset_index(drop=True), target.known,
-                                aspect)
-            self.curves[cell + (aspect, mode)] = curve
-            fmax, tau, cov = _curve_best(curve)
-            rows.append({"mode": mode, "n_targets": len(target.targets), "fmax": fmax,
-                         "tau": np.nan if tau is None else tau, "coverage": cov, "status": "ok"})
-        return rows
 
 
 @dataclass(frozen=True)
@@ -112,10 +78,12 @@ class _GridScores:
     kept: dict[tuple, pd.DataFrame] = field(default_factory=dict)
     scorers: dict[str, _CellScorer] = field(default_factory=dict)
     n_targets: dict[tuple[str, str], int] = field(default_factory=dict)
-    # (embedder, K, candidate set) -> its labelled TRAIN rows and VALID features, held while one of its
-    # LightGBM cells is the best so far in an aspect (``_hold_if_best``), for the recipe's cells
-    candidate_sets: dict[tuple, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict)
+    # (embedder, K, candidate set) -> (aspects, its labelled TRAIN rows and VALID features of those aspects), held
+    # while one of its LightGBM cells is the best so far in each of those aspects (``_hold_if_best``)
+    candidate_sets: dict[tuple, tuple[frozenset, pd.DataFrame, pd.DataFrame]] = field(default_factory=dict)
     best_lgbm: dict[tuple[str, str], tuple[float, tuple]] = field(default_factory=dict)
+    # (embedder, aspect, variant) -> (objective, the key in ``kept``) of the best cell so far (``_keep_if_best``)
+    best_kept: dict[tuple[str, str, str], tuple[float, tuple]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,13 +98,13 @@ class _EmbedderCells:
 
 @dataclass(frozen=True)
 class _CandidateSet:
-    """One candidate set's labelled TRAIN rows, VALID features and labelled VALID rows at one K."""
+    """One candidate set's labelled TRAIN rows and VALID features at one K (each aspect's VALID rows are
+    labelled when its cell is fitted: the whole set's labelled VALID rows were one more copy held beside)."""
 
     k: int
     candidates: str
     train_labelled: pd.DataFrame
     valid_features: pd.DataFrame
-    valid_labelled: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -216,13 +184,16 @@ def select_recipe_candidates(grid: SelectionGrid | Mapping[str, Any], *, window:
 
 
 def _recipe_candidates(recipe: Mapping[str, Any], scores: _GridScores) -> RecipeCandidates:
-    """The grid's candidate sets of the recipe's LightGBM cells."""
+    """The grid's candidate sets of the recipe's LightGBM cells (each holding the rows of the aspects it serves)."""
+    aspects: dict[tuple[int, str], set[str]] = {}
+    for aspect, choice in recipe["aspects"].items():
+        if choice["variant"] == "lgbm":
+            aspects.setdefault((int(choice["k"]), choice.get("candidates") or "knn"), set()).add(aspect)
     labelled, features = {}, {}
-    for choice in recipe["aspects"].values():
-        key = (int(choice["k"]), choice.get("candidates") or "knn")
+    for key, served in aspects.items():
         held = scores.candidate_sets.get((recipe["embedder"],) + key)
-        if choice["variant"] == "lgbm" and held is not None:
-            labelled[key], features[key] = held
+        if held is not None and served <= held[0]:
+            labelled[key], features[key] = held[1:]
     return RecipeCandidates(labelled, features)
 
 
@@ -274,11 +245,12 @@ def _score_plain(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Gri
                      run.ontology)
     cell = (embedder.name, k, "none", "knn", "", -1, 0.0)
     for aspect in run.aspects:
-        scores.kept[cell + (aspect,)] = knn[knn["aspect"] == aspect]
-        for row in embedder.cells.score(cell, aspect, scores.kept[cell + (aspect,)]):
+        preds, first_row = knn[knn["aspect"] == aspect], len(scores.rows)
+        for row in embedder.cells.score(cell, aspect, preds):
             scores.rows.append({"embedder": embedder.name, "k": k, "variant": "none", "candidates": "knn",
                                 "features": "", "params_id": -1, "params": "", "prior_weight": 0.0,
                                 "aspect": aspect, "best_iteration": -1, **row})
+        _keep_if_best(scores, cell + (aspect,), preds, scores.rows[first_row:])
 
 
 def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _GridScores, fits: Progress) -> None:
@@ -286,22 +258,19 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
     built once per split; a set whose inputs a source lacks gets ``missing_*`` rows."""
     spec, built = run.spec, {}
     union = sorted({s for c in spec.candidate_sets for s in parse_sources(c)}, key=SOURCES.index)
-    for cand in spec.candidate_sets:
+    for i, cand in enumerate(spec.candidate_sets):
         lacking = missing_inputs(cand, embedder.train, embedder.valid)
         if lacking:
             scores.rows.extend(_missing_rows(run, embedder, k, cand, lacking))
             continue
         if not built:
-            built["all"] = (recipe_features(embedder.train, k, union), recipe_features(embedder.valid, k, union))
-        train_union, valid_union = built["all"]
+            built["train"] = _labelled_train_sets(run, embedder, k, union)
+            built["valid"] = recipe_features(embedder.valid, k, union)
+            release_unused_memory()  # what building them freed
+        valid_features = restrict_sources(built["valid"], cand)
+        candidate_set = _CandidateSet(k, cand, built["train"].pop(i), valid_features)
         if cand == spec.candidate_sets[-1]:
             built.clear()  # the union's features are not read again: each goes once restricted
-        train_labelled = _labelled(embedder.train, restrict_sources(train_union, cand))
-        del train_union
-        valid_features = restrict_sources(valid_union, cand)
-        del valid_union
-        candidate_set = _CandidateSet(k, cand, train_labelled, valid_features, _labelled(embedder.valid, valid_features))
-        del train_labelled
         first_row = len(scores.rows)
         for fset in spec.feature_sets:
             for pid in range(len(spec.lgbm_params)):
@@ -309,6 +278,15 @@ def _score_lgbm(run: _Selection, embedder: _EmbedderCells, k: int, scores: _Grid
         _hold_if_best(scores, (embedder.name, k, cand), (candidate_set.train_labelled, valid_features),
                       scores.rows[first_row:])
         del candidate_set, valid_features  # freed now (unless held as a best), not beside the next set's
+        release_unused_memory()
+
+
+def _labelled_train_sets(run: _Selection, embedder: _EmbedderCells, k: int, union: Sequence[str]) -> dict:
+    """Each offered candidate set's labelled TRAIN rows at ``k`` by its place in the grid, all cut from the union of
+    their sources at once: the union's rows outside the growth targets are not held while the sets' cells are fitted."""
+    train_union = recipe_features(embedder.train, k, union)
+    return {i: _labelled(embedder.train, restrict_sources(train_union, c))
+            for i, c in enumerate(run.spec.candidate_sets) if not missing_inputs(c, embedder.train, embedder.valid)}
 
 
 def _hold_if_best(scores: _GridScores, key: tuple, candidates: tuple[pd.DataFrame, pd.DataFrame],
@@ -326,11 +304,32 @@ def _hold_if_best(scores: _GridScores, key: tuple, candidates: tuple[pd.DataFram
         best = scores.best_lgbm.get((key[0], aspect))
         if np.isfinite(objective) and (best is None or objective > best[0]):
             scores.best_lgbm[(key[0], aspect)] = (float(objective), key)
-    held = {best_key for _, best_key in scores.best_lgbm.values()}
-    if key in held:
-        scores.candidate_sets[key] = candidates
-    for gone in [k for k in scores.candidate_sets if k not in held]:
-        del scores.candidate_sets[gone]
+    served: dict[tuple, set[str]] = {}  # held key -> the aspects whose best cell is in it
+    for (_, aspect), (_, best_key) in scores.best_lgbm.items():
+        served.setdefault(best_key, set()).add(aspect)
+    if key in served:
+        scores.candidate_sets[key] = (frozenset(cells["aspect"]), *candidates)  # every aspect's rows
+    for held_key, (aspects, labelled, features) in list(scores.candidate_sets.items()):
+        if held_key not in served:
+            del scores.candidate_sets[held_key]
+        elif served[held_key] != aspects:  # only the rows of the aspects it still serves: a copy of fewer rows
+            kept = [frame[frame["aspect"].isin(served[held_key]).to_numpy()] for frame in (labelled, features)]
+            scores.candidate_sets[held_key] = (frozenset(served[held_key]), *kept)
+
+
+def _keep_if_best(scores: _GridScores, kept: tuple, predictions: pd.DataFrame, rows: list[dict[str, Any]]) -> None:
+    """Keep a cell's VALID ``predictions`` (``kept``: its key in ``_GridScores.kept``) while it is the best so far
+    of its embedder, aspect and variant, and let go of the one it beats: cells are scored in ``_best_cell``'s
+    tie order, so only a higher objective takes over, and the cells ``_choose`` picks are among those kept."""
+    objective = float(_objectives(pd.DataFrame(rows))[0]) if rows else math.nan
+    slot = (kept[0], kept[-1], kept[2])
+    best = scores.best_kept.get(slot)
+    if not np.isfinite(objective) or (best is not None and objective <= best[0]):
+        return
+    if best is not None:
+        del scores.kept[best[1]]
+    scores.best_kept[slot] = (objective, kept)
+    scores.kept[kept] = predictions
 
 
 def _missing_rows(run: _Selection, embedder: _EmbedderCells, k: int, cand: str,
@@ -351,8 +350,7 @@ def _score_lgbm_cell(run: _Selection, embedder: _EmbedderCells, candidate_set: _
     spec, (fset, pid) = run.spec, setting
     params = spec.lgbm_params[pid]
     cell = (embedder.name, candidate_set.k, "lgbm", candidate_set.candidates, fset, pid, 0.0)
-    train_lab, valid_lab, valid_feat = (candidate_set.train_labelled, candidate_set.valid_labelled,
-                                        candidate_set.valid_features)
+    train_lab, valid_feat = candidate_set.train_labelled, candidate_set.valid_features
     for aspect in run.aspects:
         fits.advance()  # fits started
         meta = {"embedder": embedder.name, "k": candidate_set.k, "variant": "lgbm",
@@ -360,7 +358,7 @@ def _score_lgbm_cell(run: _Selection, embedder: _EmbedderCells, candidate_set: _
                 "params": json.dumps(_jsonable(params), sort_keys=True), "prior_weight": 0.0, "aspect": aspect}
         try:
             model = train_reranker(train_lab[train_lab["aspect"] == aspect], params,
-                                   valid=valid_lab[valid_lab["aspect"] == aspect],
+                                   valid=_labelled(embedder.valid, valid_feat[valid_feat["aspect"] == aspect]),
                                    early_stopping_rounds=spec.early_stopping_rounds, seed=spec.seed,
                                    feature_columns=feature_set(fset))
         except RerankerInputError:
@@ -371,9 +369,10 @@ def _score_lgbm_cell(run: _Selection, embedder: _EmbedderCells, candidate_set: _
             continue
         feat_a = valid_feat[valid_feat["aspect"] == aspect]
         preds = consistent(feat_a[["protein", "term", "aspect"]].assign(score=model.predict(feat_a)), run.ontology)
-        scores.kept[cell + (aspect,)] = preds
+        first_row = len(scores.rows)
         for row in embedder.cells.score(cell, aspect, preds):
             scores.rows.append({**meta, "best_iteration": model.best_iteration, **row})
+        _keep_if_best(scores, cell + (aspect,), preds, scores.rows[first_row:])
 
 
 def _valid_prior(valid: CandidateSource) -> pd.DataFrame:
@@ -398,13 +397,6 @@ def _mark_selected(frame: pd.DataFrame, recipe: Mapping[str, Any]) -> pd.DataFra
         ["embedder", "aspect", "k", "variant", "candidates", "features", "params_id", "prior_weight", "mode"],
         kind="mergesort")
     return frame.reset_index(drop=True)
-
-
-def _objectives(frame: pd.DataFrame) -> np.ndarray:
-    keys = list(CELL_KEYS) + ["aspect"]
-    ok = frame["status"] == "ok"
-    means = frame[ok].groupby(keys)["fmax"].mean().rename("_objective")
-    return frame[keys].join(means, on=keys)["_objective"].to_numpy(dtype=np.float64)
 
 
 def _best_cell(cells: pd.DataFrame, spec: "SelectionGrid | None" = None) -> pd.Series | None:

@@ -15,6 +15,7 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.recipe.baselines import naive_term_scores
 from tempo_assets.core.recipe.candidates import CandidateSource, feature_set, parse_sources
 from tempo_assets.core.base.vocabulary import ASPECTS
+from tempo_assets.core.evaluation.cells import evaluation_cells
 from tempo_assets.core.evaluation.scoring import cell_curve, curve_best
 from tempo_assets.core.recipe.reranker import label_candidates
 
@@ -190,6 +191,14 @@ class PriorAligned:
         return out[out["score"] > 0].reset_index(drop=True)
 
 
+def _objectives(frame: pd.DataFrame) -> np.ndarray:
+    """Each grid row's cell objective (``selection``'s rule 1): the mean over its modes scored ``ok`` of Fmax."""
+    keys = list(CELL_KEYS) + ["aspect"]
+    ok = frame["status"] == "ok"
+    means = frame[ok].groupby(keys)["fmax"].mean().rename("_objective")
+    return frame[keys].join(means, on=keys)["_objective"].to_numpy(dtype=np.float64)
+
+
 def _mode_targets(ground_truth: pd.DataFrame, what: str) -> pd.DataFrame:
     missing = [c for c in ("protein", "term", "aspect", "mode") if c not in ground_truth.columns]
     if missing:
@@ -220,3 +229,37 @@ def _mean_curve_tau(curves: Sequence[pd.DataFrame]) -> float | None:
     best = int(np.argmax(mean_f))
     tau = merged["tau"].iloc[best]
     return float(merged["key"].iloc[best] if pd.isna(tau) else tau)
+
+
+class _CellScorer:
+    """VALID cells of one candidate source (``core.evaluation.cells.evaluation_cells``), scored per mode for one aspect."""
+
+    def __init__(self, scorer: Scorer, valid: CandidateSource, aspects: Sequence[str],
+                 modes: Sequence[str]):
+        self.scorer = scorer
+        self.modes = tuple(modes)
+        targets = _mode_targets(valid.ground_truth, "valid_sets[...].ground_truth")
+        known = valid.known if valid.known is not None and len(valid.known) > 0 else None
+        self.cells = evaluation_cells(targets, valid.ground_truth, known, modes=self.modes, aspects=aspects,
+                                      keep_empty=True)
+        self.curves: dict[tuple, pd.DataFrame] = {}
+
+    def n_targets(self, aspect: str, mode: str) -> int:
+        return len(self.cells[(mode, aspect)].targets)
+
+    def score(self, cell: tuple, aspect: str, predictions: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = []
+        for mode in self.modes:
+            target = self.cells[(mode, aspect)]
+            if target.targets.empty:
+                rows.append({"mode": mode, "n_targets": 0, "fmax": np.nan, "tau": np.nan,
+                             "coverage": np.nan, "status": "no_targets"})
+                continue
+            preds = predictions[predictions["protein"].isin(target.proteins)][["protein", "term", "score"]]
+            curve = self.scorer(preds.reset_index(drop=True), target.truth.reset_index(drop=True), target.known,
+                                aspect)
+            self.curves[cell + (aspect, mode)] = curve
+            fmax, tau, cov = _curve_best(curve)
+            rows.append({"mode": mode, "n_targets": len(target.targets), "fmax": fmax,
+                         "tau": np.nan if tau is None else tau, "coverage": cov, "status": "ok"})
+        return rows
