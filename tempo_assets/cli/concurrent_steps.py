@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -34,52 +32,18 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.liveness import this_process
 from tempo_assets.runs import fail_dead_runs
 from tempo_assets.cli.step_process import PEAK_RSS_TAG, EndedRun, child_main, encode_resources
+from tempo_assets.cli.step_forkserver import forkserver_context
 
 MAX_WINDOWS_VARIABLE = "TEMPO_MAX_PARALLEL_WINDOWS"
 # a window run's peak RSS before this instance has measured one: a floor plus a multiple of the
 # archive's release files (data/: 9.7 MB -> 2.4 GB, measured 1.3 GB; a full human archive, a few
 # hundred MB -> over 20 GB, measured 11.6 GB); a measured peak replaces it
 WINDOW_BASE_MB, WINDOW_MB_PER_ARCHIVE_MB = 500.0, 200.0
-# forked children start from a server that imported these once (an import that fails is skipped): the
-# code location, and the SQLite storage a local instance opens (else each child imported it in
-# DagsterInstance.from_ref: 0.5 CPU s, 1.7 s wall on the loaded 2-core machine, of every run); what
-# every run's execute_in_process imports; and the libraries the code location imports only where used
-# (core.IMPORTED_WHERE_USED, so that `tempo status` does not) that step runs use: lightgbm with the
-# scikit-learn and scipy it pulls in, faiss, matplotlib's Figure on the Agg canvas. Importing them
-# starts no OpenMP thread (those start at a fit or search, never in the server), so forking stays
-# safe; before, each step process imported them again (docs/performance.md, `--jobs`)
-PRELOAD = ["tempo_assets.cli.step_process", "dagster._core.storage.sqlite_storage",
-           "dagster._core.execution.execute_in_process", "dagster._core.instance.factory",
-           "dagster._core.secrets.env_file", "dagster._core.storage.local_compute_log_manager",
-           "upath", "pyarrow.dataset", "scipy.sparse.csgraph",
-           "lightgbm", "faiss", "matplotlib.figure", "matplotlib.lines", "matplotlib.style",
-           "matplotlib.backends.backend_agg"]
 # how long a stopped child gets to end its run before it is killed
 STOP_GRACE_S = 20.0
 # how often the launcher looks whether a submission's frozen recipe is ready while its window's run goes on
 RECIPE_POLL_S = 3.0
 SEQUENCE_JOBS = ("release_job", "cutoff_job", "method_bundle_job", "method_job")
-
-
-def forkserver_context():
-    """The multiprocessing context step processes are forked from: a forkserver that preloads :data:`PRELOAD`.
-
-    Its step processes take SIGINT as Ctrl-C (``KeyboardInterrupt``) from the moment they are forked,
-    also under a launch that ignores it (``tempo materialize --all &`` run from a script): the stop
-    :meth:`ConcurrentSteps.stop_all` sends them is SIGINT, and one that landed while a child was still
-    starting was lost (the child killed after :data:`STOP_GRACE_S`). A forkserver hands its children the
-    SIGINT handling it started with, so it is started with Python's own; the launcher's stays as it was.
-    """
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
-    main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # else it starts with the first child
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        try:
-            multiprocessing.forkserver.ensure_running()
-        finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return context
 
 
 def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[set[int]]:

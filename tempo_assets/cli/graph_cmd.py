@@ -387,6 +387,14 @@ def _list(attribute: str):
 
 
 def _materialize(args) -> int:
+    from tempo_assets.cli.step_forkserver import start_forkserver
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` stops a launch as Ctrl-C does
+    home = ensure_dagster_home()
+    jobs = step_jobs(args.jobs)
+    if jobs > 1:  # first: the step processes' forkserver imports what they use beside this process's set-up
+        start_forkserver()
+
     import dagster as dg
 
     from tempo_assets.cli.errors import require_free_space
@@ -394,8 +402,6 @@ def _materialize(args) -> int:
     from tempo_assets.resources import default_artefacts_root
     from tempo_assets.runs import settle_dead_runs, step_lock
 
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` stops a launch as Ctrl-C does
-    home = ensure_dagster_home()
     artefacts = default_artefacts_root()
     require_free_space(DAGSTER_HOME=str(home), **({} if "://" in artefacts else {"TEMPO_ARTEFACTS": artefacts}))
     plan = current_plan()
@@ -420,7 +426,7 @@ def _materialize(args) -> int:
 
         resources = build_resources(grid=GRIDS[args.grid](profile_name=profile))
     report = run_steps(plan_steps(plan, target, args.window or args.cutoff), instance, resources=resources,
-                       jobs=step_jobs(args.jobs))
+                       jobs=jobs)
     print_outputs(report)
     # 0: everything buildable was built (what waits on a claim, a burned window or a user's action is
     # in the summary); 1: a run failed or a blocking check failed on what a step reads
