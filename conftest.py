@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tempo_assets_tests.memory_basetemp import claim_folder, remove_abandoned
+from tempo_assets_tests.memory_basetemp import RUN, claim_folder, remove_abandoned
 
 MEMORY_FS = Path("/dev/shm")
 MEMORY_FS_ROOM = 8 << 30  # free bytes it needs for a full run's folders (about 4.5 GB in CI16) with a margin
@@ -36,7 +36,7 @@ def pytest_configure(config):
         return
     folder, config._tempo_memory_owner = claim_folder(MEMORY_FS)
     # pytest empties the base folder it is given, so the owner lock stays beside it, not in it
-    config.option.basetemp = str(folder / "run")
+    config.option.basetemp = str(folder / RUN)
     config._tempo_memory_basetemp = folder
 
 

@@ -4,7 +4,9 @@ A run's folder lives in RAM (``/dev/shm``) and holds a few GB (the background bu
 instances). The run that made it holds an exclusive ``flock`` on ``owner.lock`` inside it for as long
 as it lives; the kernel drops that lock when the process ends, however it ends (``kill -9``
 included). A folder whose lock can be taken therefore belongs to no live run: a killed run's, or a
-failed run's kept for inspection. (The run's base folder is a subfolder: pytest empties the
+failed run's kept for inspection. Before such a folder is removed, the servers its run started
+(``services.dev_services``: PostgreSQL, moto, redis, celery workers, recorded in ``run/services``) are
+stopped by their recorded pids, as the run itself would have at its end. (The run's base folder is a subfolder: pytest empties the
 folder it is given as ``--basetemp``, which would unlink the lock file.) Each new run removes those before it makes its own, so killed
 and failed runs do not pile up in memory until the machine restarts.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 OWNER_LOCK = "owner.lock"
+RUN = "run"  # the run's base folder (``--basetemp``) inside its folder
 
 
 def folder_prefix() -> str:
@@ -40,10 +43,14 @@ def _held_by_a_live_run(folder: Path) -> bool:
 
 
 def remove_abandoned(root: Path) -> list[Path]:
-    """Remove the folders under ``root`` that earlier runs made and no live run holds; return them."""
+    """Remove the folders under ``root`` that earlier runs made and no live run holds (their servers
+    stopped first); return them."""
+    from tempo_assets_tests import services
+
     removed = []
     for folder in sorted(root.glob(folder_prefix() + "*")):
         if folder.is_dir() and not _held_by_a_live_run(folder):
+            services.stop_run_services(folder / RUN)
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tempo_assets_tests.memory_basetemp import OWNER_LOCK, claim_folder, folder_prefix, remove_abandoned
+from tempo_assets_tests.memory_basetemp import OWNER_LOCK, RUN, claim_folder, folder_prefix, remove_abandoned
 
 REPO = str(Path(__file__).resolve().parents[1])
 HOLD = """
@@ -97,3 +97,20 @@ def _new_folder_with_workers(memory: Path, before: set) -> Path:
                 return folder
         time.sleep(0.2)
     raise AssertionError("the pytest run made no folder in memory in 120 s")
+
+
+def test_an_abandoned_runs_servers_are_stopped_before_its_folder_goes(tmp_path, monkeypatch):
+    """The servers a killed run started (recorded under its ``run/services``) are stopped through
+    ``services.stop_run_services`` (dev_services.sh ``clean``: the recorded pids), a live run's never."""
+    from tempo_assets_tests import services
+
+    stopped = []
+    monkeypatch.setattr(services, "stop_run_services", lambda run: stopped.append((run, run.exists())))
+    live, live_handle = claim_folder(tmp_path)
+    dead, dead_handle = claim_folder(tmp_path)
+    dead_handle.close()  # its run ended without its own clean-up
+    for folder in (live, dead):
+        services.run_services_state(folder / RUN).mkdir(parents=True)
+    assert remove_abandoned(tmp_path) == [dead]
+    assert stopped == [(dead / RUN, True)] and live.is_dir()  # stopped while its state was still there
+    live_handle.close()
