@@ -97,29 +97,63 @@ def test_kill_at_the_test_claim_the_dead_run_is_failed_released_burned_and_the_r
     assert _status(graph)["submission[2018-01-15]"][0] == "ok"
 
 
-# each kill leaves the window one step further on: stored, its blocking checks never run (test_growth,
-# test_score), then the benchmark begun; each launch after a kill runs the checks the one before never ran
-KILLS_IN_TURN = (("test_growth:written", "test_growth"), ("test_score:written", "test_score"),
-                 ("benchmark:started", None))
+def _unchecked_after_the_kill(graph, asset: str) -> None:
+    """``asset`` of the window stored, its blocking checks never run: ``tempo status`` shows it so."""
+    state, reason = _status(graph)[f"{asset}[{_window(graph)}]"]
+    assert state == "unchecked" and "never ran" in reason, (state, reason)
 
 
-def test_kill_after_a_write_or_during_benchmark_is_finished_by_the_next_materialize(tiny_build, tmp_path):
-    """One graph, killed in turn after test_growth's write, after test_score's and at benchmark's start:
-    after each kill ``tempo status`` shows what it left, and the next launch runs the checks that never
-    ran (then goes on until it is killed in turn); the last launch finishes the window."""
+def _ran_the_checks_that_never_ran(graph, asset: str, output: str) -> None:
+    """The launch after a kill ran ``asset``'s checks that the killed one never ran, and they passed."""
+    window = _window(graph)
+    assert f"running the checks that never ran on {asset}[{window}]" in output, output
+    assert f"checks of {asset}[{window}] passed" in output, output
+
+
+def test_killed_after_each_test_write_and_at_benchmark_and_the_next_launches_finish(tiny_build, tmp_path):
+    """One graph, killed in turn, each kill leaving the window one step further on. First ``dagster asset
+    materialize`` (Dagster's multiprocess executor, no ``tempo`` tags at launch) killed with SIGKILL,
+    orchestrator and step, just after test_growth's write: the run names its process from inside, so
+    ``tempo status`` reports it failed naming that pid and test_growth stored with its blocking checks never
+    run; the window is ``read``, which ``tempo test-claim release`` refuses (nothing of TEST was lost). Then
+    ``tempo materialize --all --jobs 1`` (the launcher runs the step) killed after test_score's write: it ran
+    test_growth's checks first; test_score is left unchecked in turn. Then ``tempo materialize --all --jobs
+    2`` whose window step process is killed at benchmark's start: it ran test_score's checks first; the
+    launcher sees its child die, marks the run it left STARTED failed and builds the rest. The next
+    materialize finishes the window: its stored growth scored once."""
     graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
     window = _window(graph)
-    before = None  # the asset the previous kill left unchecked
-    for point, unchecked in KILLS_IN_TURN:
-        killed = _killed_at(graph, point)
-        if before:
-            assert f"running the checks that never ran on {before}[{window}]" in killed.stdout, killed.stdout
-            assert f"checks of {before}[{window}] passed" in killed.stdout, killed.stdout
-        if unchecked:  # stored, its blocking checks never ran: shown, then run on their own
-            states = _status(graph)
-            assert states[f"{unchecked}[{window}]"][0] == "unchecked"
-            assert "never ran" in states[f"{unchecked}[{window}]"][1]
-        before = unchecked
+    graph.instance.dispose()
+    launched = subprocess.Popen([script("dagster"), "asset", "materialize", "--select", "test_growth", "--partition",
+                                 window, "-m", "tempo_assets.definitions"],
+                                env=_env(graph, TEMPO_FAULT_AT="test_growth:written"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    output, _ = launched.communicate(timeout=900)
+    assert launched.returncode == -9, f"not killed: rc {launched.returncode}\n{output}"
+    status = _here(graph, "status")
+    assert f"the process that ran it died (pid {launched.pid} on " in status.stderr, status.stderr
+    _unchecked_after_the_kill(graph, "test_growth")
+    release = tempo("test-claim", "release", window, "--reason", "killed after the read", env=_env(graph))
+    # a subprocess: its stderr is all the script prints, Dagster's log handlers included (one line)
+    assert release.returncode == 2 and len(release.stderr.strip().splitlines()) == 1, release.stderr
+    assert f"`tempo materialize --window {window}` scores it once" in release.stderr
+    claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
+    assert [c["state"] for c in claims] == ["read"]
+    assert f"TEST read [{window}]" in _here(graph, "audit-cutoffs").stdout
+    report = _here(graph, "report", "--window", window)
+    assert f"tempo materialize --window {window}" in report.stdout + report.stderr
+
+    killed = _killed_at(graph, "test_score:written")
+    _ran_the_checks_that_never_ran(graph, "test_growth", killed.stdout)
+    _unchecked_after_the_kill(graph, "test_score")
+
+    killed = tempo("materialize", "--all", "--jobs", "2", env=_env(graph, TEMPO_FAULT_AT="benchmark:started"))
+    assert killed.returncode == 1, killed.stdout + killed.stderr
+    _ran_the_checks_that_never_ran(graph, "test_score", killed.stdout)
+    # the launcher saw its child die, marked the run it left STARTED failed, and built the rest
+    assert f"window_job {window}: its process ended with status -9" in killed.stdout
+    assert "the process that ran it died" in killed.stdout
+    assert f"failed: window_job {window}" in killed.stdout and "CAFA submission for cutoff" in killed.stdout
     _materialize_all(graph)
     _all_ok(graph)
     claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
@@ -173,50 +207,6 @@ def test_three_concurrent_materialize_all_build_each_artefact_once(tiny_build, t
     assert waited >= 1
 
 
-def test_a_dagster_cli_run_killed_after_the_test_read_then_a_jobs_2_step_process_killed_and_the_growth_scored(
-        tiny_build, tmp_path):
-    """One graph, killed in turn. First ``dagster asset materialize`` (Dagster's multiprocess executor, no
-    ``tempo`` tags at launch) killed with SIGKILL, orchestrator and step, just after test_growth's write:
-    the run names its process from inside, so ``tempo status`` reports it failed naming that pid; the window
-    is ``read``, which ``tempo test-claim release`` refuses (nothing of TEST was lost). Then
-    ``tempo materialize --all --jobs 2`` whose window step process is killed at benchmark's start: the
-    launcher sees its child die, marks the run it left STARTED failed and builds the rest. The next
-    materialize finishes the window: its stored growth scored once."""
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="unscored")
-    window = _window(graph)
-    graph.instance.dispose()
-    launched = subprocess.Popen([script("dagster"), "asset", "materialize", "--select", "test_growth", "--partition",
-                                 window, "-m", "tempo_assets.definitions"],
-                                env=_env(graph, TEMPO_FAULT_AT="test_growth:written"), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    output, _ = launched.communicate(timeout=900)
-    assert launched.returncode == -9, f"not killed: rc {launched.returncode}\n{output}"
-    status = _here(graph, "status")
-    assert f"the process that ran it died (pid {launched.pid} on " in status.stderr, status.stderr
-    assert _status(graph)[f"test_growth[{window}]"][0] == "unchecked"
-    release = tempo("test-claim", "release", window, "--reason", "killed after the read", env=_env(graph))
-    # a subprocess: its stderr is all the script prints, Dagster's log handlers included (one line)
-    assert release.returncode == 2 and len(release.stderr.strip().splitlines()) == 1, release.stderr
-    assert f"`tempo materialize --window {window}` scores it once" in release.stderr
-    claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
-    assert [c["state"] for c in claims] == ["read"]
-    assert f"TEST read [{window}]" in _here(graph, "audit-cutoffs").stdout
-    report = _here(graph, "report", "--window", window)
-    assert f"tempo materialize --window {window}" in report.stdout + report.stderr
-
-    killed = tempo("materialize", "--all", "--jobs", "2", env=_env(graph, TEMPO_FAULT_AT="benchmark:started"))
-    assert killed.returncode == 1, killed.stdout + killed.stderr
-    # the launcher saw its child die, marked the run it left STARTED failed, and built the rest
-    assert f"window_job {window}: its process ended with status -9" in killed.stdout
-    assert "the process that ran it died" in killed.stdout
-    assert f"failed: window_job {window}" in killed.stdout and "CAFA submission for cutoff" in killed.stdout
-    _materialize_all(graph)
-    _all_ok(graph)
-    claims = json.loads(_here(graph, "test-claim", "list", "--json").stdout)
-    assert [c["state"] for c in claims] == ["scored"]
-    assert "PASS" in _here(graph, "audit-cutoffs").stdout
-
-
 def _kill_9_of_the_launcher(graph) -> None:
     """``tempo materialize --all --jobs 2`` killed with SIGKILL once it has started a step in a process of
     its own (``graph`` missing something such a step builds): its step processes end with it, and the run
@@ -253,14 +243,14 @@ SIGTERM_CASES = {"1": (("submission", "benchmark_catalog"), "submission_job"),
 
 def _sigterm(graph, jobs: str) -> None:
     """``kill PID`` (SIGTERM: ``timeout``, a service manager) of ``tempo materialize --jobs JOBS`` on
-    ``graph`` with SIGTERM_CASES' artefacts removed stops it as Ctrl-C would: the runs under way are ended
+    ``graph`` with SIGTERM_CASES' artefacts missing stops it as Ctrl-C would: the runs under way are ended
     as failed, no later step starts (the catalog waits in both cases), the exit status is 130 with one line
     saying so. Before, ``--jobs 1`` failed that run and went on with the next steps (exit 1), and
     ``--jobs 2``'s launcher died on the spot (its runs left ``STARTED`` until the next launch)."""
     missing, interrupted = SIGTERM_CASES[jobs]
     graph.instance.dispose()
-    for asset in missing:
-        shutil.rmtree(graph.artefacts / asset)
+    for asset in missing:  # those a signal before left missing are missing already
+        shutil.rmtree(graph.artefacts / asset, ignore_errors=True)
     with dg.DagsterInstance.from_config(str(graph.home)) as instance:
         before = {run.run_id for run in instance.get_runs()}
     launcher = subprocess.Popen([script("tempo"), "materialize", "--all", "--jobs", jobs], env=_env(graph),
@@ -290,24 +280,18 @@ def _sigterm(graph, jobs: str) -> None:
                for job, status in launched.values()), launched
 
 
-def test_sigterm_stops_the_launch_fails_its_run_and_the_next_materialize_finishes(tiny_build, tmp_path):
-    """SIGTERM of ``tempo materialize --jobs 2`` (:func:`_sigterm`; ``--jobs 1`` in the test below), then
-    one ``tempo materialize --all`` builds what it left."""
-    graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
-    _sigterm(graph, "2")
-    _materialize_all(graph)
-    _all_ok(graph)
-
-
-def test_sigterm_of_jobs_1_then_kill_9_of_a_jobs_2_launcher_and_the_next_materialize_finishes(tiny_build, tmp_path):
-    """One graph (a copy of the tiny build, its submission and catalog removed), stopped in turn: SIGTERM
-    of ``tempo materialize --jobs 1`` in the submission's step (:func:`_sigterm`), then ``kill -9`` of a
-    ``--jobs 2`` launcher, which takes its step processes with it (:func:`_kill_9_of_the_launcher`: the
-    SIGTERM left the submission and the catalog to build, as it found them); then one
-    ``tempo materialize --all`` marks the run the kill left STARTED failed (if it had begun) and builds
-    what both left."""
+def test_sigterm_of_jobs_1_then_of_jobs_2_then_kill_9_of_a_jobs_2_launcher_and_the_next_materialize_finishes(
+        tiny_build, tmp_path):
+    """One graph (a copy of the tiny build), stopped in turn: SIGTERM of ``tempo materialize --jobs 1`` in the
+    submission's step (:func:`_sigterm`: its submission and catalog removed), then SIGTERM of ``--jobs 2`` in
+    the window's step (its benchmark removed too: the first SIGTERM left the submission and the catalog to
+    build, as it found them), then ``kill -9`` of a ``--jobs 2`` launcher, which takes its step processes with
+    it (:func:`_kill_9_of_the_launcher`: the benchmark and the catalog at least are still to build); then one
+    ``tempo materialize --all`` marks the run the kill left STARTED failed (if it had begun) and builds what
+    all three left."""
     graph = tiny_copy(tiny_build, tmp_path / "g", stage="scored")
     _sigterm(graph, "1")
+    _sigterm(graph, "2")
     _kill_9_of_the_launcher(graph)
     _materialize_all(graph)
     _all_ok(graph)

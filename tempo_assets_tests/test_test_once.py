@@ -199,7 +199,7 @@ def tempo_instance_limit(copy: Copy):
 # each launch runs its steps in its own process (Dagster's in-process executor, which takes the pool's slots
 # too): the race is between the launches. The default multiprocess executor started a Python process per
 # step and per check (about 20 CPU s a launch, 60 to 80 a test); a run it executes is killed in test_recovery.py's
-# test_a_dagster_cli_run_killed_after_the_test_read_then_a_jobs_2_step_process_killed_and_the_growth_scored
+# test_killed_after_each_test_write_and_at_benchmark_and_the_next_launches_finish
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
 
 
