@@ -108,8 +108,8 @@ def test_a_release_appended_after_the_last_window_leaves_the_ui_synced_where_sta
     try:
         # the new release and its cutoff (what the window's AllPartitionMapping inputs map to); the new
         # window, which reads them, would be built to no purpose: the scored window is the one in question.
-        # One step at a time: what is built is in question, not how (``--jobs 2`` forks a process for each
-        # step it finds current, about 6 CPU s more on the tiny graph)
+        # One step at a time: what is built is in question, not how (``--jobs 2`` starts the step forkserver,
+        # which imports the code location once more: about 6 CPU s on the tiny graph)
         built = tempo("materialize", "--cutoff", newest, "--jobs", "1", env=graph.env)
         assert built.returncode == 0, built.stdout + built.stderr
         seen, differ = disagreements(graph)
