@@ -272,8 +272,9 @@ def pytest_runtest_setup(item):
     execution generator closed later by the garbage collector) can restore the storage of an
     instance that is gone, and the next definitions load in this process then fails ("Attempted to
     resolve undefined DagsterInstance weakref"; seen in CI, in whichever file ran next on that
-    worker). A storage whose instance is alive is left alone. (``run_steps`` loads the definitions
-    against its own instance's storage, so it is immune either way.)
+    worker). A storage whose instance is alive is left alone. (``run_steps``, ``tempo status`` and
+    ``tempo report`` load the definitions against their own instance's storage, so they are immune
+    either way: ``cli/test_defs_state.py``.)
     """
     drop_a_dead_defs_state_storage()
 

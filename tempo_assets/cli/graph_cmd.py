@@ -157,7 +157,7 @@ class StepRunner:
         from tempo_assets.core.base.errors import TempoInputError
         from tempo_assets.core.inputs.releases import open_archive
         from tempo_assets.definitions import build_resources
-        from tempo_assets.cli.step_process import definitions_for
+        from tempo_assets.cli.step_process import defs_state_of, definitions_for
         from tempo_assets.executors import executor_kind
         from tempo_assets.graph_state import DefinedGraph
         from tempo_assets.partitions import plan_partitions
@@ -176,7 +176,8 @@ class StepRunner:
         self.archive = open_archive(self.resources["archive"].root)
         self.plan = plan_partitions(self.archive)
         self.defs = definitions_for(self.resources)
-        self.defined = DefinedGraph.of(self.defs.get_repository_def())
+        with defs_state_of(instance):
+            self.defined = DefinedGraph.of(self.defs.get_repository_def())
         self.run_config = merged_run_config({"loggers": {"console": {"config": {"log_level": log_level}}}})
         self.launch_celery = celery_launcher(instance, self.store, echo) if self.distributed else None
         self.locks = Path(self.store.root) / "_locks" if self.store.root is not None else None
@@ -228,15 +229,18 @@ class StepRunner:
     def run_checks(self, unchecked, where: str, echo) -> None:
         """Run the blocking checks that never ran on stored partitions, each partition's on their own."""
         from tempo_assets.graph_state import JOB_ASSETS
+        from tempo_assets.cli.step_process import defs_state_of
         from tempo_assets.runs import launch_tags
 
         for asset, partition, keys in unchecked:
             job = next(j for j, assets in JOB_ASSETS.items() if asset in assets)
             names = ", ".join(k.name for k in keys)
             echo(f"{where}: running the checks that never ran on {asset}[{partition}] ({names})")
-            subset = self.defs.resolve_job_def(job).get_subset(asset_selection=set(), asset_check_selection=set(keys))
-            result = subset.execute_in_process(run_config=self.run_config, instance=self.instance,
-                                               partition_key=partition, raise_on_error=False, tags=launch_tags())
+            with defs_state_of(self.instance):
+                subset = self.defs.resolve_job_def(job).get_subset(asset_selection=set(),
+                                                                   asset_check_selection=set(keys))
+                result = subset.execute_in_process(run_config=self.run_config, instance=self.instance,
+                                                   partition_key=partition, raise_on_error=False, tags=launch_tags())
             outcome = "passed" if result.success and all(
                 e.passed for e in result.get_asset_check_evaluations()) else "did not pass"
             echo(f"{where}: checks of {asset}[{partition}] {outcome} (run {result.run_id})")
@@ -453,6 +457,7 @@ def step_jobs(asked: int | None) -> int:
 def graph_states(instance, exclude=()):
     """Every artefact's state (``graph_state.GraphState.all_states``) for the configured archive and store."""
     from tempo_assets.core.inputs.releases import open_archive
+    from tempo_assets.cli.step_process import defs_state_of
     from tempo_assets.definitions import defs
     from tempo_assets.graph_state import DefinedGraph, GraphState
     from tempo_assets.partitions import plan_partitions
@@ -461,8 +466,9 @@ def graph_states(instance, exclude=()):
     archive = open_archive(default_archive_root())
     store = open_artefact_store()
     store.location.check()  # an object store that is down fails here, naming its endpoint
-    state = GraphState(store, plan_partitions(archive), DefinedGraph.of(defs.get_repository_def()), archive=archive,
-                       instance=instance, exclude=exclude)
+    with defs_state_of(instance):
+        defined = DefinedGraph.of(defs.get_repository_def())
+    state = GraphState(store, plan_partitions(archive), defined, archive=archive, instance=instance, exclude=exclude)
     return state.all_states()
 
 

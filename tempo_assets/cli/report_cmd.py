@@ -143,6 +143,7 @@ def way_forward(store, window: str) -> str:
 
 def _report(args) -> int:
     """``tempo report``: the gate first (md, html), then one window, two windows compared, or the archive."""
+    from tempo_assets.cli.step_process import defs_state_of
     from tempo_assets.definitions import defs
     from tempo_assets.graph_state import DefinedGraph, build_catalog
     from tempo_assets.resources import default_archive_root, open_artefact_store
@@ -156,7 +157,10 @@ def _report(args) -> int:
             return GATE_REFUSED_EXIT_CODE
     store = open_artefact_store()
     store.location.check()  # an object store that is down fails here, naming its endpoint
-    built = build_catalog(store, default_archive_root(), DefinedGraph.of(defs.get_repository_def()), _instance())
+    instance = _instance()
+    with defs_state_of(instance):
+        defined = DefinedGraph.of(defs.get_repository_def())
+    built = build_catalog(store, default_archive_root(), defined, instance)
     if args.compare:
         return _report_compare(args, built["results"], gate if args.format == "md" else None)
     if args.window:

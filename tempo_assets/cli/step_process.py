@@ -85,14 +85,20 @@ class Usage:
         return cls(own.ru_utime + own.ru_stime, own.ru_maxrss / 1024.0)  # Linux: KiB
 
 
+def defs_state_of(instance):
+    """A context in which definitions load against ``instance``'s defs-state storage, as ``with instance:``
+    would set it, not whatever storage an earlier instance of this process left in Dagster's context
+    variable (one whose instance is gone fails every load: "Attempted to resolve undefined DagsterInstance
+    weakref")."""
+    return set_defs_state_storage(getattr(instance, "defs_state_storage", None))
+
+
 def execute_order(defs: dg.Definitions, instance, order: RunOrder):
     """Run ``order`` in this process, tagged with this process's identity; its CPU and peak RSS
     recorded on the run. Returns Dagster's ``ExecuteInProcessResult``; raises ``KeyboardInterrupt``
     when the run ended because this process got SIGINT or SIGTERM."""
     before = Usage.now()
-    # the definitions load against this instance's defs-state storage, as `with instance:` would
-    # set it, not whatever an earlier instance of this process left in Dagster's context variable
-    with set_defs_state_storage(getattr(instance, "defs_state_storage", None)):
+    with defs_state_of(instance):
         result = defs.resolve_job_def(order.job).execute_in_process(
             run_config=order.run_config, instance=instance, partition_key=order.key, raise_on_error=False,
             run_id=order.run_id, asset_selection=[dg.AssetKey(n) for n in order.selection], tags=launch_tags())
