@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -157,20 +158,26 @@ class Timing:
     child_wall: float = 0.0   # of ``wall``: while a (non-Python) child process was running
 
 
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(fn, *args, **kwargs):
-    """``(fn(*args, **kwargs), Timing)``: wall, CPU (user + sys, children too) and peak RSS."""
+    """``(fn(*args, **kwargs), Timing)``: wall, CPU (user + sys, waited children too, from
+    ``getrusage``) and peak RSS."""
     sampler = _PeakSampler()
     sampler.start()
-    before, started = os.times(), time.perf_counter()
+    self_before, children_before = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
     try:
         result = fn(*args, **kwargs)
     finally:
         wall = time.perf_counter() - started
-        after = os.times()
+        child_cpu = _cpu(resource.RUSAGE_CHILDREN) - children_before
+        cpu = _cpu(resource.RUSAGE_SELF) - self_before + child_cpu
         sampler.stop.set()
         sampler.join()
-    cpu = sum(after[i] - before[i] for i in range(4))
-    child_cpu = sum(after[i] - before[i] for i in (2, 3))
     return result, Timing(wall, cpu, sampler.start_kib / 1024, sampler.self_kib / 1024,
                           sampler.child_kib / 1024, child_cpu, min(sampler.child_wall, wall))
 
