@@ -9,7 +9,7 @@ sample of them when N is smaller), then a seeded sample of the other sequences; 
 every sequence.
 
 Stages, each run once as Tempo's core call and once as its peer, in this process, on the same
-inputs (the peer runs first); per row: wall and CPU seconds (user + sys, children included),
+inputs (the peer runs first; KNN alternates them chunk by chunk); per row: wall and CPU seconds (user + sys, children included),
 ratio Tempo / peer, and peak RSS (of this process, and of the child for DIAMOND) sampled every
 50 ms, with the RSS the process already had when the stage started:
 
@@ -29,18 +29,29 @@ ratio Tempo / peer, and peak RSS (of this process, and of the child for DIAMOND)
 This is a timing benchmark: the reranker is trained on the targets' own growth labels, so no
 score it prints is a result.
 
+A long run survives being stopped: each finished stage, and each KNN chunk, writes its measured
+row (and what later stages read) into ``--work``, and a rerun with the same window arguments
+reads those rows back, says so, and measures only what is left (``--fresh`` starts over). To
+afford ``--proteins all``, ``--peer-every N`` runs faiss on every N-th KNN chunk only (the ratio
+is then over those chunks and printed as a sample), and ``--diamond-peer children`` takes as
+DIAMOND's peer the DIAMOND processes inside Tempo's own stage (their rusage) instead of running
+DIAMOND a second time.
+
     nice -n 10 .venv/bin/python benchmarks/bench_scale.py --proteins 50000 [--threads 2]
         [--fasta .cache/swissprot_2014-01.fasta.gz] [--stages embedding,knn,...]
+        [--peer-every N] [--diamond-peer run|children] [--work bench_out/scale] [--fresh]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +60,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from tempo_assets.core.base.io import atomic_write  # noqa: E402
 ARCHIVE = REPO / ".." / "shared" / "data" / "goa_archive"
 DEFAULT_FASTA = REPO / ".cache" / "swissprot_2014-01.fasta.gz"
 STAGES = ("embedding", "knn", "features", "lightgbm", "scores", "evaluation", "diamond")
@@ -60,6 +72,7 @@ PEERS = {
     "scores": "none",
     "evaluation": "evaluate_frames per cell (core call)",
     "diamond": "diamond makedb + blastp, same flags",
+    "diamond:children": "the diamond makedb + blastp child processes of Tempo's stage (their own rusage)",
 }
 # the graph's defaults (resources.EmbedderResource, SelectionResource's first LightGBM set, K_max)
 KMER_K, KMER_DIM, K_MAX = 3, 256, 10
@@ -117,14 +130,20 @@ class _PeakSampler(threading.Thread):
         self.start_kib = _rss_kib(os.getpid())
         self.self_kib = self.start_kib
         self.child_kib = 0
+        self.child_wall = 0.0   # seconds during which a tool child was running (to the sampling interval)
 
     def run(self) -> None:
         pid = os.getpid()
+        seen = time.perf_counter()
         while not self.stop.is_set():
             self.self_kib = max(self.self_kib, _rss_kib(pid))
             # a forked Python child before its exec() is a copy of this process, not the tool
             tools = [c for c in _children(pid) if not _comm(c).startswith("python")]
             self.child_kib = max(self.child_kib, sum(_rss_kib(c) for c in tools))
+            now = time.perf_counter()
+            if tools:
+                self.child_wall += now - seen
+            seen = now
             self.stop.wait(self.interval)
 
 
@@ -135,27 +154,127 @@ class Timing:
     start_mib: float
     peak_mib: float
     child_mib: float
+    child_cpu: float = 0.0    # of ``cpu``: the waited child processes' own user + sys
+    child_wall: float = 0.0   # of ``wall``: while a (non-Python) child process was running
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure(fn, *args, **kwargs):
-    """``(fn(*args, **kwargs), Timing)``: wall, CPU (user + sys, children too) and peak RSS."""
+    """``(fn(*args, **kwargs), Timing)``: wall, CPU (user + sys, waited children too, from
+    ``getrusage``) and peak RSS."""
     sampler = _PeakSampler()
     sampler.start()
-    before, started = os.times(), time.perf_counter()
+    self_before, children_before = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
     try:
         result = fn(*args, **kwargs)
     finally:
         wall = time.perf_counter() - started
-        after = os.times()
+        child_cpu = _cpu(resource.RUSAGE_CHILDREN) - children_before
+        cpu = _cpu(resource.RUSAGE_SELF) - self_before + child_cpu
         sampler.stop.set()
         sampler.join()
-    cpu = sum(after[i] - before[i] for i in range(4))
     return result, Timing(wall, cpu, sampler.start_kib / 1024, sampler.self_kib / 1024,
-                          sampler.child_kib / 1024)
+                          sampler.child_kib / 1024, child_cpu, min(sampler.child_wall, wall))
 
 
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --------------------------------------------------------------------------- the record (resuming)
+
+
+@dataclass
+class Measured:
+    """One stage's measurement: Tempo's whole stage, its peer, and Tempo on the part the peer ran
+    (``paired``, the ratio's numerator; the whole stage unless the peer ran on a sample, which
+    ``sample`` then names)."""
+
+    tempo: Timing
+    peer: Timing | None
+    note: str
+    paired: Timing | None = None
+    sample: str = ""
+
+
+class Record:
+    """The work folder's finished measurements, so a stopped run can continue.
+
+    Each finished stage (and each KNN chunk) writes its measured row as ``rows/<name>.json``, and
+    the data later stages read (the embedding matrix, the chunk's neighbours, the labelled
+    candidates, the scores) beside it, each file atomically and the row last: a row on disk
+    means its stage is finished and its outputs are whole."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        (folder / "rows").mkdir(parents=True, exist_ok=True)
+
+    def row(self, name: str) -> dict | None:
+        path = self.folder / "rows" / f"{name}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def done(self) -> list[str]:
+        return sorted(p.stem for p in (self.folder / "rows").glob("*.json"))
+
+    def put_row(self, name: str, payload: dict) -> None:
+        with atomic_write(self.folder / "rows" / f"{name}.json") as handle:
+            json.dump({**payload, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}, handle, indent=1)
+
+    def put_array(self, name: str, array: np.ndarray) -> None:
+        with atomic_write(self.folder / f"{name}.npy", mode="wb", encoding=None) as handle:
+            np.save(handle, array, allow_pickle=False)
+
+    def array(self, name: str) -> np.ndarray:
+        return np.load(self.folder / f"{name}.npy", allow_pickle=False)
+
+    def put_frame(self, name: str, frame: pd.DataFrame) -> None:
+        with atomic_write(self.folder / f"{name}.parquet", mode="wb", encoding=None) as handle:
+            frame.to_parquet(handle, index=False)
+
+    def frame(self, name: str) -> pd.DataFrame:
+        return pd.read_parquet(self.folder / f"{name}.parquet")
+
+
+def timing_of(payload: dict | None) -> Timing | None:
+    return None if payload is None else Timing(**payload)
+
+
+def measured_payload(measured: Measured) -> dict:
+    as_dict = lambda t: None if t is None else asdict(t)  # noqa: E731
+    return {"tempo": as_dict(measured.tempo), "peer": as_dict(measured.peer), "note": measured.note,
+            "paired": as_dict(measured.paired), "sample": measured.sample}
+
+
+def measured_of(payload: dict) -> Measured:
+    return Measured(timing_of(payload["tempo"]), timing_of(payload["peer"]), payload["note"],
+                    timing_of(payload["paired"]), payload["sample"])
+
+
+def open_record(work: Path, arguments: dict, fresh: bool) -> Record:
+    """The work folder's record: continued when it was made with the same ``arguments``, else
+    (or with ``fresh``) emptied first; says which."""
+    import shutil
+
+    saved = work / "arguments.json"
+    if work.exists() and not fresh and saved.exists() and json.loads(saved.read_text()) == arguments:
+        record = Record(work)
+        done = record.done()
+        print(f"resuming {work}: {len(done)} row(s) already measured there "
+              f"({', '.join(done) if done else 'none'}); those are read back, not measured again", flush=True)
+        return record
+    if work.exists():
+        why = "--fresh" if fresh else "its arguments differ from this run's"
+        print(f"starting afresh in {work} ({why}): the earlier measurements there are removed", flush=True)
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    with atomic_write(saved) as handle:
+        json.dump(arguments, handle, indent=1, sort_keys=True)
+    return Record(work)
 
 
 # --------------------------------------------------------------------------- the window
@@ -211,7 +330,7 @@ def build_window(args) -> Window:
 # --------------------------------------------------------------------------- the stages
 
 
-def stage_embedding(window: Window, work: Path, state: dict):
+def stage_embedding(window: Window, work: Path, state: dict) -> Measured:
     from tempo_assets.core.inputs.embeddings import EmbeddingCache, embed_proteins
     from tempo_assets.core.inputs.embedders import KmerEmbedder, sequence_digest
 
@@ -223,30 +342,52 @@ def stage_embedding(window: Window, work: Path, state: dict):
     by_digest = dict(zip((d for d, _ in unique), raw))
     same = all(np.array_equal(by_digest[sequence_digest(window.sequences[a])], row)
                for a, row in zip(result.ids[:1000], result.matrix[:1000]))
+    state["record"].put_array("embedding_matrix", np.asarray(result.matrix))
+    state["record"].put_array("embedding_ids", np.asarray(list(result.ids), dtype=str))
     state["ids"], state["matrix"] = list(result.ids), result.matrix
-    return tempo, peer, f"{len(window.sequences):,} sequences, {len(unique):,} unique; rows equal: {same}"
+    return Measured(tempo, peer, f"{len(window.sequences):,} sequences, {len(unique):,} unique; rows equal: {same}")
+
+
+def restore_embedding(record: Record, state: dict) -> None:
+    state["ids"], state["matrix"] = record.array("embedding_ids").tolist(), record.array("embedding_matrix")
 
 
 def combine(parts: list[Timing]) -> Timing:
     """One Timing for consecutive measured parts: times summed, peaks maxed."""
     return Timing(sum(p.wall for p in parts), sum(p.cpu for p in parts), parts[0].start_mib,
-                  max(p.peak_mib for p in parts), max(p.child_mib for p in parts))
+                  max(p.peak_mib for p in parts), max(p.child_mib for p in parts),
+                  sum(p.child_cpu for p in parts), sum(p.child_wall for p in parts))
 
 
-def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int):
-    """Both indexes built once, then the queries in chunks, faiss then Tempo on each chunk.
+def knn_queries(window: Window, state: dict) -> tuple[list[str], np.ndarray]:
+    """The queries in the order the KNN chunks take them, and their rows: the copies of one
+    embedding row next to each other, so each chunk's ``search`` sees a group of identical
+    queries whole, as one search over every query (the graph's call) does."""
+    from tempo_assets.core.inputs.embedders import normalize_rows
+    from tempo_assets.core.neighbours.knn import identical_rows
 
-    Interleaving keeps the two sides under the same load, and a run stopped early has measured
-    ratios and rates for the chunks done (printed as it goes)."""
+    if "knn_queries" not in state:
+        row_of = {a: i for i, a in enumerate(state["ids"])}
+        rows = np.array([row_of[q] for q in window.queries], dtype=np.int64)
+        groups = identical_rows(normalize_rows(state["matrix"][rows]))
+        state["knn_distinct"] = len(groups)
+        order = np.concatenate(groups)
+        state["knn_queries"] = ([window.queries[i] for i in order], np.ascontiguousarray(state["matrix"][rows[order]]))
+    return state["knn_queries"]
+
+
+def knn_chunks(window: Window, chunk: int) -> list[tuple[str, slice]]:
+    return [(f"knn_chunk_{i:04d}", slice(start, start + chunk))
+            for i, start in enumerate(range(0, len(window.queries), chunk))]
+
+
+def knn_indexes(ids: list[str], matrix: np.ndarray, threads: int, record: Record):
+    """faiss's and Tempo's index of the corpus, their build measured (once: a resumed run rebuilds
+    them unmeasured and keeps the first run's row)."""
     import faiss
 
     from tempo_assets.core.inputs.embedders import normalize_rows
     from tempo_assets.core.neighbours.knn import KnnIndex
-
-    ids, matrix = state["ids"], state["matrix"]
-    row_of = {a: i for i, a in enumerate(ids)}
-    qrows = np.array([row_of[q] for q in window.queries], dtype=np.int64)
-    queries = np.ascontiguousarray(matrix[qrows])
 
     def raw_build():
         faiss.omp_set_num_threads(threads)
@@ -256,47 +397,99 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int)
 
     raw_index, peer_build = measure(raw_build)
     index, tempo_build = measure(KnnIndex.build, ids, matrix, threads=threads)
-    peers, tempos, labels, frames = [peer_build], [tempo_build], [], []
-    for start in range(0, len(window.queries), chunk):
-        block = slice(start, start + chunk)
-        (_, lab), peer = measure(lambda: raw_index.search(normalize_rows(queries[block]), K_MAX + 1))
-        frame, tempo = measure(index.search, window.queries[block], queries[block], K_MAX, exclude_self=True)
-        peers.append(peer)
-        tempos.append(tempo)
-        labels.append(lab)
-        frames.append(frame)
-        done = min(start + chunk, len(window.queries))
-        print(f"  knn {done:,}/{len(window.queries):,} queries: this chunk Tempo {tempo.wall:.1f} s "
-              f"(CPU {tempo.cpu:.1f}), faiss {peer.wall:.1f} s (CPU {peer.cpu:.1f}); so far Tempo "
-              f"{combine(tempos).wall:.1f} s, faiss {combine(peers).wall:.1f} s "
-              f"(builds {tempo_build.wall:.1f} / {peer_build.wall:.1f} s); load {_load()}", flush=True)
-    neighbours = pd.concat(frames, ignore_index=True)
-    labels = np.concatenate(labels)
-    state["neighbours"] = neighbours
-    # agreement: the faiss top-k without the self row, as neighbour sets
-    id_arr = np.asarray(ids, dtype=object)
-    sample = range(0, len(window.queries), max(1, len(window.queries) // 2000))
-    grouped = neighbours.groupby("query", sort=False)["neighbour"].apply(set)
-    agree = np.mean([len(grouped.get(window.queries[i], set())
-                         & (set(id_arr[labels[i]]) - {window.queries[i]})) / K_MAX for i in sample])
-    return combine(tempos), combine(peers), (
-        f"{len(window.queries):,} queries x {len(ids):,} corpus, k={K_MAX}, {threads} threads, "
-        f"chunks of {chunk:,}; index build Tempo {tempo_build.wall:.1f} s, faiss {peer_build.wall:.1f} s; "
-        f"neighbour overlap with faiss {agree:.4f}")
+    if record.row("knn_build") is None:
+        record.put_row("knn_build", {"tempo": asdict(tempo_build), "peer": asdict(peer_build)})
+    else:
+        print("  knn: indexes rebuilt to continue (this build is not counted; the first run's is)", flush=True)
+    return raw_index, index
 
 
-def stage_features(window: Window, work: Path, state: dict):
+def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int, peer_every: int) -> Measured:
+    """Both indexes built once, then the queries in chunks; on the chunks the peer runs on (every
+    ``peer_every``-th, from the first; none when 0) faiss first, then Tempo.
+
+    Interleaving keeps the two sides under the same load; each chunk's row (and neighbours) is
+    written as it finishes, so a stopped run continues at the first chunk without a row."""
+    from tempo_assets.core.inputs.embedders import normalize_rows
+
+    record, ids, matrix = state["record"], state["ids"], state["matrix"]
+    names, queries = knn_queries(window, state)
+    chunks = knn_chunks(window, chunk)
+    left = [(i, name, block) for i, (name, block) in enumerate(chunks) if record.row(name) is None]
+    if len(left) < len(chunks):
+        print(f"  knn: {len(chunks) - len(left)} of {len(chunks)} chunks already measured, continuing", flush=True)
+    raw_index, index = knn_indexes(ids, matrix, threads, record) if left else (None, None)
+    for i, name, block in left:
+        peer = None
+        if peer_every > 0 and i % peer_every == 0:
+            (_, lab), peer = measure(lambda: raw_index.search(normalize_rows(queries[block]), K_MAX + 1))
+            record.put_array(f"{name}_faiss", lab)
+        frame, tempo = measure(index.search, names[block], queries[block], K_MAX, exclude_self=True)
+        record.put_frame(name, frame)
+        record.put_row(name, {"tempo": asdict(tempo), "peer": None if peer is None else asdict(peer)})
+        print(f"  knn chunk {i + 1}/{len(chunks)} ({min(block.stop, len(window.queries)):,}"
+              f"/{len(window.queries):,} queries): Tempo {tempo.wall:.1f} s (CPU {tempo.cpu:.1f})"
+              + ("" if peer is None else f", faiss {peer.wall:.1f} s (CPU {peer.cpu:.1f})")
+              + f"; load {_load()}", flush=True)
+    return knn_measured(window, state, chunk, threads)
+
+
+def knn_measured(window: Window, state: dict, chunk: int, threads: int) -> Measured:
+    """The KNN row from the chunks' rows: Tempo over every chunk, the peer and the ratio over the
+    chunks the peer ran on (named as a sample when that is not all of them)."""
+    record = state["record"]
+    chunks = knn_chunks(window, chunk)
+    build = record.row("knn_build")
+    rows = [record.row(name) for name, _ in chunks]
+    sampled = [i for i, r in enumerate(rows) if r["peer"] is not None]
+    tempo = combine([Timing(**build["tempo"])] + [Timing(**r["tempo"]) for r in rows])
+    paired = combine([Timing(**build["tempo"])] + [Timing(**rows[i]["tempo"]) for i in sampled])
+    peer = combine([Timing(**build["peer"])] + [Timing(**rows[i]["peer"]) for i in sampled]) if sampled else None
+    neighbours = pd.concat([record.frame(name) for name, _ in chunks], ignore_index=True)
+    position = {q: i for i, q in enumerate(window.queries)}
+    order = np.argsort(neighbours["query"].map(position).to_numpy(), kind="stable")
+    state["neighbours"] = neighbours.iloc[order].reset_index(drop=True)
+    agree = knn_agreement(window, state, [chunks[i] for i in sampled])
+    sample = "" if len(sampled) == len(chunks) else f"{len(sampled)} of {len(chunks)} chunks"
+    note = (f"{len(window.queries):,} queries ({state['knn_distinct']:,} distinct rows, copies in one chunk) x "
+            f"{len(state['ids']):,} corpus, k={K_MAX}, {threads} threads, "
+            f"chunks of {chunk:,}; index build Tempo {build['tempo']['wall']:.1f} s, faiss "
+            f"{build['peer']['wall']:.1f} s; peer on {len(sampled)} of {len(chunks)} chunks"
+            + ("" if peer is None else f" (the ratio is over those chunks and the builds); neighbour overlap "
+               f"with faiss {agree:.4f}"))
+    return Measured(tempo, peer, note, paired if peer is not None else None, sample)
+
+
+def knn_agreement(window: Window, state: dict, chunks: list[tuple[str, slice]]) -> float:
+    """Share of Tempo's neighbours that are in faiss's top k (self row dropped), on a sample of the
+    queries of ``chunks``."""
+    if not chunks:
+        return float("nan")
+    id_arr = np.asarray(state["ids"], dtype=object)
+    grouped = state["neighbours"].groupby("query", sort=False)["neighbour"].apply(set)
+    shares = []
+    for name, block in chunks:
+        labels = state["record"].array(f"{name}_faiss")
+        queries = knn_queries(window, state)[0][block]
+        for j in range(0, len(queries), max(1, len(queries) // 2000)):
+            found = set(id_arr[labels[j]]) - {queries[j]}
+            shares.append(len(grouped.get(queries[j], set()) & found) / K_MAX)
+    return float(np.mean(shares))
+
+
+def stage_features(window: Window, work: Path, state: dict) -> Measured:
     from tempo_assets.core.recipe.features import candidate_features
     from tempo_assets.core.recipe.reranker import label_candidates
 
     features, tempo = measure(candidate_features, state["neighbours"], window.corpus_annotations, k=K_MAX)
     labelled = label_candidates(features, window.ground_truth, window.known)
     state["labelled"] = labelled
-    return tempo, None, (f"{len(features):,} candidates; {len(labelled):,} of growth targets, "
-                         f"{int(labelled['label'].sum()):,} positive")
+    state["record"].put_frame("labelled", labelled)
+    return Measured(tempo, None, (f"{len(features):,} candidates; {len(labelled):,} of growth targets, "
+                                  f"{int(labelled['label'].sum()):,} positive"))
 
 
-def stage_lightgbm(window: Window, work: Path, state: dict):
+def stage_lightgbm(window: Window, work: Path, state: dict) -> Measured:
     import lightgbm as lgb
 
     from tempo_assets.core.recipe.features import FEATURE_COLUMNS
@@ -314,18 +507,20 @@ def stage_lightgbm(window: Window, work: Path, state: dict):
     booster, peer = measure(raw_train)
     model, tempo = measure(train_reranker, labelled, LGBM_PARAMS)
     same = booster.model_to_string() == model.booster.model_to_string()
-    return tempo, peer, f"{len(labelled):,} rows x {len(FEATURE_COLUMNS)} features, {rounds} rounds; same model: {same}"
+    return Measured(tempo, peer, f"{len(labelled):,} rows x {len(FEATURE_COLUMNS)} features, {rounds} rounds; "
+                    f"same model: {same}")
 
 
-def stage_scores(window: Window, work: Path, state: dict):
+def stage_scores(window: Window, work: Path, state: dict) -> Measured:
     from tempo_assets.core.neighbours.knn import knn_term_scores
 
     scores, tempo = measure(knn_term_scores, state["neighbours"], window.corpus_annotations, k=K_MAX)
     state["scores"] = scores
-    return tempo, None, f"{len(scores):,} (protein, term) scores"
+    state["record"].put_frame("scores", scores)
+    return Measured(tempo, None, f"{len(scores):,} (protein, term) scores")
 
 
-def stage_evaluation(window: Window, work: Path, state: dict):
+def stage_evaluation(window: Window, work: Path, state: dict) -> Measured:
     from tempo_assets.core.evaluation import EvalOntology, evaluate_frames
     from tempo_assets.core.evaluation.cells import CellFrames
     from tempo_assets.core.evaluation.scoring import cell_curve
@@ -349,11 +544,33 @@ def stage_evaluation(window: Window, work: Path, state: dict):
     raw, peer = measure(raw_eval)
     curves, tempo = measure(tempo_eval)
     fmax = {f"{m}/{a}": round(float(c["f"].max()), 3) for (m, a), c in curves.items() if len(c)}
-    return tempo, peer, f"{len(cells)} cells, {window.targets['protein'].nunique():,} targets; KNN Fmax (not a result) {fmax}"
+    return Measured(tempo, peer, f"{len(cells)} cells, {window.targets['protein'].nunique():,} targets; "
+                    f"KNN Fmax (not a result) {fmax}")
 
 
-def stage_diamond(window: Window, work: Path, state: dict, threads: int):
-    from tempo_assets.core.neighbours.blast import diamond_hits, find_diamond
+def stage_diamond(window: Window, work: Path, state: dict, threads: int, peer: str) -> Measured:
+    """Tempo's ``diamond_hits`` against ``peer``: ``run``, DIAMOND alone on FASTA files already
+    written, same flags, run first; ``children``, the DIAMOND child processes of Tempo's own stage
+    (their rusage: the same binary, command lines and files, at the same moment), not run twice."""
+    from tempo_assets.core.neighbours.blast import diamond_hits
+
+    raw_lines, raw = diamond_alone(window, work, threads) if peer == "run" else (None, None)
+    hits, tempo = measure(diamond_hits, {q: window.sequences[q] for q in window.queries}, window.sequences,
+                          work / "diamond_tempo", threads=threads, **BLAST)
+    if peer == "children":
+        raw = Timing(tempo.child_wall, tempo.child_cpu, 0.0, tempo.child_mib, tempo.child_mib,
+                     tempo.child_cpu, tempo.child_wall)
+    lines = f"raw {raw_lines:,} lines, " if raw_lines is not None else ""
+    lines += f"DIAMOND's child processes in Tempo's stage {tempo.child_cpu:.1f} CPU s, {tempo.child_wall:.1f} s; "
+    return Measured(tempo, raw, (f"{len(window.queries):,} queries x {len(window.sequences):,}, default mode, "
+                                 f"{threads} threads; {lines}Tempo {len(hits):,} hits (self dropped); peer: "
+                                 + PEERS["diamond" if peer == "run" else "diamond:children"]))
+
+
+def diamond_alone(window: Window, work: Path, threads: int) -> tuple[int, Timing]:
+    """``diamond makedb`` + ``blastp`` alone, measured, on FASTA files written beforehand; the
+    number of lines it wrote."""
+    from tempo_assets.core.neighbours.blast import find_diamond
     from tempo_assets.core.inputs.fasta import write_fasta
 
     diamond = str(find_diamond())
@@ -373,11 +590,7 @@ def stage_diamond(window: Window, work: Path, state: dict, threads: int):
             subprocess.run(command, cwd=raw_dir, check=True, capture_output=True)
         return sum(1 for _ in open(raw_dir / "hits.tsv"))
 
-    raw_lines, peer = measure(raw_diamond)
-    hits, tempo = measure(diamond_hits, {q: window.sequences[q] for q in window.queries}, window.sequences,
-                          work / "diamond_tempo", threads=threads, **BLAST)
-    return tempo, peer, (f"{len(window.queries):,} queries x {len(window.sequences):,}, default mode, "
-                         f"{threads} threads; raw {raw_lines:,} lines, Tempo {len(hits):,} hits (self dropped)")
+    return measure(raw_diamond)
 
 
 # --------------------------------------------------------------------------- output
@@ -387,22 +600,31 @@ HEADER = ("| stage | Tempo wall s | Tempo CPU s | peer | peer wall s | peer CPU 
           "ratio (CPU) | Tempo peak RSS MiB (start) | peer peak RSS MiB | child peak RSS MiB Tempo / peer |")
 
 
-def row(stage: str, tempo: Timing, peer: Timing | None) -> str:
-    def mib(t: Timing | None) -> str:
-        return "—" if t is None else f"{t.peak_mib:,.0f}"
+def peer_name(stage: str, measured: Measured) -> str:
+    if stage == "knn" and measured.peer is None:
+        return f"{PEERS[stage]}: not run (--peer-every 0)"
+    if stage == "diamond":
+        return PEERS["diamond:children"] if PEERS["diamond:children"] in measured.note else PEERS["diamond"]
+    return PEERS[stage] + (f" — on a sample: {measured.sample}" if measured.sample else "")
 
-    cells = [stage, f"{tempo.wall:.1f}", f"{tempo.cpu:.1f}", PEERS[stage]]
+
+def row(stage: str, measured: Measured) -> str:
+    """The stage's table row; the ratio is Tempo on what the peer ran (``paired``) over the peer."""
+    tempo, peer = measured.tempo, measured.peer
+    paired = measured.paired or tempo
+    cells = [stage, f"{tempo.wall:.1f}", f"{tempo.cpu:.1f}", peer_name(stage, measured)]
     if peer is None:
         cells += ["—", "—", "—", "—"]
     else:
-        cells += [f"{peer.wall:.1f}", f"{peer.cpu:.1f}", f"{tempo.wall / peer.wall:.2f}x",
-                  f"{tempo.cpu / max(peer.cpu, 1e-9):.2f}x"]
-    cells += [f"{tempo.peak_mib:,.0f} ({tempo.start_mib:,.0f})", mib(peer)]
+        sampled = " (sample)" if measured.sample else ""
+        cells += [f"{peer.wall:.1f}", f"{peer.cpu:.1f}", f"{paired.wall / max(peer.wall, 1e-9):.2f}x{sampled}",
+                  f"{paired.cpu / max(peer.cpu, 1e-9):.2f}x{sampled}"]
+    cells += [f"{tempo.peak_mib:,.0f} ({tempo.start_mib:,.0f})", "—" if peer is None else f"{peer.peak_mib:,.0f}"]
     cells.append("—" if stage != "diamond" else f"{tempo.child_mib:,.0f} / {peer.child_mib:,.0f}")
     return "| " + " | ".join(cells) + " |"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--proteins", default="50000", help="query proteins (targets): a number or 'all'")
     parser.add_argument("--fasta", type=Path, default=DEFAULT_FASTA)
@@ -417,55 +639,111 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--knn-chunk", type=int, default=50_000,
                         help="queries per KNN chunk (faiss and Tempo alternate chunk by chunk)")
+    parser.add_argument("--peer-every", type=int, default=1,
+                        help="run faiss on every N-th KNN chunk, from the first (0: never); the KNN ratio is "
+                             "then over those chunks only, and says so")
+    parser.add_argument("--diamond-peer", choices=("run", "children"), default="run",
+                        help="DIAMOND's peer: 'run' DIAMOND alone first (as long again as Tempo's stage), "
+                             "'children' the DIAMOND processes of Tempo's own stage (their rusage)")
     parser.add_argument("--stages", default=",".join(STAGES),
                         help=f"comma-separated subset of {','.join(STAGES)} (later stages need earlier ones)")
-    parser.add_argument("--work", type=Path, default=REPO / "bench_out" / "scale")
+    parser.add_argument("--work", type=Path, default=REPO / "bench_out" / "scale",
+                        help="measured rows are kept under it; a rerun with the same window arguments "
+                             "continues from them")
+    parser.add_argument("--fresh", action="store_true", help="forget earlier measurements in --work")
     args = parser.parse_args(argv)
     if args.proteins != "all" and not (args.proteins.isdigit() and int(args.proteins) > 0):
         parser.error(f"--proteins must be a positive number or 'all', got {args.proteins!r}")
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    unknown = [s for s in stages if s not in STAGES]
+    args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
         parser.error(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
     if not args.fasta.exists():
         parser.error(f"{args.fasta} does not exist: run `bash ../shared/tools/swissprot_2014_fasta.sh {args.fasta}`")
     needs = {"knn": "embedding", "features": "knn", "lightgbm": "features", "scores": "knn", "evaluation": "scores"}
-    for stage in stages:
-        if stage in needs and needs[stage] not in stages:
+    for stage in args.stages:
+        if stage in needs and needs[stage] not in args.stages:
             parser.error(f"stage {stage} needs stage {needs[stage]}")
+    if args.peer_every < 0:
+        parser.error("--peer-every must be >= 0")
+    return args
+
+
+def window_arguments(args: argparse.Namespace) -> dict:
+    """What the measurements in the work folder depend on (not the stages, peers or folder)."""
+    keys = ("proteins", "fasta", "old_gaf", "new_gaf", "old_obo", "new_obo", "threads", "seed", "knn_chunk")
+    return {key: [str(v) for v in value] if isinstance(value, list) else str(value)
+            for key, value in vars(args).items() if key in keys}
+
+
+def check_queries(record: Record, window: Window) -> None:
+    """The window's queries kept beside the rows; a resumed run must have drawn the same ones."""
+    if (record.folder / "queries.npy").exists():
+        if record.array("queries").tolist() != window.queries:
+            raise SystemExit(f"the queries drawn differ from those in {record.folder}: rerun with --fresh")
+    else:
+        record.put_array("queries", np.asarray(window.queries, dtype=str))
+
+
+RESTORE = {
+    "embedding": restore_embedding,
+    "features": lambda record, state: state.update(labelled=record.frame("labelled")),
+    "scores": lambda record, state: state.update(scores=record.frame("scores")),
+}
+
+
+def run_stage(stage: str, window: Window, work: Path, state: dict, args: argparse.Namespace) -> Measured:
+    """The stage measured now, or its row read back from an earlier run in the same folder."""
+    record = state["record"]
+    saved = record.row(stage)
+    if saved is not None and stage != "knn":
+        RESTORE.get(stage, lambda record, state: None)(record, state)
+        print(f"{stage}: measured at {saved['measured_at']} by an earlier run, read back", flush=True)
+        return measured_of(saved)
+    extra = {}
+    if stage == "knn":
+        extra = {"threads": args.threads, "chunk": args.knn_chunk, "peer_every": args.peer_every}
+    elif stage == "diamond":
+        extra = {"threads": args.threads, "peer": args.diamond_peer}
+    measured = globals()[f"stage_{stage}"](window, work, state, **extra)
+    record.put_row(stage, measured_payload(measured))
+    return measured
+
+
+def describe(stage: str, measured: Measured) -> str:
+    tempo, peer, paired = measured.tempo, measured.peer, measured.paired or measured.tempo
+    return (f"{stage}: Tempo {tempo.wall:.1f} s (CPU {tempo.cpu:.1f}, peak RSS {tempo.peak_mib:,.0f} MiB)"
+            + ("" if peer is None else f", peer {peer.wall:.1f} s (CPU {peer.cpu:.1f}, peak RSS "
+               f"{peer.peak_mib:,.0f} MiB), ratio {paired.wall / max(peer.wall, 1e-9):.2f}x wall, "
+               f"{paired.cpu / max(peer.cpu, 1e-9):.2f}x CPU"
+               + (f" (over a sample: {measured.sample})" if measured.sample else ""))
+            + f"; {measured.note}; load {_load()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     work = args.work / f"proteins_{args.proteins}"
-    if work.exists():
-        import shutil
-
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-
     print(f"load average before: {_load()} ({os.cpu_count()} CPUs); --proteins {args.proteins} "
           f"--threads {args.threads}; {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+    record = open_record(work, window_arguments(args), args.fresh)
     window, setup = measure(build_window, args)
     print(f"window built in {setup.wall:.1f} s (peak RSS {setup.peak_mib:,.0f} MiB): corpus "
           f"{len(window.sequences):,} sequences, {window.corpus_annotations['protein'].nunique():,} annotated "
           f"({len(window.corpus_annotations):,} propagated rows); {len(window.queries):,} queries, of which "
           f"{window.targets['protein'].nunique():,} growth targets ({len(window.targets):,} protein-aspects)",
           flush=True)
-    state: dict = {}
+    check_queries(record, window)
+    state: dict = {"record": record}
     rows, notes, total = [], [], setup.wall
-    for stage in stages:
-        fn = globals()[f"stage_{stage}"]
-        extra = {"threads": args.threads} if stage in ("knn", "diamond") else {}
-        if stage == "knn":
-            extra["chunk"] = args.knn_chunk
-        tempo, peer, note = fn(window, work, state, **extra)
-        rows.append(row(stage, tempo, peer))
-        notes.append(f"- {stage}: {note}")
-        total += tempo.wall
-        print(f"{stage}: Tempo {tempo.wall:.1f} s (CPU {tempo.cpu:.1f}, peak RSS {tempo.peak_mib:,.0f} MiB)"
-              + ("" if peer is None else f", peer {peer.wall:.1f} s (CPU {peer.cpu:.1f}, peak RSS "
-                 f"{peer.peak_mib:,.0f} MiB), ratio {tempo.wall / peer.wall:.2f}x wall, "
-                 f"{tempo.cpu / max(peer.cpu, 1e-9):.2f}x CPU")
-              + f"; {note}; load {_load()}", flush=True)
+    for stage in args.stages:
+        measured = run_stage(stage, window, work, state, args)
+        rows.append(row(stage, measured))
+        notes.append(f"- {stage}: {measured.note}")
+        total += measured.tempo.wall
+        print(describe(stage, measured), flush=True)
     print(f"\nload average after: {_load()}; Tempo's stages + window setup: {total:.1f} s "
-          f"({total / 60:.1f} min); {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+          f"({total / 60:.1f} min, rows read back from an earlier run included); "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     print(HEADER)
     print("|" + "---|" * (HEADER.count("|") - 1))
     for line in rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tempo_assets.core.inputs.fasta import read_fasta, write_fasta
@@ -62,3 +63,73 @@ def test_bad_options_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--fasta", str(tmp_path / "absent.fasta.gz")])
     assert "swissprot_2014_fasta.sh" in capsys.readouterr().err
+
+
+def knn_rows(work: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((work / "proteins_200" / "rows").glob("knn_chunk_*.json"))}
+
+
+def test_a_stopped_run_continues_where_it_stopped(tmp_path, capsys, monkeypatch):
+    """A run killed in its third KNN chunk, rerun with the same arguments: the embedding and the two
+    finished chunks are read back, not measured again; the neighbours are those of an unbroken run;
+    the peer on every second chunk gives a ratio marked as a sample."""
+    from tempo_assets.core.neighbours import knn
+
+    bench = load_benchmark("bench_scale")
+    args = tiny_args(tmp_path, "200") + ["--stages", "embedding,knn,scores", "--peer-every", "2"]
+    search, calls = knn.KnnIndex.search, []
+
+    def dies_in_the_third_chunk(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return search(self, *a, **kw)
+
+    monkeypatch.setattr(knn.KnnIndex, "search", dies_in_the_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(args)
+    work = tmp_path / "work"
+    first = knn_rows(work)
+    assert sorted(first) == ["knn_chunk_0000.json", "knn_chunk_0001.json"]
+    monkeypatch.setattr(knn.KnnIndex, "search", search)
+    capsys.readouterr()
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    assert "resuming" in out and "embedding: measured at" in out and "read back" in out
+    assert "knn: 2 of 4 chunks already measured, continuing" in out
+    assert "knn chunk 1/4" not in out and "knn chunk 2/4" not in out and "knn chunk 3/4" in out
+    again = knn_rows(work)
+    assert len(again) == 4 and {name: again[name] for name in first} == first
+    table = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+             for line in out.splitlines() if line.startswith("| ") and not line.startswith("| stage")}
+    assert table["knn"][2] == bench.PEERS["knn"] + " — on a sample: 2 of 4 chunks"
+    assert table["knn"][5].endswith("x (sample)") and table["knn"][6].endswith("x (sample)")
+    # an unbroken run in another folder finds the same neighbours and scores
+    unbroken = tiny_args(tmp_path, "200") + ["--stages", "embedding,knn,scores", "--work", str(tmp_path / "w2")]
+    assert bench.main(unbroken) == 0
+    record, fresh = bench.Record(work / "proteins_200"), bench.Record(tmp_path / "w2" / "proteins_200")
+    pd.testing.assert_frame_equal(record.frame("scores"), fresh.frame("scores"))
+    # other window arguments: the folder starts afresh
+    capsys.readouterr()
+    assert bench.main(args + ["--seed", "1"]) == 0
+    assert "starting afresh" in capsys.readouterr().out
+
+
+@needs_diamond
+def test_diamond_peer_can_be_the_stage_s_own_diamond_processes(tmp_path, capsys):
+    """``--diamond-peer children``: DIAMOND runs once; its peer's CPU is its child processes' own
+    (here every child this run waited for), the stage's less Tempo's own work in this process."""
+    import resource
+
+    bench = load_benchmark("bench_scale")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert bench.main(tiny_args(tmp_path, "50") + ["--stages", "diamond", "--diamond-peer", "children"]) == 0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    out = capsys.readouterr().out
+    cells = [line.split("|")[2:-1] for line in out.splitlines() if line.startswith("| diamond ")][0]
+    assert cells[2].strip() == bench.PEERS["diamond:children"]
+    saved = bench.Record(tmp_path / "work" / "proteins_50").row("diamond")
+    assert saved["peer"]["cpu"] == pytest.approx(children, abs=1e-4) and children > 0
+    assert saved["tempo"]["cpu"] > saved["peer"]["cpu"]
+    assert not (tmp_path / "work" / "proteins_50" / "diamond_raw").exists()

@@ -82,6 +82,36 @@ def test_search_is_order_invariant_and_deterministic():
     pd.testing.assert_frame_equal(a, b)
 
 
+def duplicated_corpus(seed=5):
+    """A corpus where most rows have copies: a group of 14 (more than k + 1), groups of 2-4,
+    and singletons; ids shuffled so a group's ids are not contiguous."""
+    rng = np.random.default_rng(seed)
+    distinct = rng.normal(size=(9, 6)).astype(np.float32)
+    copies = [14, 4, 3, 3, 2, 2, 1, 1, 1]
+    m = np.vstack([np.tile(row, (c, 1)) for row, c in zip(distinct, copies)])
+    ids = [f"D{i:02d}" for i in rng.permutation(len(m))]
+    return ids, m
+
+
+@pytest.mark.parametrize("k, exclude_self", [(1, True), (3, True), (5, True), (20, True), (5, False)])
+def test_identical_queries_get_what_each_gets_alone(k, exclude_self):
+    ids, m = duplicated_corpus()
+    index = KnnIndex.build(ids, m)
+    # the corpus in shuffled order, queries outside it that copy corpus rows (scaled: same direction),
+    # and one close to the big group's row but not identical (its own faiss list)
+    order = np.random.default_rng(6).permutation(len(ids))
+    qids = [ids[i] for i in order] + ["X1", "X2", "X3", "X4"]
+    near = m[:1] + 0.01 * (m[-1:] - m[:1])
+    queries = np.vstack([m[order], m[:1] * 2, m[:1] * 2, m[-1:], near])
+    together = index.search(qids, queries, k=k, exclude_self=exclude_self, batch_size=4)
+    alone = pd.concat([index.search([q], queries[i:i + 1], k=k, exclude_self=exclude_self)
+                       for i, q in enumerate(qids)], ignore_index=True)
+    pd.testing.assert_frame_equal(together, alone, check_exact=True)
+    assert_same_neighbours(together, brute_force_neighbours(ids, m, qids, queries, k, exclude_self))
+    if exclude_self:
+        assert not (together["query"] == together["neighbour"]).any()
+
+
 def test_save_load_roundtrip(tmp_path):
     ids, m = corpus()
     index = KnnIndex.build(ids, m)

@@ -143,6 +143,11 @@ class KnnIndex:
         list may cut a tie group (its last similarity is within 1e-5 of the k-th kept one),
         the query is searched again with a longer list.
 
+        Queries with bit-identical normalised rows (duplicate sequences) are proposed by faiss
+        once per distinct row, at the same list lengths a query alone would get; each query then
+        drops its own id and is ranked and cut on its own, so every query's answer is the one it
+        gets when searched by itself.
+
         Parameters
         ----------
         query_ids : sequence of str, length q
@@ -150,6 +155,7 @@ class KnnIndex:
         k : int, neighbours per query (fewer when the corpus is smaller)
         exclude_self : bool
             Drop the corpus row whose id equals the query id (only that one), then rank 1..k.
+        batch_size : int, distinct query rows per faiss call
 
         Returns
         -------
@@ -163,62 +169,96 @@ class KnnIndex:
         qids, queries = _check_matrix(query_ids, query_matrix, "query")
         if queries.shape[1] != self.dim and len(self):
             raise KnnIndexError(f"query dim {queries.shape[1]} differs from corpus dim {self.dim}")
-        n = len(self)
-        if n == 0 or len(qids) == 0:
+        if len(self) == 0 or len(qids) == 0:
             return _empty_neighbours()
-        frames, progress = [], Progress("knn search", len(qids), "queries")
-        for start in range(0, len(qids), batch_size):
-            block = slice(start, start + batch_size)
-            frames.append(self._search_block(qids[block], queries[block], k, exclude_self))
-            progress.update(min(start + batch_size, len(qids)))
-        return pd.concat(frames, ignore_index=True)
+        found = _Found(len(qids), min(k, len(self)))
+        groups = identical_rows(queries)
+        progress, done = Progress("knn search", len(qids), "queries"), 0
+        for start in range(0, len(groups), batch_size):
+            batch = groups[start:start + batch_size]
+            self._search_groups(qids, queries, batch, k, exclude_self, found)
+            done += sum(len(members) for members in batch)
+            progress.update(done)
+        return found.frame(qids, self.ids)
 
-    def _search_block(
-        self, qids: np.ndarray, queries: np.ndarray, k: int, exclude_self: bool
-    ) -> pd.DataFrame:
+    def _search_groups(self, qids: np.ndarray, queries: np.ndarray, groups: list[np.ndarray], k: int,
+                       exclude_self: bool, found: "_Found") -> None:
+        """Search each group of identical query rows with one faiss list per round; each member
+        leaves the rounds when its own (self-excluded) list is long enough, as it would alone."""
         n = len(self)
-        want = k + (1 if exclude_self else 0)
-        depth = min(n, want + 4)
-        results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        pending = np.arange(len(qids))
-        while len(pending):
-            sims32, labels = self._faiss_search(queries[pending], depth)
+        depth = min(n, k + (1 if exclude_self else 0) + 4)
+        pending = list(groups)
+        while pending:
+            sims32, labels = self._faiss_search(queries[[members[0] for members in pending]], depth)
             again = []
-            for local, q in enumerate(pending):
-                lab = labels[local]
-                keep = lab >= 0
-                lab = lab[keep]
-                s32 = sims32[local][keep]
-                if exclude_self:
-                    not_self = self.ids[lab] != qids[q]
-                    lab_ns, s32_ns = lab[not_self], s32[not_self]
-                else:
-                    lab_ns, s32_ns = lab, s32
-                # enough candidates unless the k-th similarity ties with the list's end
-                if depth < n and len(s32_ns) >= k and s32[-1] >= s32_ns[k - 1] - _TIE_EPS:
-                    again.append(q)
-                    continue
-                if depth < n and len(s32_ns) < k:
-                    again.append(q)
-                    continue
-                sims = self.matrix[lab_ns].astype(np.float64) @ queries[q].astype(np.float64)
-                order = np.lexsort((self.ids[lab_ns].astype(str), -sims))[:k]
-                results[int(q)] = (lab_ns[order], sims[order])
-            pending = np.asarray(again, dtype=np.int64)
+            for local, members in enumerate(pending):
+                keep = labels[local] >= 0
+                lab, s32 = labels[local][keep], sims32[local][keep]
+                left = [q for q in members
+                        if not self._rank_candidates(qids, queries, int(q), (lab, s32, depth < n), k,
+                                                     exclude_self, found)]
+                if left:
+                    again.append(np.asarray(left, dtype=np.int64))
+            pending = again
             depth = min(n, depth * 2)
-        q_col, n_col, s_col, r_col = [], [], [], []
-        for q in range(len(qids)):
-            lab, sims = results[q]
-            q_col.append(np.repeat(qids[q], len(lab)))
-            n_col.append(self.ids[lab])
-            s_col.append(sims)
-            r_col.append(np.arange(1, len(lab) + 1, dtype=np.int32))
+
+    def _rank_candidates(self, qids: np.ndarray, queries: np.ndarray, q: int, proposed: tuple, k: int,
+                         exclude_self: bool, found: "_Found") -> bool:
+        """Rank query ``q``'s proposed candidates ``(labels, float32 sims, list was cut)`` into
+        ``found``; False when the list is too short or may cut a tie group (search deeper)."""
+        lab, s32, cut = proposed
+        if exclude_self:
+            not_self = self.ids[lab] != qids[q]
+            lab_ns, s32_ns = lab[not_self], s32[not_self]
+        else:
+            lab_ns, s32_ns = lab, s32
+        # enough candidates unless the k-th similarity ties with the list's end
+        if cut and (len(s32_ns) < k or s32[-1] >= s32_ns[k - 1] - _TIE_EPS):
+            return False
+        sims = self.matrix[lab_ns].astype(np.float64) @ queries[q].astype(np.float64)
+        order = np.lexsort((self.ids[lab_ns].astype(str), -sims))[:k]
+        found.put(q, lab_ns[order], sims[order])
+        return True
+
+
+def identical_rows(matrix: np.ndarray) -> list[np.ndarray]:
+    """Row positions of ``matrix`` grouped by identical bytes, each group ascending, the groups in
+    the order of their first row."""
+    if matrix.shape[1] == 0:
+        return [np.arange(len(matrix), dtype=np.int64)]
+    rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, matrix.dtype.itemsize * matrix.shape[1])))
+    _, first, inverse = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank_of = np.empty_like(by_first)
+    rank_of[by_first] = np.arange(len(by_first))
+    group_of = rank_of[inverse.ravel()]
+    members = np.argsort(group_of, kind="stable")
+    return np.split(members, np.cumsum(np.bincount(group_of))[:-1])
+
+
+class _Found:
+    """Each query's ranked neighbours (corpus row labels and float64 similarities), at most k."""
+
+    def __init__(self, queries: int, k: int):
+        self.labels = np.zeros((queries, k), dtype=np.int64)
+        self.sims = np.zeros((queries, k), dtype=np.float64)
+        self.counts = np.zeros(queries, dtype=np.int64)
+
+    def put(self, q: int, labels: np.ndarray, sims: np.ndarray) -> None:
+        self.labels[q, :len(labels)] = labels
+        self.sims[q, :len(labels)] = sims
+        self.counts[q] = len(labels)
+
+    def frame(self, qids: np.ndarray, corpus_ids: np.ndarray) -> pd.DataFrame:
+        """``query, neighbour, similarity, rank`` in query order then rank."""
+        kept = np.arange(self.labels.shape[1])[None, :] < self.counts[:, None]
+        ranks = np.broadcast_to(np.arange(1, self.labels.shape[1] + 1, dtype=np.int32), self.labels.shape)
         return pd.DataFrame(
             {
-                "query": np.concatenate(q_col).astype(str).astype(object),
-                "neighbour": np.concatenate(n_col).astype(str).astype(object),
-                "similarity": np.concatenate(s_col).astype(np.float64),
-                "rank": np.concatenate(r_col).astype(np.int32),
+                "query": np.repeat(qids, self.counts).astype(str).astype(object),
+                "neighbour": corpus_ids[self.labels[kept]].astype(str).astype(object),
+                "similarity": self.sims[kept].astype(np.float64),
+                "rank": ranks[kept].astype(np.int32),
             }
         )
 
