@@ -1,8 +1,9 @@
 """``tempo materialize --jobs N``: independent steps run at once, each run in a process of its own.
 
 The steps ``graph_cmd.plan_steps`` lists (in dependency order) are launched as soon as every step
-they depend on (:func:`step_dependencies`) has ended -- a submission as soon as the frozen recipe
-it applies is ready, before its window's run ends -- at most ``N`` at once, each one's Dagster run
+building what they read (:func:`step_dependencies`) has ended -- a submission as soon as the frozen
+recipe it applies is ready, before its window's run ends -- the one with the longest chain of runs
+after it first (:func:`launch_order`), at most ``N`` at once, each one's Dagster run
 executing in a child process (``step_process.child_main``, forked from a forkserver that preloaded
 the code location). Everything else is the sequential path's (``graph_cmd.StepRunner``): a step is
 planned, gated and launched under its lock (held until its run ends), the TEST claims decide in the
@@ -20,6 +21,7 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -29,7 +31,9 @@ import psutil
 
 from tempo_assets.cli.errors import ERROR_EXIT, ReportedError
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.windows import release_of_partition
 from tempo_assets.core.base.liveness import this_process
+from tempo_assets.graph_state import JOB_ASSETS, PARTITION_ASSETS
 from tempo_assets.runs import fail_dead_runs
 from tempo_assets.cli.step_process import PEAK_RSS_TAG, EndedRun, child_main, encode_resources
 from tempo_assets.cli.step_forkserver import forkserver_context
@@ -43,17 +47,67 @@ WINDOW_BASE_MB, WINDOW_MB_PER_ARCHIVE_MB = 500.0, 200.0
 STOP_GRACE_S = 20.0
 # how often the launcher looks whether a submission's frozen recipe is ready while its window's run goes on
 RECIPE_POLL_S = 3.0
-SEQUENCE_JOBS = ("release_job", "cutoff_job", "method_bundle_job", "method_job")
+# a run's expected wall seconds by job: `data/`'s main job (CI18: idle, two runs at once). Only their ratios
+# matter, to try first the step the longest chain of runs waits for (:func:`launch_order`); on the full human
+# archive the windows are 8x longer, the other runs 4x-25x
+EXPECTED_RUN_S = {"release_job": 6.0, "cutoff_job": 12.0, "method_bundle_job": 1.0, "method_job": 5.0,
+                  "window_job": 100.0, "submission_job": 18.0, "catalog_job": 6.0}
 
 
-def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[set[int]]:
-    """For each step, the indices of the earlier steps it must wait for.
+@dataclass(frozen=True)
+class StepGraph:
+    """What the launch order asks of the graph: the partitions a step reads (``upstream_of``,
+    ``graph_state.GraphState.upstream_of``), the assets each asset reads (``asset_deps``,
+    ``graph_state.DefinedGraph.deps``) and the assets each job's run builds on its step's key
+    (``job_assets``: ``graph_state.JOB_ASSETS`` and ``graph_cmd.StepRunner.METHOD_ASSETS``)."""
 
-    Conservative where a job reads partitions through ``AllPartitionMapping`` (the IO manager picks
-    them): a cutoff waits for every release, a window for every release, cutoff and method run, the
-    submission for those and the window whose frozen recipe it applies (``upstream_of``), the
-    catalog for the windows and what they wait for (it reads each window's benchmark and state, not
-    the submission, so the two run side by side), a job this does not know for everything before it.
+    upstream_of: Callable[[str, str], list[tuple[str, str]]]
+    asset_deps: Mapping[str, set[str]]
+    job_assets: Mapping[str, list[str]]
+
+    @classmethod
+    def of(cls, runner) -> "StepGraph":
+        """``runner``'s (a ``graph_cmd.StepRunner``), over one ``graph_state.GraphState`` of now."""
+        return cls(runner.graph_state().upstream_of, runner.defined.deps, {**JOB_ASSETS, **runner.METHOD_ASSETS})
+
+
+def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph) -> set[tuple[str, str]] | None:
+    """The ``(asset, partition)`` step ``index``'s run reads, as the graph says; ``None``: whatever is stored.
+
+    ``graph.upstream_of`` for the jobs of ``graph_state.JOB_ASSETS`` (release, cutoff, window, submission);
+    for the others' (a method bundle or run) what its asset reads (``graph.asset_deps``) at its cutoff. A
+    job whose assets read ``method_predictions`` (the window's ``benchmark``, at its t-1 and t0:
+    ``window_benchmark.registered_methods``) reads the method runs at the cutoffs it reads. A submission
+    whose reads name no frozen recipe reads every window's.
+    """
+    job, key = steps[index]
+    built = graph.job_assets
+    own = built.get(job)
+    if own is None or job == "catalog_job":  # the catalog: each window's benchmark and state, every method run
+        return None
+    read_assets = {d for a in own for d in graph.asset_deps.get(a, ()) if d not in own}
+    if job not in JOB_ASSETS:
+        reads = {(d, release_of_partition(key)) for d in read_assets}
+    else:
+        reads = set(graph.upstream_of(job, key))
+    cutoffs = {p for a, p in reads if a in PARTITION_ASSETS["cutoffs"]}
+    recipe_named = any(a == "frozen_recipe" for a, _ in reads)
+    for j, k in steps[:index]:
+        for asset in set(built.get(j, ())) & read_assets:
+            if (asset == "method_predictions" and release_of_partition(k) in cutoffs
+                    or asset == "frozen_recipe" and not recipe_named):
+                reads.add((asset, k))
+    return reads
+
+
+def step_dependencies(steps: list[tuple[str, str | None]], graph: StepGraph) -> list[set[int]]:
+    """For each step, the indices of the earlier steps it must wait for: those whose run builds a
+    partition it reads (:func:`step_reads`). So a cutoff waits for its two releases, a method bundle for
+    its cutoff, a method run for its bundle, a window for its releases, its two cutoffs and the method
+    runs there (not for a cutoff only the submission reads), the submission for its cutoff and release
+    and the window whose frozen recipe it applies. The catalog, which reads whatever is stored, waits for
+    every step before it but the submission (it does not read it, so the two run side by side); a job
+    this does not know for every step before it.
 
     The one wait that may end before the step waited for has ended: a submission's on the window of
     its recipe. It starts once every other step it waits for has ended and, while that window's run
@@ -62,31 +116,27 @@ def step_dependencies(steps: list[tuple[str, str | None]], upstream_of) -> list[
     (:meth:`ConcurrentSteps.recipe_ready`; a frozen recipe is never rewritten). Else, and when the
     window's run has not started, it waits for the run to end.
     """
+    built = graph.job_assets
+    builds = [{(a, k) for a in built.get(j, ())} for j, k in steps]
     out: list[set[int]] = []
-    for i, (job, key) in enumerate(steps):
-        def earlier(*jobs: str) -> set[int]:
-            return {j for j in range(i) if steps[j][0] in jobs}
-
-        if job == "release_job":
-            deps = set()
-        elif job == "cutoff_job":
-            deps = earlier("release_job")
-        elif job == "method_bundle_job":
-            deps = earlier("release_job", "cutoff_job")
-        elif job == "method_job":
-            deps = earlier("release_job", "cutoff_job") | {
-                j for j in earlier("method_bundle_job") if steps[j][1] == key.split("|")[0]}
-        elif job == "window_job":
-            deps = earlier(*SEQUENCE_JOBS)
-        elif job == "submission_job":
-            recipes = {p for a, p in upstream_of(job, key) if a == "frozen_recipe"}
-            deps = earlier(*SEQUENCE_JOBS) | {j for j in earlier("window_job") if not recipes or steps[j][1] in recipes}
-        elif job == "catalog_job":
-            deps = earlier(*SEQUENCE_JOBS, "window_job")
+    for i, (job, _) in enumerate(steps):
+        reads = step_reads(steps, i, graph)
+        if reads is None:  # the catalog: every step but the submission; a job this does not know: every step
+            out.append({j for j in range(i) if job not in built or steps[j][0] != "submission_job"})
         else:
-            deps = set(range(i))
-        out.append(deps)
+            out.append({j for j in range(i) if builds[j] & reads})
     return out
+
+
+def launch_order(steps: list[tuple[str, str | None]], depends: list[set[int]]) -> list[int]:
+    """The steps' indices in the order the launcher tries them when a slot is free: the one with the
+    longest chain of runs from its start to the job's end first (:data:`EXPECTED_RUN_S`; the critical
+    path), plan order between equals. A step comes after every step it waits for."""
+    chain = [EXPECTED_RUN_S.get(job, 1.0) for job, _ in steps]
+    for i in reversed(range(len(steps))):  # a step waits only for earlier ones: its chain is complete here
+        for j in depends[i]:
+            chain[j] = max(chain[j], EXPECTED_RUN_S.get(steps[j][0], 1.0) + chain[i])
+    return sorted(range(len(steps)), key=lambda i: (-chain[i], i))
 
 
 def window_memory_mb(instance, archive_root: Path) -> float:
@@ -131,7 +181,7 @@ class ConcurrentSteps:
 
     def __init__(self, runner, steps: list[tuple[str, str | None]], jobs: int, windows: int):
         self.runner, self.steps, self.jobs, self.windows = runner, steps, jobs, windows
-        self.depends = step_dependencies(steps, runner.upstream_of)
+        self.depends = step_dependencies(steps, StepGraph.of(runner))
         self.report: dict[int, tuple] = {}
         self.lines: dict[int, list[str]] = {}
         self.running: dict[int, Running] = {}
@@ -141,7 +191,7 @@ class ConcurrentSteps:
         self.launcher = this_process()
 
     def run(self) -> list[tuple]:
-        pending = list(range(len(self.steps)))
+        pending = launch_order(self.steps, self.depends)
         try:
             while pending or self.running:
                 for index in list(pending):

@@ -14,26 +14,37 @@ import psutil
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, ConcurrentSteps, max_parallel_windows,
-                                               step_dependencies, window_memory_mb)
-from tempo_assets.cli.graph_cmd import run_steps
+from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, ConcurrentSteps, StepGraph, launch_order,
+                                               max_parallel_windows, step_dependencies, window_memory_mb)
+from tempo_assets.cli.graph_cmd import StepRunner, plan_steps, run_steps
 from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.definitions import build_resources
-from tempo_assets.partitions import plan_partitions, register_partitions
-from tempo_assets.resources import open_archive
+from tempo_assets.definitions import build_resources, defs
+from tempo_assets.graph_state import JOB_ASSETS, DefinedGraph, GraphState
+from tempo_assets.partitions import parse_window_key, plan_partitions, register_partitions
+from tempo_assets.resources import open_archive, open_artefact_store
 from tempo_assets.runs import PID_TAG
 from tempo_assets_tests.assets.tiny_archive import build_tiny_archive
 from tempo_assets_tests.conftest import make_home, tiny_copy
-from tempo_assets_tests.toolkit import REPO
+from tempo_assets_tests.toolkit import DATA, REPO
 
 # what step runs import that the code location imports only where used (core.IMPORTED_WHERE_USED)
 USED_BY_STEP_RUNS = ["faiss", "lightgbm", "matplotlib.backends.backend_agg", "matplotlib.figure", "scipy.sparse",
                      "sklearn"]
 
-STEPS = [("release_job", "r1"), ("release_job", "r2"), ("cutoff_job", "r2"), ("method_bundle_job", "r2"),
-         ("method_job", "r2|m"), ("window_job", "r1|r2|r3"), ("window_job", "r2|r3|r4"),
-         ("submission_job", "r4"), ("catalog_job", None)]
+
+
+@pytest.fixture(scope="module")
+def data_steps(tmp_path_factory):
+    """``tempo materialize --all``'s steps on ``data/`` (five releases, two windows, two registered methods)
+    and what the graph says each reads, on an empty store."""
+    archive = open_archive(str(DATA))
+    plan = plan_partitions(archive)
+    defined = DefinedGraph.of(defs.get_repository_def())
+    state = GraphState(open_artefact_store(str(tmp_path_factory.mktemp("store"))), plan, defined, archive=archive)
+    steps = plan_steps(plan, "all")
+    graph = StepGraph(state.upstream_of, defined.deps, {**JOB_ASSETS, **StepRunner.METHOD_ASSETS})
+    return SimpleNamespace(plan=plan, steps=steps, graph=graph, index={step: i for i, step in enumerate(steps)})
 
 
 def test_window_runs_at_once_are_capped_by_free_memory(tmp_path, monkeypatch):
@@ -56,26 +67,57 @@ def test_window_runs_at_once_are_capped_by_free_memory(tmp_path, monkeypatch):
             max_parallel_windows(instance, tmp_path / "archive")
 
 
-def test_steps_wait_only_for_what_they_read():
-    def upstream_of(job, key):
-        return [("frozen_recipe", "r2|r3|r4")] if job == "submission_job" else []
+def test_steps_wait_only_for_what_they_read(data_steps):
+    steps, at, plan = data_steps.steps, data_steps.index, data_steps.plan
+    depends = step_dependencies(steps, data_steps.graph)
 
-    depends = [sorted(d) for d in step_dependencies(STEPS, upstream_of)]
-    assert depends[0] == depends[1] == []                      # releases: independent of one another
-    assert depends[2] == [0, 1]                                 # a cutoff: after the releases
-    assert depends[4] == [0, 1, 2, 3]                           # a method: after its cutoff's bundle
-    assert depends[5] == depends[6] == [0, 1, 2, 3, 4]          # windows: not on each other
-    assert depends[7] == [0, 1, 2, 3, 4, 6]                     # the submission: the window of its recipe
-    assert depends[8] == [0, 1, 2, 3, 4, 5, 6]                  # the catalog: after the windows, beside the submission
-    assert sorted(step_dependencies(STEPS + [("some_new_job", None)], upstream_of)[9]) == list(range(9))  # unknown: after all
+    def waits_for(job, key):
+        return {steps[j] for j in depends[at[(job, key)]]}
+
+    first_cutoff, last_cutoff = plan.cutoffs[0], plan.cutoffs[-1]
+    methods = [("method_job", f"{last_cutoff}|{k}") for k in plan.methods]
+    assert all(not waits_for("release_job", r) for r in plan.releases)
+    assert waits_for("cutoff_job", first_cutoff) == {("release_job", plan.releases[0]), ("release_job", first_cutoff)}
+    assert waits_for("method_bundle_job", last_cutoff) == {("release_job", last_cutoff), ("cutoff_job", last_cutoff)}
+    assert all(waits_for(*m) == {("method_bundle_job", last_cutoff)} for m in methods)
+    # a window: its three releases, its two cutoffs and the method runs there (its benchmark scores them)
+    for key, window in zip(plan.windows, map(parse_window_key, plan.windows)):
+        cutoffs = (window.t_minus_1, window.t0)
+        assert waits_for("window_job", key) == ({("release_job", r) for r in (*cutoffs, window.t1)}
+                                                | {("cutoff_job", c) for c in cutoffs}
+                                                | {("method_job", f"{c}|{k}") for c in cutoffs for k in plan.methods})
+    assert last_cutoff not in parse_window_key(plan.windows[0]).releases  # W1 reads nothing of the last cutoff's
+    # the submission: its cutoff, its release and the window whose recipe it applies (not the methods)
+    assert waits_for("submission_job", last_cutoff) == {("release_job", last_cutoff), ("cutoff_job", last_cutoff),
+                                                         ("window_job", plan.windows[-1])}
+    # the catalog (whatever is stored): every step but the submission, which it does not read
+    assert waits_for("catalog_job", None) == set(steps[:-1]) - {("submission_job", last_cutoff)}
+    unknown = step_dependencies(steps + [("some_new_job", None)], data_steps.graph)
+    assert unknown[-1] == set(range(len(steps)))
 
 
-def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe_is_ready():
-    w1, w2, submission = 5, 6, 7
+def test_the_launch_tries_first_what_the_longest_chain_of_runs_waits_for(data_steps):
+    """A free slot goes to the step on the critical path: the later window (longer, and the submission
+    applies its recipe) and what it reads first; the cutoff and method runs only the submission and the
+    catalog read after both windows, which do not read them. Never a step before one it waits for."""
+    steps, at, plan = data_steps.steps, data_steps.index, data_steps.plan
+    depends = step_dependencies(steps, data_steps.graph)
+    order = launch_order(steps, depends)
+    assert sorted(order) == list(range(len(steps)))
+    place = {steps[i]: n for n, i in enumerate(order)}
+    assert all(place[steps[j]] < place[steps[i]] for i in range(len(steps)) for j in depends[i])
+    w1, w2 = ("window_job", plan.windows[0]), ("window_job", plan.windows[-1])
+    assert place[w2] < place[w1]
+    only_the_submissions = [("cutoff_job", plan.cutoffs[-1]), ("method_bundle_job", plan.cutoffs[-1])] + [
+        ("method_job", f"{plan.cutoffs[-1]}|{k}") for k in plan.methods]
+    assert min(place[s] for s in only_the_submissions) > place[w1]
+    assert max(place[s] for s in steps if at[s] in depends[at[w2]]) < place[w2]
 
-    def upstream_of(job, key):
-        return [("frozen_recipe", STEPS[w2][1])] if job == "submission_job" else []
 
+def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe_is_ready(data_steps):
+    steps, at, plan = data_steps.steps, data_steps.index, data_steps.plan
+    w1, w2 = at[("window_job", plan.windows[0])], at[("window_job", plan.windows[-1])]
+    submission, its_cutoff = at[("submission_job", plan.cutoffs[-1])], at[("cutoff_job", plan.cutoffs[-1])]
     planned = []
 
     class Runner:  # what recipe_ready asks of graph_cmd.StepRunner: the store and the step's plan now
@@ -88,28 +130,29 @@ def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe
             return Runner.plan
 
     launch = object.__new__(ConcurrentSteps)  # no forkserver: only the launch rule is under test
-    launch.steps, launch.runner = STEPS, Runner()
-    launch.depends = step_dependencies(STEPS, upstream_of)
-    launch.report = {i: () for i in range(w1)}
+    launch.steps, launch.runner = steps, Runner()
+    launch.depends = step_dependencies(steps, data_steps.graph)
+    launch.report = {i: () for i, (job, _) in enumerate(steps)
+                     if job not in ("window_job", "submission_job", "catalog_job")}  # all but these ended
     launch.running = {w1: None, w2: None}
     assert launch.waits_on_recipe(submission)
     assert not launch.recipe_ready(submission) and not planned  # W2's recipe not stored: not even planned
-    Runner.stored = {STEPS[w1][1]}
+    Runner.stored = {steps[w1][1]}
     assert not launch.recipe_ready(submission) and not planned  # W1's is not the one it waits for
-    Runner.stored.add(STEPS[w2][1])
-    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w2][1])], ready=False)  # its checks to come
+    Runner.stored.add(steps[w2][1])
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", steps[w2][1])], ready=False)  # its checks to come
     assert not launch.can_start(submission)
-    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w2][1])], ready=True)
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", steps[w2][1])], ready=True)
     assert launch.can_start(submission)
-    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w1][1])], ready=True)  # it would apply W1's
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", steps[w1][1])], ready=True)  # it would apply W1's
     assert not launch.can_start(submission)
-    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", STEPS[w2][1])], ready=True)
+    Runner.plan = SimpleNamespace(upstream=[("frozen_recipe", steps[w2][1])], ready=True)
     del launch.running[w2]  # W2's run not started (or its step still to plan): wait for it to end
     assert not launch.waits_on_recipe(submission) and not launch.can_start(submission)
     launch.running[w2] = None
-    del launch.report[4]  # a method run still under way: the rule is only about window runs
+    del launch.report[its_cutoff]  # its cutoff's run still under way: the rule is only about window runs
     assert not launch.can_start(submission)
-    assert not launch.waits_on_recipe(8)  # the catalog never starts early
+    assert not launch.waits_on_recipe(len(steps) - 1)  # the catalog never starts early
 
 
 @pytest.fixture
