@@ -31,7 +31,7 @@ import psutil
 
 from tempo_assets.cli.errors import ERROR_EXIT, ReportedError
 from tempo_assets.core.base.errors import TempoInputError
-from tempo_assets.core.base.windows import release_of_partition
+from tempo_assets.core.base.windows import parse_window_key, release_of_partition
 from tempo_assets.core.base.liveness import this_process
 from tempo_assets.graph_state import JOB_ASSETS, PARTITION_ASSETS
 from tempo_assets.runs import fail_dead_runs
@@ -77,8 +77,12 @@ def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph
     ``graph.upstream_of`` for the jobs of ``graph_state.JOB_ASSETS`` (release, cutoff, window, submission);
     for the others' (a method bundle or run) what its asset reads (``graph.asset_deps``) at its cutoff. A
     job whose assets read ``method_predictions`` (the window's ``benchmark``, at its t-1 and t0:
-    ``window_benchmark.registered_methods``) reads the method runs at the cutoffs it reads. A submission
-    whose reads name no frozen recipe reads every window's.
+    ``window_benchmark.registered_methods``) reads the method runs at the cutoffs it reads. A window's
+    VALID and TEST sets read the warehouse's growth partitions ``(t-1, t0]`` and ``(t0, t1]`` as they stand
+    and rebuild one that holds no row (``assets.labels.warehouse_evaluation_set``); the cutoff runs at t0
+    and t1 build them (``annotation_growth``), so a window also waits for the one at t1 when it is planned:
+    two runs never rebuild one partition at once (on PostgreSQL the second insert would fail on the
+    first's keys). A submission whose reads name no frozen recipe reads every window's.
     """
     job, key = steps[index]
     built = graph.job_assets
@@ -97,14 +101,16 @@ def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph
             if (asset == "method_predictions" and release_of_partition(k) in cutoffs
                     or asset == "frozen_recipe" and not recipe_named):
                 reads.add((asset, k))
+    if job == "window_job":  # not a cutoff whose method runs it reads: its benchmark scores those at t-1 and t0
+        reads.add(("annotation_growth", parse_window_key(key).t1))
     return reads
 
 
 def step_dependencies(steps: list[tuple[str, str | None]], graph: StepGraph) -> list[set[int]]:
     """For each step, the indices of the earlier steps it must wait for: those whose run builds a
     partition it reads (:func:`step_reads`). So a cutoff waits for its two releases, a method bundle for
-    its cutoff, a method run for its bundle, a window for its releases, its two cutoffs and the method
-    runs there (not for a cutoff only the submission reads), the submission for its cutoff and release
+    its cutoff, a method run for its bundle, a window for its releases, its cutoffs at t-1, t0 and t1 and
+    the method runs at the first two (not for the method runs only the submission reads), the submission for its cutoff and release
     and the window whose frozen recipe it applies. The catalog, which reads whatever is stored, waits for
     every step before it but the submission (it does not read it, so the two run side by side); a job
     this does not know for every step before it.

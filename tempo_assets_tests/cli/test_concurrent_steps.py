@@ -80,11 +80,12 @@ def test_steps_wait_only_for_what_they_read(data_steps):
     assert waits_for("cutoff_job", first_cutoff) == {("release_job", plan.releases[0]), ("release_job", first_cutoff)}
     assert waits_for("method_bundle_job", last_cutoff) == {("release_job", last_cutoff), ("cutoff_job", last_cutoff)}
     assert all(waits_for(*m) == {("method_bundle_job", last_cutoff)} for m in methods)
-    # a window: its three releases, its two cutoffs and the method runs there (its benchmark scores them)
+    # a window: its three releases, its two cutoffs and the method runs there (its benchmark scores them), and
+    # the cutoff at t1, whose run builds the warehouse growth partition (t0, t1] its TEST set reads as it stands
     for key, window in zip(plan.windows, map(parse_window_key, plan.windows)):
         cutoffs = (window.t_minus_1, window.t0)
         assert waits_for("window_job", key) == ({("release_job", r) for r in (*cutoffs, window.t1)}
-                                                | {("cutoff_job", c) for c in cutoffs}
+                                                | {("cutoff_job", c) for c in (*cutoffs, window.t1)}
                                                 | {("method_job", f"{c}|{k}") for c in cutoffs for k in plan.methods})
     assert last_cutoff not in parse_window_key(plan.windows[0]).releases  # W1 reads nothing of the last cutoff's
     # the submission: its cutoff, its release and the window whose recipe it applies (not the methods)
@@ -98,8 +99,8 @@ def test_steps_wait_only_for_what_they_read(data_steps):
 
 def test_the_launch_tries_first_what_the_longest_chain_of_runs_waits_for(data_steps):
     """A free slot goes to the step on the critical path: the later window (longer, and the submission
-    applies its recipe) and what it reads first; the cutoff and method runs only the submission and the
-    catalog read after both windows, which do not read them. Never a step before one it waits for."""
+    applies its recipe) and what it reads first; the method runs only the submission and the catalog read
+    after both windows, which do not read them. Never a step before one it waits for."""
     steps, at, plan = data_steps.steps, data_steps.index, data_steps.plan
     depends = step_dependencies(steps, data_steps.graph)
     order = launch_order(steps, depends)
@@ -108,7 +109,7 @@ def test_the_launch_tries_first_what_the_longest_chain_of_runs_waits_for(data_st
     assert all(place[steps[j]] < place[steps[i]] for i in range(len(steps)) for j in depends[i])
     w1, w2 = ("window_job", plan.windows[0]), ("window_job", plan.windows[-1])
     assert place[w2] < place[w1]
-    only_the_submissions = [("cutoff_job", plan.cutoffs[-1]), ("method_bundle_job", plan.cutoffs[-1])] + [
+    only_the_submissions = [("method_bundle_job", plan.cutoffs[-1])] + [
         ("method_job", f"{plan.cutoffs[-1]}|{k}") for k in plan.methods]
     assert min(place[s] for s in only_the_submissions) > place[w1]
     assert max(place[s] for s in steps if at[s] in depends[at[w2]]) < place[w2]
