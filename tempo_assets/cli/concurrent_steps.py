@@ -77,7 +77,11 @@ def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph
     ``graph.upstream_of`` for the jobs of ``graph_state.JOB_ASSETS`` (release, cutoff, window, submission);
     for the others' (a method bundle or run) what its asset reads (``graph.asset_deps``) at its cutoff. A
     job whose assets read ``method_predictions`` (the window's ``benchmark``, at its t-1 and t0:
-    ``window_benchmark.registered_methods``) reads the method runs at the cutoffs it reads. A window's
+    ``window_benchmark.registered_methods``) reads the method runs at the cutoffs it reads. A submission
+    applies the frozen recipe of the latest window with t0 at or before its cutoff that has one
+    (``graph_state.latest_recipe_window``): with an earlier window's recipe stored and the latest one's
+    not (a launch killed between the two), it would apply the earlier one and be stale as soon as the
+    latest is frozen, so it also waits for the latest planned window's run. A window's
     VALID and TEST sets read the warehouse's growth partitions ``(t-1, t0]`` and ``(t0, t1]`` as they stand
     and rebuild one that holds no row (``assets.labels.warehouse_evaluation_set``); the cutoff runs at t0
     and t1 build them (``annotation_growth``), so a window also waits for the one at t1 when it is planned:
@@ -103,6 +107,11 @@ def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph
                 reads.add((asset, k))
     if job == "window_job":  # not a cutoff whose method runs it reads: its benchmark scores those at t-1 and t0
         reads.add(("annotation_growth", parse_window_key(key).t1))
+    if job == "submission_job":  # the latest planned window at its cutoff freezes the recipe that applies then
+        planned = [parse_window_key(k) for j, k in steps[:index] if j == "window_job"]
+        usable = [w for w in planned if w.t0 <= key]
+        if usable:
+            reads.add(("frozen_recipe", max(usable, key=lambda w: (w.t0, w.t1)).key))
     return reads
 
 
@@ -237,17 +246,18 @@ class ConcurrentSteps:
 
     def recipe_ready(self, index: int) -> bool:
         """Whether submission ``index`` may start before its recipe's window run ends (:func:`step_dependencies`):
-        the frozen recipe its plan reads now is one of those windows', and nothing it reads waits,
-        is unchecked (the window's run evaluates the recipe's checks itself) or blocked."""
+        the frozen recipe its plan reads now is the latest of those windows' (the one that applies once
+        frozen: not an earlier window's stored before it), and nothing it reads waits, is unchecked (the
+        window's run evaluates the recipe's checks itself) or blocked."""
         if not self.waits_on_recipe(index):
             return False
-        windows = {self.steps[j][1] for j in self.depends[index] - set(self.report)}
-        if not any(self.runner.store.exists("frozen_recipe", w) for w in windows):
+        windows = map(parse_window_key, {self.steps[j][1] for j in self.depends[index] - set(self.report)})
+        latest = max(windows, key=lambda w: (w.t0, w.t1)).key  # the recipe that applies once frozen
+        if not self.runner.store.exists("frozen_recipe", latest):
             return False  # not stored yet: no need to plan
         job, key = self.steps[index]
         step = self.runner.plan_step(job, key)
-        recipes = {p for a, p in step.upstream if a == "frozen_recipe"}
-        return bool(recipes) and recipes <= windows and step.ready
+        return {p for a, p in step.upstream if a == "frozen_recipe"} == {latest} and step.ready
 
     def echo_for(self, index: int):
         return self.lines.setdefault(index, []).append

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import dagster as dg
@@ -95,6 +96,35 @@ def test_steps_wait_only_for_what_they_read(data_steps):
     assert waits_for("catalog_job", None) == set(steps[:-1]) - {("submission_job", last_cutoff)}
     unknown = step_dependencies(steps + [("some_new_job", None)], data_steps.graph)
     assert unknown[-1] == set(range(len(steps)))
+
+
+def test_a_submission_waits_for_the_latest_windows_run_while_an_earlier_recipe_is_the_stored_one(data_steps):
+    """W1's recipe stored, W2's not (a launch killed between their freezes): what the submission reads now
+    names W1's recipe, but the recipe that applies once W2's run freezes its own is W2's (``tempo status``
+    then calls a submission from W1's stale), so the submission waits for W2's run, not only for W1's."""
+    steps, at, plan = data_steps.steps, data_steps.index, data_steps.plan
+    w1, w2 = plan.windows[0], plan.windows[-1]
+    graph = data_steps.graph
+
+    def upstream_with_w1s_recipe_stored(job, key):
+        return [(a, w1 if a == "frozen_recipe" else p) for a, p in graph.upstream_of(job, key)]
+
+    depends = step_dependencies(steps, replace(graph, upstream_of=upstream_with_w1s_recipe_stored))
+    submission = at[("submission_job", plan.cutoffs[-1])]
+    assert {("window_job", w1), ("window_job", w2)} <= {steps[j] for j in depends[submission]}
+    # and it does not start early on W1's recipe while both runs go on: only once W2's is stored and read
+    stored = {w1}
+    runner = SimpleNamespace(store=SimpleNamespace(exists=lambda asset, key: asset == "frozen_recipe" and key in stored),
+                             plan_step=lambda job, key: SimpleNamespace(
+                                 upstream=[("frozen_recipe", max(stored))], ready=True))
+    launch = object.__new__(ConcurrentSteps)  # no forkserver: only the launch rule is under test
+    launch.steps, launch.runner, launch.depends = steps, runner, depends
+    launch.report = {i: () for i, (job, _) in enumerate(steps)
+                     if job not in ("window_job", "submission_job", "catalog_job")}  # all but these ended
+    launch.running = {at[("window_job", w1)]: None, at[("window_job", w2)]: None}
+    assert launch.waits_on_recipe(submission) and not launch.can_start(submission)
+    stored.add(w2)
+    assert launch.can_start(submission)
 
 
 def test_the_launch_tries_first_what_the_longest_chain_of_runs_waits_for(data_steps):
