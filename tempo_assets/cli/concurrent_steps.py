@@ -33,7 +33,7 @@ from tempo_assets.cli.errors import ERROR_EXIT, ReportedError
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.windows import parse_window_key, release_of_partition
 from tempo_assets.core.base.liveness import this_process
-from tempo_assets.graph_state import JOB_ASSETS, PARTITION_ASSETS
+from tempo_assets.graph_state import JOB_ASSETS, PARTITION_ASSETS, latest_window_at
 from tempo_assets.runs import fail_dead_runs
 from tempo_assets.cli.step_process import PEAK_RSS_TAG, EndedRun, child_main, encode_resources
 from tempo_assets.cli.step_forkserver import forkserver_context
@@ -58,17 +58,20 @@ EXPECTED_RUN_S = {"release_job": 6.0, "cutoff_job": 12.0, "method_bundle_job": 1
 class StepGraph:
     """What the launch order asks of the graph: the partitions a step reads (``upstream_of``,
     ``graph_state.GraphState.upstream_of``), the assets each asset reads (``asset_deps``,
-    ``graph_state.DefinedGraph.deps``) and the assets each job's run builds on its step's key
-    (``job_assets``: ``graph_state.JOB_ASSETS`` and ``graph_cmd.StepRunner.METHOD_ASSETS``)."""
+    ``graph_state.DefinedGraph.deps``), the assets each job's run builds on its step's key
+    (``job_assets``: ``graph_state.JOB_ASSETS`` and ``graph_cmd.StepRunner.METHOD_ASSETS``) and the
+    partition plan (``plan``: the window whose recipe a submission applies once it is frozen)."""
 
     upstream_of: Callable[[str, str], list[tuple[str, str]]]
     asset_deps: Mapping[str, set[str]]
     job_assets: Mapping[str, list[str]]
+    plan: object
 
     @classmethod
     def of(cls, runner) -> "StepGraph":
         """``runner``'s (a ``graph_cmd.StepRunner``), over one ``graph_state.GraphState`` of now."""
-        return cls(runner.graph_state().upstream_of, runner.defined.deps, {**JOB_ASSETS, **runner.METHOD_ASSETS})
+        return cls(runner.graph_state().upstream_of, runner.defined.deps, {**JOB_ASSETS, **runner.METHOD_ASSETS},
+                   runner.plan)
 
 
 def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph) -> set[tuple[str, str]] | None:
@@ -81,7 +84,8 @@ def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph
     applies the frozen recipe of the latest window with t0 at or before its cutoff that has one
     (``graph_state.latest_recipe_window``): with an earlier window's recipe stored and the latest one's
     not (a launch killed between the two), it would apply the earlier one and be stale as soon as the
-    latest is frozen, so it also waits for the latest planned window's run. A window's
+    latest is frozen, so it also waits for the run of the latest window at its cutoff
+    (``graph_state.latest_window_at``) when that is planned. A window's
     VALID and TEST sets read the warehouse's growth partitions ``(t-1, t0]`` and ``(t0, t1]`` as they stand
     and rebuild one that holds no row (``assets.labels.warehouse_evaluation_set``); the cutoff runs at t0
     and t1 build them (``annotation_growth``), so a window also waits for the one at t1 when it is planned:
@@ -107,11 +111,10 @@ def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph
                 reads.add((asset, k))
     if job == "window_job":  # not a cutoff whose method runs it reads: its benchmark scores those at t-1 and t0
         reads.add(("annotation_growth", parse_window_key(key).t1))
-    if job == "submission_job":  # the latest planned window at its cutoff freezes the recipe that applies then
-        planned = [parse_window_key(k) for j, k in steps[:index] if j == "window_job"]
-        usable = [w for w in planned if w.t0 <= key]
-        if usable:
-            reads.add(("frozen_recipe", max(usable, key=lambda w: (w.t0, w.t1)).key))
+    if job == "submission_job":  # the latest window at its cutoff freezes the recipe that applies then
+        latest = latest_window_at(graph.plan, key)
+        if latest is not None:
+            reads.add(("frozen_recipe", latest))
     return reads
 
 
@@ -196,7 +199,8 @@ class ConcurrentSteps:
 
     def __init__(self, runner, steps: list[tuple[str, str | None]], jobs: int, windows: int):
         self.runner, self.steps, self.jobs, self.windows = runner, steps, jobs, windows
-        self.depends = step_dependencies(steps, StepGraph.of(runner))
+        self.graph = StepGraph.of(runner)
+        self.depends = step_dependencies(steps, self.graph)
         self.report: dict[int, tuple] = {}
         self.lines: dict[int, list[str]] = {}
         self.running: dict[int, Running] = {}
@@ -246,16 +250,16 @@ class ConcurrentSteps:
 
     def recipe_ready(self, index: int) -> bool:
         """Whether submission ``index`` may start before its recipe's window run ends (:func:`step_dependencies`):
-        the frozen recipe its plan reads now is the latest of those windows' (the one that applies once
-        frozen: not an earlier window's stored before it), and nothing it reads waits, is unchecked (the
-        window's run evaluates the recipe's checks itself) or blocked."""
+        the frozen recipe its plan reads now is the latest window's at its cutoff (the one that applies
+        once frozen, ``graph_state.latest_window_at``: not an earlier window's stored before it), and
+        nothing it reads waits, is unchecked (the window's run evaluates the recipe's checks itself) or
+        blocked."""
         if not self.waits_on_recipe(index):
             return False
-        windows = map(parse_window_key, {self.steps[j][1] for j in self.depends[index] - set(self.report)})
-        latest = max(windows, key=lambda w: (w.t0, w.t1)).key  # the recipe that applies once frozen
-        if not self.runner.store.exists("frozen_recipe", latest):
-            return False  # not stored yet: no need to plan
         job, key = self.steps[index]
+        latest = latest_window_at(self.graph.plan, key)
+        if latest is None or not self.runner.store.exists("frozen_recipe", latest):
+            return False  # not stored yet: no need to plan
         step = self.runner.plan_step(job, key)
         return {p for a, p in step.upstream if a == "frozen_recipe"} == {latest} and step.ready
 

@@ -44,7 +44,7 @@ def data_steps(tmp_path_factory):
     defined = DefinedGraph.of(defs.get_repository_def())
     state = GraphState(open_artefact_store(str(tmp_path_factory.mktemp("store"))), plan, defined, archive=archive)
     steps = plan_steps(plan, "all")
-    graph = StepGraph(state.upstream_of, defined.deps, {**JOB_ASSETS, **StepRunner.METHOD_ASSETS})
+    graph = StepGraph(state.upstream_of, defined.deps, {**JOB_ASSETS, **StepRunner.METHOD_ASSETS}, plan)
     return SimpleNamespace(plan=plan, steps=steps, graph=graph, index={step: i for i, step in enumerate(steps)})
 
 
@@ -118,7 +118,7 @@ def test_a_submission_waits_for_the_latest_windows_run_while_an_earlier_recipe_i
                              plan_step=lambda job, key: SimpleNamespace(
                                  upstream=[("frozen_recipe", max(stored))], ready=True))
     launch = object.__new__(ConcurrentSteps)  # no forkserver: only the launch rule is under test
-    launch.steps, launch.runner, launch.depends = steps, runner, depends
+    launch.steps, launch.runner, launch.depends, launch.graph = steps, runner, depends, graph
     launch.report = {i: () for i, (job, _) in enumerate(steps)
                      if job not in ("window_job", "submission_job", "catalog_job")}  # all but these ended
     launch.running = {at[("window_job", w1)]: None, at[("window_job", w2)]: None}
@@ -162,7 +162,8 @@ def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe
 
     launch = object.__new__(ConcurrentSteps)  # no forkserver: only the launch rule is under test
     launch.steps, launch.runner = steps, Runner()
-    launch.depends = step_dependencies(steps, data_steps.graph)
+    launch.graph = data_steps.graph
+    launch.depends = step_dependencies(steps, launch.graph)
     launch.report = {i: () for i, (job, _) in enumerate(steps)
                      if job not in ("window_job", "submission_job", "catalog_job")}  # all but these ended
     launch.running = {w1: None, w2: None}
