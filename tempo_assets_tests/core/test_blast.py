@@ -159,6 +159,20 @@ def test_diamond_hits_on_synthetic_family(tmp_path):
 
 
 @needs_diamond
+def test_a_relative_workdir_is_the_folder_below_the_current_one(tmp_path, monkeypatch):
+    """DIAMOND runs inside the workdir, so a relative workdir's file names must not reach it relative
+    (bench_scale's default ``--work bench_out/scale`` failed at makedb: 'Error opening file')."""
+    rng = np.random.default_rng(11)
+    a = _random_protein(rng, 200)
+    queries, corpus = {"QA": a}, {"QA": a, "SB": _mutate(rng, a, 10)}
+    monkeypatch.chdir(tmp_path)
+    relative = diamond_hits(queries, corpus, Path("bench_out") / "diamond")
+    assert (tmp_path / "bench_out" / "diamond" / "query.fasta").exists()
+    pd.testing.assert_frame_equal(relative, diamond_hits(queries, corpus, tmp_path / "absolute"))
+    assert list(relative["subject"]) == ["SB"]
+
+
+@needs_diamond
 def test_homology_hits_carry_coverage_and_keep_top_others(tmp_path):
     from tempo_assets.core.neighbours.blast import HOMOLOGY_COLUMNS, homology_hits
 

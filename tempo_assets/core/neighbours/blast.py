@@ -226,7 +226,7 @@ def run_blastp(query_sequences: Mapping[str, str], corpus_sequences: Mapping[str
     if not query_sequences or not corpus_sequences:
         return None
 
-    workdir = Path(workdir)
+    workdir = Path(workdir).resolve()  # DIAMOND runs in workdir: relative file names would point below it
     workdir.mkdir(parents=True, exist_ok=True)
     query_fasta, corpus_fasta = workdir / "query.fasta", workdir / "corpus.fasta"
     output = workdir / output_name
