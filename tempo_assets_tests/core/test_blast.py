@@ -275,3 +275,23 @@ def test_one_database_per_corpus_reused_by_every_search(tmp_path, monkeypatch):
     assert made.count("makedb") == 2
     assert len(list((tmp_path / "dbs").glob("*.dmnd"))) == 2
     assert not list((tmp_path / "dbs").glob(".*"))  # no half-built database left behind
+
+
+def _private_database_folder(answer) -> None:
+    answer.put(str(blast.DATABASES.folder))
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_the_private_database_folder_goes_when_a_step_process_exits(method):
+    """A step process is a multiprocessing child (``tempo materialize --jobs N``); it ends with
+    ``os._exit``, which skips atexit handlers, so a folder removed only by one stayed in /tmp."""
+    import multiprocessing
+
+    context = multiprocessing.get_context(method)
+    answer = context.Queue()
+    child = context.Process(target=_private_database_folder, args=(answer,))
+    child.start()
+    folder = Path(answer.get(timeout=60))
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert folder.name.startswith("tempo_diamond_db_") and not folder.exists()

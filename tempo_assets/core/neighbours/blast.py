@@ -12,7 +12,7 @@ and every output is sorted, so equal inputs give equal frames.
 """
 from __future__ import annotations
 
-import atexit
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -177,7 +177,8 @@ class DiamondDatabases:
 
     A database is built under a temporary name and renamed into place, so a search never reads a
     half-built one; two processes may build the same one at once (the later rename wins, the bytes
-    are the same). ``folder`` ``None``: a private temporary folder, removed when the process exits.
+    are the same). ``folder`` ``None``: a private temporary folder, removed when the process exits
+    (a multiprocessing child's exit included).
     """
 
     def __init__(self, folder: str | Path | None = None):
@@ -189,7 +190,11 @@ class DiamondDatabases:
         with self._lock:
             if self._folder is None:
                 made = tempfile.TemporaryDirectory(prefix="tempo_diamond_db_")
-                atexit.register(made.cleanup)
+                # removed at exit by multiprocessing's exit function: it runs at a normal exit of this
+                # interpreter (it is an atexit handler) and also in a multiprocessing child (a step process),
+                # which ends with os._exit and so never runs atexit handlers (hundreds of folders were left in /tmp)
+                self._made = made
+                multiprocessing.util.Finalize(made, made.cleanup, exitpriority=0)
                 self._folder = Path(made.name)
             self._folder.mkdir(parents=True, exist_ok=True)
             return self._folder
