@@ -11,12 +11,14 @@ import shutil
 import subprocess
 import sys
 
+import dagster as dg
 import pytest
+from dagster._core.instance.ref import InstanceRef
 
 from tempo_assets.cli.concurrent_steps import ConcurrentSteps
 from tempo_assets.cli.graph_cmd import StepRunner, plan_steps
 from tempo_assets.cli.step_forkserver import start_forkserver, stop_forkserver
-from tempo_assets_tests.conftest import tiny_copy
+from tempo_assets_tests.conftest import make_home, tiny_copy
 from tempo_assets_tests.toolkit import REPO
 
 # a launch stopped where it reads the archive's plan, before it opens its instance or plans a step (as a launch
@@ -83,6 +85,11 @@ def test_a_launch_with_nothing_to_build_stops_the_forkserver_and_one_with_someth
         assert server._forkserver_pid is None, "the forkserver still runs for a launch with nothing to build"
         assert {row[2] for row in launch.run()} == {"skipped"}
         assert server._forkserver_pid is None
+        # a second instance on the store: every stored partition's checks to run first, which the catalog reads
+        with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(make_home(tmp_path / "second")))) as second:
+            start_forkserver()
+            ConcurrentSteps(StepRunner(second, graph.resources, echo=lambda *_: None), steps, 2, 1)
+            assert server._forkserver_pid is None, "the forkserver still runs for a launch that only runs checks"
         shutil.rmtree(graph.artefacts / "benchmark_catalog")  # the catalog to build again
         start_forkserver()
         started = server._forkserver_pid
