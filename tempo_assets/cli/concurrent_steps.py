@@ -36,7 +36,7 @@ from tempo_assets.core.base.liveness import this_process
 from tempo_assets.graph_state import JOB_ASSETS, PARTITION_ASSETS, latest_window_at
 from tempo_assets.runs import fail_dead_runs
 from tempo_assets.cli.step_process import PEAK_RSS_TAG, EndedRun, child_main, encode_resources
-from tempo_assets.cli.step_forkserver import forkserver_context
+from tempo_assets.cli.step_forkserver import forkserver_context, stop_forkserver
 
 MAX_WINDOWS_VARIABLE = "TEMPO_MAX_PARALLEL_WINDOWS"
 # a window run's peak RSS before this instance has measured one: a floor plus a multiple of the
@@ -68,10 +68,9 @@ class StepGraph:
     plan: object
 
     @classmethod
-    def of(cls, runner) -> "StepGraph":
-        """``runner``'s (a ``graph_cmd.StepRunner``), over one ``graph_state.GraphState`` of now."""
-        return cls(runner.graph_state().upstream_of, runner.defined.deps, {**JOB_ASSETS, **runner.METHOD_ASSETS},
-                   runner.plan)
+    def of(cls, runner, state) -> "StepGraph":
+        """``runner``'s (a ``graph_cmd.StepRunner``), over ``state`` (a ``graph_state.GraphState`` of now)."""
+        return cls(state.upstream_of, runner.defined.deps, {**JOB_ASSETS, **runner.METHOD_ASSETS}, runner.plan)
 
 
 def step_reads(steps: list[tuple[str, str | None]], index: int, graph: StepGraph) -> set[tuple[str, str]] | None:
@@ -199,12 +198,15 @@ class ConcurrentSteps:
 
     def __init__(self, runner, steps: list[tuple[str, str | None]], jobs: int, windows: int):
         self.runner, self.steps, self.jobs, self.windows = runner, steps, jobs, windows
-        self.graph = StepGraph.of(runner)
+        state = runner.graph_state()
+        self.graph = StepGraph.of(runner, state)
         self.depends = step_dependencies(steps, self.graph)
         self.report: dict[int, tuple] = {}
         self.lines: dict[int, list[str]] = {}
         self.running: dict[int, Running] = {}
-        self.context = forkserver_context()
+        self.context = None  # the forkserver's, taken when the first step process is forked
+        if not any(runner.plan_step(job, key, state).todo for job, key in steps):
+            stop_forkserver()  # nothing to build as the graph stands: `tempo materialize` started it for nothing
         self.instance_ref = runner.instance.get_ref()
         self.resources = encode_resources(runner.resources)
         self.launcher = this_process()
@@ -285,6 +287,7 @@ class ConcurrentSteps:
             self.flush(index)
             return
         order = self.runner.order_for(ready, job, key)
+        self.context = self.context or forkserver_context()  # one that was stopped or never started starts now
         errors, send_errors = self.context.Pipe(duplex=False)
         process = self.context.Process(target=child_main, name=f"tempo {job} {key}",
                                        args=(self.launcher, self.instance_ref, self.resources, order, send_errors))

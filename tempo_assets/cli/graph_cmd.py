@@ -188,10 +188,11 @@ class StepRunner:
         return GraphState(self.store, self.plan, self.defined, archive=self.archive, instance=self.instance,
                           exclude=self.exclude)
 
-    def plan_step(self, job: str, key: str):
+    def plan_step(self, job: str, key: str, state=None):
+        """What step ``job`` on ``key`` builds now (``state``: a ``graph_state.GraphState`` of now, else a new one)."""
         if job in self.METHOD_ASSETS:
             return MethodStep([n for n in self.METHOD_ASSETS[job] if not self.store.exists(n, key)])
-        return self.graph_state().step(job, key)
+        return (state or self.graph_state()).step(job, key)
 
     def upstream_of(self, job: str, key: str):
         """The upstream partitions ``job`` on ``key`` reads (``graph_state.GraphState.upstream_of``)."""
@@ -391,14 +392,20 @@ def _list(attribute: str):
 
 
 def _materialize(args) -> int:
-    from tempo_assets.cli.step_forkserver import start_forkserver
+    from tempo_assets.cli.step_forkserver import start_forkserver, stop_forkserver
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` stops a launch as Ctrl-C does
     home = ensure_dagster_home()
     jobs = step_jobs(args.jobs)
     if jobs > 1:  # first: the step processes' forkserver imports what they use beside this process's set-up
         start_forkserver()
+    try:
+        return _materialize_with(args, home, jobs)
+    finally:  # the launch is over (or failed at its start): a forkserver still importing stops now
+        stop_forkserver()
 
+
+def _materialize_with(args, home: Path, jobs: int) -> int:
     import dagster as dg
 
     from tempo_assets.cli.errors import require_free_space

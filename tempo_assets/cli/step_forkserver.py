@@ -4,12 +4,17 @@ This module imports nothing heavy (no dagster, pandas or tempo_assets' code loca
 can start the forkserver first of all (:func:`start_forkserver`): the forkserver, a fresh interpreter,
 then imports :data:`PRELOAD` (about 5 CPU s) on the other core while the launcher imports dagster,
 opens its instance and plans the first steps, instead of after them, when the first step process is
-asked for (docs/performance.md, "Start-up of a command that computes nothing").
+asked for (docs/performance.md, "Start-up of a command that computes nothing"). A forkserver imports
+all of :data:`PRELOAD` before it looks whether its launcher is still there, so the launcher stops it
+(:func:`stop_forkserver`) once it knows it will fork no step process: when no planned step has anything
+to build, and when the launch ends (an error at its start included).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
+import os
 import signal
 import threading
 
@@ -58,3 +63,22 @@ def start_forkserver() -> None:
     """Start the step processes' forkserver now, so that it imports :data:`PRELOAD` while this process
     goes on (``tempo materialize`` with more than one job, before it plans its steps)."""
     forkserver_context(start=True)
+
+
+def stop_forkserver() -> None:
+    """Stop the step processes' forkserver this process started, if one runs and none of its step processes
+    is alive (they die with it: ``step_process.die_with_launcher``): a forkserver still importing
+    :data:`PRELOAD` for a launch that will fork nothing goes on for seconds of CPU (and holds the launch's
+    stdout open till then). A step process asked for later starts a new one."""
+    server = multiprocessing.forkserver._forkserver
+    with server._lock:
+        pid = server._forkserver_pid
+        if pid is None or any(p._start_method == "forkserver" for p in multiprocessing.active_children()):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # it only imports, or waits: nothing to clean up
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os.close(server._forkserver_alive_fd)
+        # what ensure_running resets when it finds its forkserver dead: the next child starts a new one
+        server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
