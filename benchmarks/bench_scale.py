@@ -791,7 +791,8 @@ def describe(stage: str, measured: Measured) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    work = args.work / f"proteins_{args.proteins}"
+    # absolute: DIAMOND runs in its work folder, so a relative path would not resolve there
+    work = args.work.absolute() / f"proteins_{args.proteins}"
     print(f"load average before: {_load()} ({os.cpu_count()} CPUs); --proteins {args.proteins} "
           f"--threads {args.threads}; {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
     record = open_record(work, window_arguments(args), args.fresh)

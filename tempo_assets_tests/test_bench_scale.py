@@ -169,3 +169,15 @@ def test_an_inverted_file_knn_is_kept_apart_and_its_recall_printed(tmp_path, cap
     with pytest.raises(SystemExit):
         bench.main(args + ["--knn-index", "ivf:8"])
     assert "--knn-index must be 'flat' or 'ivf:NLIST:NPROBE'" in capsys.readouterr().err
+
+
+@needs_diamond
+def test_a_relative_work_folder_reaches_diamond(tmp_path, capsys, monkeypatch):
+    """``--work bench_out/scale`` as typed: DIAMOND runs inside its own work folder, where a path
+    relative to the caller's folder would name nothing."""
+    bench = load_benchmark("bench_scale")
+    args = tiny_args(tmp_path, "20")
+    monkeypatch.chdir(tmp_path)
+    args[args.index("--work") + 1] = "relative/work"
+    assert bench.main(args + ["--stages", "diamond", "--diamond-peer", "children"]) == 0
+    assert bench.Record(tmp_path / "relative" / "work" / "proteins_20").row("diamond") is not None
