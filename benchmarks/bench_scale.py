@@ -35,11 +35,16 @@ reads those rows back, says so, and measures only what is left (``--fresh`` star
 afford ``--proteins all``, ``--peer-every N`` runs faiss on every N-th KNN chunk only (the ratio
 is then over those chunks and printed as a sample), and ``--diamond-peer children`` takes as
 DIAMOND's peer the DIAMOND processes inside Tempo's own stage (their rusage) instead of running
-DIAMOND a second time.
+DIAMOND a second time. ``--knn-index ivf:NLIST:NPROBE`` searches with an inverted file (faiss
+``IndexIVFFlat``, re-ranked exactly; its peer is ``IndexIVFFlat`` alone, trained on the same rows):
+the KNN rows and those of the stages after it are kept apart by its name (``knn_ivf4096x32_chunk_0000``,
+``scores_ivf4096x32``), beside the flat ones, and its recall@k against the flat chunks measured in
+the same folder is printed.
 
     nice -n 10 .venv/bin/python benchmarks/bench_scale.py --proteins 50000 [--threads 2]
         [--fasta .cache/swissprot_2014-01.fasta.gz] [--stages embedding,knn,...]
-        [--peer-every N] [--diamond-peer run|children] [--work bench_out/scale] [--fresh]
+        [--peer-every N] [--diamond-peer run|children] [--knn-index flat|ivf:NLIST:NPROBE]
+        [--work bench_out/scale] [--fresh]
 """
 from __future__ import annotations
 
@@ -67,6 +72,7 @@ STAGES = ("embedding", "knn", "features", "lightgbm", "scores", "evaluation", "d
 PEERS = {
     "embedding": "KmerEmbedder.embed (numpy) on unique sequences",
     "knn": "faiss IndexFlatIP add + search",
+    "knn:ivf": "faiss IndexIVFFlat train + add + search (same nlist, nprobe, training rows, seed)",
     "features": "none",
     "lightgbm": "lightgbm.train on the same matrix",
     "scores": "none",
@@ -78,6 +84,14 @@ PEERS = {
 KMER_K, KMER_DIM, K_MAX = 3, 256, 10
 LGBM_PARAMS = {"num_leaves": 7, "learning_rate": 0.1, "min_data_in_leaf": 20, "n_estimators": 100}
 BLAST = {"evalue": 1e-3, "max_target_seqs": 250, "sensitivity": None}
+# the stages whose rows and outputs depend on the KNN index (kept apart by its name when not flat)
+AFTER_KNN = ("knn", "features", "lightgbm", "scores", "evaluation")
+
+
+def tagged(state: dict, name: str) -> str:
+    """``name`` in the work folder for this run's KNN index: as is for the exact flat index, else
+    with the inverted file's name (``scores`` -> ``scores_ivf4096x32``)."""
+    return name + state.get("knn_tag", "")
 
 
 # --------------------------------------------------------------------------- measuring
@@ -376,32 +390,44 @@ def knn_queries(window: Window, state: dict) -> tuple[list[str], np.ndarray]:
     return state["knn_queries"]
 
 
-def knn_chunks(window: Window, chunk: int) -> list[tuple[str, slice]]:
-    return [(f"knn_chunk_{i:04d}", slice(start, start + chunk))
+def knn_chunks(window: Window, chunk: int, tag: str = "") -> list[tuple[str, slice]]:
+    return [(f"knn{tag}_chunk_{i:04d}", slice(start, start + chunk))
             for i, start in enumerate(range(0, len(window.queries), chunk))]
 
 
-def knn_indexes(ids: list[str], matrix: np.ndarray, threads: int, record: Record):
-    """faiss's and Tempo's index of the corpus, their build measured (once: a resumed run rebuilds
-    them unmeasured and keeps the first run's row)."""
+def raw_index(matrix: np.ndarray, threads: int, inverted):
+    """faiss alone: ``IndexFlatIP``, or ``IndexIVFFlat`` trained on the rows ``inverted`` names,
+    with its k-means seed, then searched at its ``nprobe``."""
     import faiss
 
     from tempo_assets.core.inputs.embedders import normalize_rows
+
+    faiss.omp_set_num_threads(threads)
+    rows, dim = normalize_rows(matrix), matrix.shape[1]
+    if inverted is None:
+        index = faiss.IndexFlatIP(dim)
+    else:
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, inverted.nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = inverted.seed
+        index.train(rows[inverted.training_rows(len(rows))])
+        index.nprobe = inverted.nprobe
+    index.add(rows)
+    return index
+
+
+def knn_indexes(ids: list[str], matrix: np.ndarray, threads: int, state: dict):
+    """faiss's and Tempo's index of the corpus, their build measured (once: a resumed run rebuilds
+    them unmeasured and keeps the first run's row)."""
     from tempo_assets.core.neighbours.knn import KnnIndex
 
-    def raw_build():
-        faiss.omp_set_num_threads(threads)
-        index = faiss.IndexFlatIP(matrix.shape[1])
-        index.add(normalize_rows(matrix))
-        return index
-
-    raw_index, peer_build = measure(raw_build)
-    index, tempo_build = measure(KnnIndex.build, ids, matrix, threads=threads)
-    if record.row("knn_build") is None:
-        record.put_row("knn_build", {"tempo": asdict(tempo_build), "peer": asdict(peer_build)})
+    record, inverted = state["record"], state.get("knn_index")
+    raw, peer_build = measure(raw_index, matrix, threads, inverted)
+    index, tempo_build = measure(KnnIndex.build, ids, matrix, threads=threads, inverted=inverted)
+    if record.row(f"knn{state.get('knn_tag', '')}_build") is None:
+        record.put_row(f"knn{state.get('knn_tag', '')}_build", {"tempo": asdict(tempo_build), "peer": asdict(peer_build)})
     else:
         print("  knn: indexes rebuilt to continue (this build is not counted; the first run's is)", flush=True)
-    return raw_index, index
+    return raw, index
 
 
 def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int, peer_every: int) -> Measured:
@@ -414,20 +440,20 @@ def stage_knn(window: Window, work: Path, state: dict, threads: int, chunk: int,
 
     record, ids, matrix = state["record"], state["ids"], state["matrix"]
     names, queries = knn_queries(window, state)
-    chunks = knn_chunks(window, chunk)
+    chunks = knn_chunks(window, chunk, state.get("knn_tag", ""))
     left = [(i, name, block) for i, (name, block) in enumerate(chunks) if record.row(name) is None]
     if len(left) < len(chunks):
         print(f"  knn: {len(chunks) - len(left)} of {len(chunks)} chunks already measured, continuing", flush=True)
-    raw_index, index = knn_indexes(ids, matrix, threads, record) if left else (None, None)
+    raw, index = knn_indexes(ids, matrix, threads, state) if left else (None, None)
     for i, name, block in left:
         peer = None
         if peer_every > 0 and i % peer_every == 0:
-            (_, lab), peer = measure(lambda: raw_index.search(normalize_rows(queries[block]), K_MAX + 1))
+            (_, lab), peer = measure(lambda: raw.search(normalize_rows(queries[block]), K_MAX + 1))
             record.put_array(f"{name}_faiss", lab)
         frame, tempo = measure(index.search, names[block], queries[block], K_MAX, exclude_self=True)
         record.put_frame(name, frame)
         record.put_row(name, {"tempo": asdict(tempo), "peer": None if peer is None else asdict(peer)})
-        print(f"  knn chunk {i + 1}/{len(chunks)} ({min(block.stop, len(window.queries)):,}"
+        print(f"  knn{state.get('knn_tag', '')} chunk {i + 1}/{len(chunks)} ({min(block.stop, len(window.queries)):,}"
               f"/{len(window.queries):,} queries): Tempo {tempo.wall:.1f} s (CPU {tempo.cpu:.1f})"
               + ("" if peer is None else f", faiss {peer.wall:.1f} s (CPU {peer.cpu:.1f})")
               + f"; load {_load()}", flush=True)
@@ -438,8 +464,8 @@ def knn_measured(window: Window, state: dict, chunk: int, threads: int) -> Measu
     """The KNN row from the chunks' rows: Tempo over every chunk, the peer and the ratio over the
     chunks the peer ran on (named as a sample when that is not all of them)."""
     record = state["record"]
-    chunks = knn_chunks(window, chunk)
-    build = record.row("knn_build")
+    chunks = knn_chunks(window, chunk, state.get("knn_tag", ""))
+    build = record.row(f"knn{state.get('knn_tag', '')}_build")
     rows = [record.row(name) for name, _ in chunks]
     sampled = [i for i, r in enumerate(rows) if r["peer"] is not None]
     tempo = combine([Timing(**build["tempo"])] + [Timing(**r["tempo"]) for r in rows])
@@ -451,13 +477,35 @@ def knn_measured(window: Window, state: dict, chunk: int, threads: int) -> Measu
     state["neighbours"] = neighbours.iloc[order].reset_index(drop=True)
     agree = knn_agreement(window, state, [chunks[i] for i in sampled])
     sample = "" if len(sampled) == len(chunks) else f"{len(sampled)} of {len(chunks)} chunks"
-    note = (f"{len(window.queries):,} queries ({state['knn_distinct']:,} distinct rows, copies in one chunk) x "
+    note = (knn_index_note(window, state, chunk)
+            + f"{len(window.queries):,} queries ({state['knn_distinct']:,} distinct rows, copies in one chunk) x "
             f"{len(state['ids']):,} corpus, k={K_MAX}, {threads} threads, "
             f"chunks of {chunk:,}; index build Tempo {build['tempo']['wall']:.1f} s, faiss "
             f"{build['peer']['wall']:.1f} s; peer on {len(sampled)} of {len(chunks)} chunks"
             + ("" if peer is None else f" (the ratio is over those chunks and the builds); neighbour overlap "
                f"with faiss {agree:.4f}"))
     return Measured(tempo, peer, note, paired if peer is not None else None, sample)
+
+
+def knn_index_note(window: Window, state: dict, chunk: int) -> str:
+    """For an inverted file: its settings, and Tempo's recall@k against exact flat search on the
+    queries of the chunks this folder also holds Tempo's flat answer for (the declared sample)."""
+    inverted = state.get("knn_index")
+    if inverted is None:
+        return ""
+    record, found, exact, queries = state["record"], 0, 0, 0
+    for (flat, _), (name, _) in zip(knn_chunks(window, chunk), knn_chunks(window, chunk, state["knn_tag"])):
+        if record.row(flat) is None:
+            continue
+        truth = record.frame(flat)[["query", "neighbour"]]
+        found += len(truth.merge(record.frame(name)[["query", "neighbour"]], on=["query", "neighbour"]))
+        exact, queries = exact + len(truth), queries + truth["query"].nunique()
+    recall = (f"recall@{K_MAX} against exact flat search {found / exact:.4f} over {queries:,} queries "
+              "(the chunks with Tempo's flat answer in this folder)" if exact else
+              "recall not measured (no flat chunk in this folder)")
+    rows = len(inverted.training_rows(len(state["ids"])))
+    return (f"inverted file {inverted.name} (nlist {inverted.nlist}, nprobe {inverted.nprobe}, k-means on "
+            f"{rows:,} rows drawn with seed {inverted.seed}); {recall}; ")
 
 
 def knn_agreement(window: Window, state: dict, chunks: list[tuple[str, slice]]) -> float:
@@ -484,7 +532,7 @@ def stage_features(window: Window, work: Path, state: dict) -> Measured:
     features, tempo = measure(candidate_features, state["neighbours"], window.corpus_annotations, k=K_MAX)
     labelled = label_candidates(features, window.ground_truth, window.known)
     state["labelled"] = labelled
-    state["record"].put_frame("labelled", labelled)
+    state["record"].put_frame(tagged(state, "labelled"), labelled)
     return Measured(tempo, None, (f"{len(features):,} candidates; {len(labelled):,} of growth targets, "
                                   f"{int(labelled['label'].sum()):,} positive"))
 
@@ -516,7 +564,7 @@ def stage_scores(window: Window, work: Path, state: dict) -> Measured:
 
     scores, tempo = measure(knn_term_scores, state["neighbours"], window.corpus_annotations, k=K_MAX)
     state["scores"] = scores
-    state["record"].put_frame("scores", scores)
+    state["record"].put_frame(tagged(state, "scores"), scores)
     return Measured(tempo, None, f"{len(scores):,} (protein, term) scores")
 
 
@@ -601,7 +649,9 @@ HEADER = ("| stage | Tempo wall s | Tempo CPU s | peer | peer wall s | peer CPU 
 
 
 def peer_name(stage: str, measured: Measured) -> str:
-    if stage == "knn" and measured.peer is None:
+    if stage == "knn" and measured.note.startswith("inverted file"):
+        stage = "knn:ivf"
+    if stage.startswith("knn") and measured.peer is None:
         return f"{PEERS[stage]}: not run (--peer-every 0)"
     if stage == "diamond":
         return PEERS["diamond:children"] if PEERS["diamond:children"] in measured.note else PEERS["diamond"]
@@ -650,8 +700,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=REPO / "bench_out" / "scale",
                         help="measured rows are kept under it; a rerun with the same window arguments "
                              "continues from them")
+    parser.add_argument("--knn-index", default="flat",
+                        help="'flat' (exact, the default) or 'ivf:NLIST:NPROBE' (an inverted file trained on "
+                             "50 x NLIST corpus rows drawn with --seed); its rows and those of the later "
+                             "stages are kept apart by its name, and its recall against the flat chunks "
+                             "measured in the same folder is printed")
     parser.add_argument("--fresh", action="store_true", help="forget earlier measurements in --work")
     args = parser.parse_args(argv)
+    args.knn_index = knn_index_of(parser, args.knn_index, args.seed)
     if args.proteins != "all" and not (args.proteins.isdigit() and int(args.proteins) > 0):
         parser.error(f"--proteins must be a positive number or 'all', got {args.proteins!r}")
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
@@ -667,6 +723,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.peer_every < 0:
         parser.error("--peer-every must be >= 0")
     return args
+
+
+def knn_index_of(parser: argparse.ArgumentParser, text: str, seed: int):
+    """None for ``flat``; an ``InvertedFileSearch`` for ``ivf:NLIST:NPROBE``."""
+    from tempo_assets.core.neighbours.knn import InvertedFileSearch
+
+    if text == "flat":
+        return None
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] != "ivf" or not all(p.isdigit() for p in parts[1:]):
+        parser.error(f"--knn-index must be 'flat' or 'ivf:NLIST:NPROBE', got {text!r}")
+    return InvertedFileSearch(int(parts[1]), int(parts[2]), seed=seed)
 
 
 def window_arguments(args: argparse.Namespace) -> dict:
@@ -687,15 +755,16 @@ def check_queries(record: Record, window: Window) -> None:
 
 RESTORE = {
     "embedding": restore_embedding,
-    "features": lambda record, state: state.update(labelled=record.frame("labelled")),
-    "scores": lambda record, state: state.update(scores=record.frame("scores")),
+    "features": lambda record, state: state.update(labelled=record.frame(tagged(state, "labelled"))),
+    "scores": lambda record, state: state.update(scores=record.frame(tagged(state, "scores"))),
 }
 
 
 def run_stage(stage: str, window: Window, work: Path, state: dict, args: argparse.Namespace) -> Measured:
     """The stage measured now, or its row read back from an earlier run in the same folder."""
     record = state["record"]
-    saved = record.row(stage)
+    name = tagged(state, stage) if stage in AFTER_KNN else stage
+    saved = record.row(name)
     if saved is not None and stage != "knn":
         RESTORE.get(stage, lambda record, state: None)(record, state)
         print(f"{stage}: measured at {saved['measured_at']} by an earlier run, read back", flush=True)
@@ -706,7 +775,7 @@ def run_stage(stage: str, window: Window, work: Path, state: dict, args: argpars
     elif stage == "diamond":
         extra = {"threads": args.threads, "peer": args.diamond_peer}
     measured = globals()[f"stage_{stage}"](window, work, state, **extra)
-    record.put_row(stage, measured_payload(measured))
+    record.put_row(name, measured_payload(measured))
     return measured
 
 
@@ -722,7 +791,8 @@ def describe(stage: str, measured: Measured) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    work = args.work / f"proteins_{args.proteins}"
+    # absolute: DIAMOND runs in its work folder, so a relative path would not resolve there
+    work = args.work.absolute() / f"proteins_{args.proteins}"
     print(f"load average before: {_load()} ({os.cpu_count()} CPUs); --proteins {args.proteins} "
           f"--threads {args.threads}; {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
     record = open_record(work, window_arguments(args), args.fresh)
@@ -733,7 +803,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{window.targets['protein'].nunique():,} growth targets ({len(window.targets):,} protein-aspects)",
           flush=True)
     check_queries(record, window)
-    state: dict = {"record": record}
+    state: dict = {"record": record, "knn_index": args.knn_index,
+                   "knn_tag": "" if args.knn_index is None else f"_{args.knn_index.name}"}
     rows, notes, total = [], [], setup.wall
     for stage in args.stages:
         measured = run_stage(stage, window, work, state, args)

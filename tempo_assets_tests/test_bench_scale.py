@@ -133,3 +133,51 @@ def test_diamond_peer_can_be_the_stage_s_own_diamond_processes(tmp_path, capsys)
     assert saved["peer"]["cpu"] == pytest.approx(children, abs=1e-4) and children > 0
     assert saved["tempo"]["cpu"] > saved["peer"]["cpu"]
     assert not (tmp_path / "work" / "proteins_50" / "diamond_raw").exists()
+
+
+def test_an_inverted_file_knn_is_kept_apart_and_its_recall_printed(tmp_path, capsys):
+    """``--knn-index ivf:NLIST:NPROBE`` in a folder holding a flat run: the flat rows stay as they were,
+    the inverted file's KNN rows and the later stages' are named apart, the later stages read its
+    neighbours, and its recall against the flat chunks is printed (1 when every list is probed)."""
+    from tempo_assets.core.neighbours.knn import knn_term_scores
+
+    bench = load_benchmark("bench_scale")
+    args = tiny_args(tmp_path, "200") + ["--stages", "embedding,knn,scores", "--peer-every", "2"]
+    assert bench.main(args) == 0
+    work = tmp_path / "work" / "proteins_200"
+    flat_rows = {p.name: p.read_text() for p in (work / "rows").glob("*.json") if p.stem != "knn"}
+    record = bench.Record(work)
+    for nlist, nprobe, recall in ((8, 8, "1.0000"), (8, 1, r"0\.\d{4}")):
+        capsys.readouterr()
+        assert bench.main(args + ["--knn-index", f"ivf:{nlist}:{nprobe}"]) == 0
+        out, name = capsys.readouterr().out, f"ivf{nlist}x{nprobe}"
+        assert "embedding: measured at" in out and f"knn_{name} chunk 4/4" in out
+        assert re.search(rf"inverted file {name} \(nlist {nlist}, nprobe {nprobe}, k-means on 400 rows drawn "
+                         rf"with seed 0\); recall@10 against exact flat search {recall} over 200 queries", out)
+        table = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+                 for line in out.splitlines() if line.startswith("| ") and not line.startswith("| stage")}
+        assert table["knn"][2] == bench.PEERS["knn:ivf"] + " — on a sample: 2 of 4 chunks"
+        assert "neighbour overlap with faiss 1.0000" in out
+        neighbours = pd.concat([record.frame(f"knn_{name}_chunk_{i:04d}") for i in range(4)])
+        expected = knn_term_scores(neighbours, bench.build_window(bench.parse_args(args)).corpus_annotations,
+                                   k=bench.K_MAX)
+        pd.testing.assert_frame_equal(record.frame(f"scores_{name}"), expected)
+        assert record.row(f"knn_{name}_build") is not None and record.row(f"scores_{name}") is not None
+    assert {p: (work / "rows" / p).read_text() for p in flat_rows} == flat_rows
+    pd.testing.assert_frame_equal(record.frame("scores_ivf8x8"), record.frame("scores"))
+    assert not record.frame("scores_ivf8x1").equals(record.frame("scores"))
+    with pytest.raises(SystemExit):
+        bench.main(args + ["--knn-index", "ivf:8"])
+    assert "--knn-index must be 'flat' or 'ivf:NLIST:NPROBE'" in capsys.readouterr().err
+
+
+@needs_diamond
+def test_a_relative_work_folder_reaches_diamond(tmp_path, capsys, monkeypatch):
+    """``--work bench_out/scale`` as typed: DIAMOND runs inside its own work folder, where a path
+    relative to the caller's folder would name nothing."""
+    bench = load_benchmark("bench_scale")
+    args = tiny_args(tmp_path, "20")
+    monkeypatch.chdir(tmp_path)
+    args[args.index("--work") + 1] = "relative/work"
+    assert bench.main(args + ["--stages", "diamond", "--diamond-peer", "children"]) == 0
+    assert bench.Record(tmp_path / "relative" / "work" / "proteins_20").row("diamond") is not None

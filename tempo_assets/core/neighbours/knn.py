@@ -1,6 +1,9 @@
-"""Exact cosine nearest neighbours (faiss) and the plain KNN term predictor."""
+"""Cosine nearest neighbours (faiss: exact flat search, or an inverted file's proposal re-ranked
+exactly) and the plain KNN term predictor."""
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -24,6 +27,42 @@ class KnnIndexError(TempoInputError):
     """A KNN index file or its inputs are unusable."""
 
 
+@dataclass(frozen=True)
+class InvertedFileSearch:
+    """Settings of an inverted-file proposal (faiss ``IndexIVFFlat``, inner product).
+
+    The corpus is cut into ``nlist`` lists by spherical k-means (faiss's, seeded with ``seed``,
+    10 iterations) trained on ``train_rows`` corpus rows drawn without replacement with
+    ``numpy.random.default_rng(seed)`` (None: ``min(corpus rows, 50 * nlist)``); a query scans the
+    ``nprobe`` lists whose centroids are nearest. Only the proposal changes: a neighbour in no
+    probed list is missed (recall is lost), every reported similarity is still exact.
+    """
+
+    nlist: int
+    nprobe: int
+    train_rows: int | None = None
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"ivf{self.nlist}x{self.nprobe}"
+
+    def training_rows(self, corpus_rows: int) -> np.ndarray:
+        """Sorted corpus row positions k-means trains on; KnnIndexError names a bad setting."""
+        for setting in ("nlist", "nprobe"):
+            if int(getattr(self, setting)) < 1:
+                raise KnnIndexError(f"inverted file: {setting} must be >= 1, got {getattr(self, setting)}")
+        if self.nprobe > self.nlist:
+            raise KnnIndexError(f"inverted file: nprobe {self.nprobe} exceeds nlist {self.nlist}")
+        if self.nlist > corpus_rows:
+            raise KnnIndexError(f"inverted file: nlist {self.nlist} exceeds the corpus's {corpus_rows} rows")
+        rows = min(corpus_rows, 50 * self.nlist) if self.train_rows is None else int(self.train_rows)
+        if not self.nlist <= rows <= corpus_rows:
+            raise KnnIndexError(f"inverted file: train_rows {rows} must lie between nlist {self.nlist} "
+                                f"and the corpus's {corpus_rows} rows")
+        return np.sort(np.random.default_rng(self.seed).choice(corpus_rows, size=rows, replace=False))
+
+
 def _check_matrix(ids: Sequence[str], matrix: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     ids = np.asarray([str(x) for x in ids], dtype=object)
     matrix = np.asarray(matrix)
@@ -38,17 +77,20 @@ def _check_matrix(ids: Sequence[str], matrix: np.ndarray, what: str) -> tuple[np
 
 
 class KnnIndex:
-    """Exact cosine search: faiss ``IndexFlatIP`` over L2-normalised float32 rows.
+    """Cosine search over L2-normalised float32 rows: faiss ``IndexFlatIP`` (exact, the default) or,
+    with ``inverted``, ``IndexIVFFlat`` proposing from ``nprobe`` lists (re-ranked exactly).
 
     Build with :meth:`build`; persist with :meth:`save` / :meth:`load` (one file holding the
     serialised faiss index and the ids, written atomically).
     """
 
-    def __init__(self, index, ids: np.ndarray, matrix: np.ndarray, threads: int = 1):
+    def __init__(self, index, ids: np.ndarray, matrix: np.ndarray, threads: int = 1,
+                 inverted: InvertedFileSearch | None = None):
         self.index = index
         self.ids = ids
         self.matrix = matrix
         self.threads = int(threads)
+        self.inverted = inverted
 
     @property
     def dim(self) -> int:
@@ -58,7 +100,8 @@ class KnnIndex:
         return len(self.ids)
 
     @classmethod
-    def build(cls, ids: Sequence[str], matrix: np.ndarray, threads: int = 1) -> "KnnIndex":
+    def build(cls, ids: Sequence[str], matrix: np.ndarray, threads: int = 1,
+              inverted: InvertedFileSearch | None = None) -> "KnnIndex":
         """Index the corpus.
 
         Parameters
@@ -66,10 +109,10 @@ class KnnIndex:
         ids : sequence of str, length n, unique
         matrix : ndarray, shape (n, dim); rows are L2-normalised here (zero rows stay zero)
         threads : int
-            faiss OpenMP threads for searches (1 keeps tests deterministic and polite).
+            faiss OpenMP threads for training and searches (1 keeps tests deterministic and polite).
+        inverted : InvertedFileSearch, optional
+            Propose candidates from an inverted file (trained here) instead of the exact flat scan.
         """
-        import faiss
-
         ids, matrix = _check_matrix(ids, matrix, "corpus")
         if len(set(ids.tolist())) != len(ids):
             seen, dup = set(), None
@@ -79,22 +122,39 @@ class KnnIndex:
                     break
                 seen.add(key)
             raise KnnIndexError(f"corpus id {dup!r} appears more than once")
-        index = faiss.IndexFlatIP(int(matrix.shape[1]))
-        if len(ids):
-            index.add(matrix)
-        return cls(index, ids, matrix, threads)
+        made = cls(None, ids, matrix, threads, inverted)
+        made.index = made._with_threads(made._new_index)
+        return made
+
+    def _new_index(self):
+        import faiss
+
+        dim = int(self.matrix.shape[1])
+        if self.inverted is None:
+            index = faiss.IndexFlatIP(dim)
+        else:
+            sample = self.inverted.training_rows(len(self.matrix))
+            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, self.inverted.nlist, faiss.METRIC_INNER_PRODUCT)
+            index.cp.seed = self.inverted.seed
+            index.train(self.matrix[sample])
+            index.nprobe = self.inverted.nprobe
+        if len(self.matrix):
+            index.add(self.matrix)
+        return index
 
     def save(self, path: str | Path) -> None:
         """Write index and ids into one ``.npz`` file, atomically."""
         import faiss
 
         blob = faiss.serialize_index(self.index)
+        fields = {} if self.inverted is None else {"inverted_file": np.asarray(json.dumps(asdict(self.inverted)))}
         with atomic_write(path, mode="wb") as handle:
             np.savez(
                 handle,
                 format=np.asarray(_FORMAT),
                 faiss_index=np.asarray(blob, dtype=np.uint8),
                 ids=np.asarray(self.ids.tolist(), dtype=str),
+                **fields,
             )
 
     @classmethod
@@ -109,23 +169,30 @@ class KnnIndex:
                     raise KnnIndexError(f"format {str(data['format'])!r}, expected {_FORMAT!r}", path=path)
                 blob = data["faiss_index"]
                 ids = np.asarray(data["ids"].tolist(), dtype=object)
+                settings = json.loads(str(data["inverted_file"])) if "inverted_file" in data else None
         except (OSError, ValueError, KeyError, EOFError) as exc:
             raise KnnIndexError(f"cannot read KNN index: {exc}", path=path) from exc
         index = faiss.deserialize_index(blob)
         if index.ntotal != len(ids):
             raise KnnIndexError(f"index holds {index.ntotal} vectors but {len(ids)} ids", path=path)
+        if settings is not None:
+            faiss.extract_index_ivf(index).make_direct_map()
         matrix = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, index.d), np.float32)
-        return cls(index, ids, np.ascontiguousarray(matrix, dtype=np.float32), threads)
+        inverted = None if settings is None else InvertedFileSearch(**settings)
+        return cls(index, ids, np.ascontiguousarray(matrix, dtype=np.float32), threads, inverted)
 
-    def _faiss_search(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def _with_threads(self, call, *args):
         import faiss
 
         previous = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(self.threads)
         try:
-            return self.index.search(queries, depth)
+            return call(*args)
         finally:
             faiss.omp_set_num_threads(previous)
+
+    def _faiss_search(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._with_threads(self.index.search, queries, depth)
 
     def search(
         self,
@@ -141,7 +208,9 @@ class KnnIndex:
         and ranked by (similarity desc, neighbour id asc), so ties (duplicate sequences are
         common) are broken by neighbour id whatever faiss's internal order. When the proposed
         list may cut a tie group (its last similarity is within 1e-5 of the k-th kept one),
-        the query is searched again with a longer list.
+        the query is searched again with a longer list. With an inverted file faiss proposes only
+        rows of the ``nprobe`` probed lists (a shorter list than asked means they are exhausted,
+        so no longer list is asked for); the ranking, ties, self exclusion and k are the same.
 
         Queries with bit-identical normalised rows (duplicate sequences) are proposed by faiss
         once per distinct row, at the same list lengths a query alone would get; each query then
@@ -194,8 +263,11 @@ class KnnIndex:
             for local, members in enumerate(pending):
                 keep = labels[local] >= 0
                 lab, s32 = labels[local][keep], sims32[local][keep]
+                # a list shorter than asked holds every row faiss can propose (an inverted file's
+                # probed lists): a longer one would add nothing
+                cut = depth < n and len(lab) == depth
                 left = [q for q in members
-                        if not self._rank_candidates(qids, queries, int(q), (lab, s32, depth < n), k,
+                        if not self._rank_candidates(qids, queries, int(q), (lab, s32, cut), k,
                                                      exclude_self, found)]
                 if left:
                     again.append(np.asarray(left, dtype=np.int64))
