@@ -75,10 +75,8 @@ def stop_forkserver() -> None:
         pid = server._forkserver_pid
         if pid is None or any(p._start_method == "forkserver" for p in multiprocessing.active_children()):
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)  # it only imports, or waits: nothing to clean up
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-        os.close(server._forkserver_alive_fd)
-        # what ensure_running resets when it finds its forkserver dead: the next child starts a new one
-        server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+        with contextlib.suppress(ProcessLookupError):  # it only imports, or waits: nothing to clean up
+            os.kill(pid, signal.SIGKILL)  # (closing its pipe alone, as ``_stop`` does, waits for its imports)
+        # the standard library's own reset: closes the pipe, reaps it, forgets its address (the next child
+        # starts a new one)
+        server._stop_unlocked()
