@@ -3,14 +3,21 @@
 From ``../shared/data/goa_archive``: mouse 2014-09-29 GAF + GO 2014-10-27; mouse 2019-01-14 GAF +
 GO 2019-01-27; 2016-01-15 and 2017-06-15 derived from the 2019 GAF (GO 2014-10-27). A seeded
 sample of mouse proteins (experimentally annotated in 2019, with a Swiss-Prot 2014-01 sequence)
-keeps it fast: the FASTA and both GAFs are cut to those proteins. No code is specific to it. The four
-``tempo release`` commands run in this test process (``cli_here.tempo_here``: the command's own code,
-output and exit status, without a new interpreter each; the console script runs ``tempo release`` in
-test_ui_staleness.py and cli/test_bad_input.py). Every parse of a GO file (each ``tempo release``, each
-release's ``ontology``) goes through the parsed-GO cache in the graph's cache folder (``$TEMPO_CACHE``):
-each of the two files is parsed once.
+keeps it fast: the FASTA and both GAFs are cut to those proteins, and each GO file is pruned as
+``data/``'s are (``scripts/build_demo_archive.py``'s ``prune_obo``: the is_a/part_of ancestor closure
+of the terms the sample's rows name, alt_ids and obsolete terms' replacements kept), so the two GO
+versions still differ where the sample's terms do. The window's time went with GO's size, not the
+sample's (83 -> 46 CPU s pruned, docs/performance.md); whole GO files are parsed, closed and staged
+in the real-data tests (``core/test_real_growth.py``, ``core/test_warehouse.py``, ``core/test_audits.py``)
+and the full mouse archive is measured end to end by ``benchmarks/bench_jobs.py``. No code is specific
+to it. The four ``tempo release`` commands run in this test process (``cli_here.tempo_here``: the
+command's own code, output and exit status, without a new interpreter each; the console script runs
+``tempo release`` in test_ui_staleness.py and cli/test_bad_input.py). Every parse of a GO file (each
+``tempo release``, each release's ``ontology``) goes through the parsed-GO cache in the graph's cache
+folder (``$TEMPO_CACHE``): each of the two files is parsed once.
 """
 import gzip
+import importlib.util
 import os
 import random
 from pathlib import Path
@@ -21,7 +28,7 @@ from tempo_assets.core.inputs.ontology import CACHE_FOLDER, CACHE_VARIABLE
 from tempo_assets.core.labels.annotations import EXPERIMENTAL_CODES
 from tempo_assets.core.storage.warehouse import Warehouse
 from tempo_assets_tests.cli_here import tempo_here
-from tempo_assets_tests.conftest import materialise_archive
+from tempo_assets_tests.conftest import REPO, materialise_archive
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, shared
 N_PROTEINS = 600
 SEED = 20190114
@@ -62,12 +69,31 @@ def subset_fasta(source: Path, target: Path, proteins: set[str]) -> None:
                 out.write(line)
 
 
+def gaf_terms(gafs) -> set[str]:
+    """The GO ids the rows of ``gafs`` (plain GAF files) name."""
+    terms: set[str] = set()
+    for gaf in gafs:
+        with open(gaf, encoding="utf-8") as handle:
+            terms |= {line.split("\t", 5)[4] for line in handle if not line.startswith("!")}
+    return terms
+
+
+def demo_prune_obo():
+    """``prune_obo`` of ``scripts/build_demo_archive.py``, the function that pruned ``data/``'s GO files (a
+    script, not a package: loaded from its file)."""
+    spec = importlib.util.spec_from_file_location("build_demo_archive", REPO / "scripts" / "build_demo_archive.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script.prune_obo
+
+
 def release(*args: str) -> None:
     done = tempo_here("release", *args, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
 
 
-def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS) -> Path:
+def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS, prune_go: bool = False) -> Path:
+    """``n_proteins`` sampled mouse proteins' releases in ``root / "archive"``; whole GO files unless ``prune_go``."""
     src = root / "src"
     src.mkdir()
     fasta = shared(GOA_ARCHIVE / "uniprot" / "uniprot_sprot_2014-01-31_human_mouse.fasta.gz")
@@ -80,6 +106,11 @@ def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS) -> Path:
     subset_gaf(gaf19, src / "goa_mouse_2019-01-14.sample.gaf", proteins)
     archive = root / "archive"
     obo14, obo19 = shared(GOA_ARCHIVE / "go" / "go_2014-10-27.obo.gz"), shared(GOA_ARCHIVE / "go" / "go_2019-01-27.obo.gz")
+    if prune_go:
+        prune, terms = demo_prune_obo(), gaf_terms(src.glob("*.sample.gaf"))
+        for obo in (obo14, obo19):
+            prune(obo, src / obo.name, terms)
+        obo14, obo19 = src / obo14.name, src / obo19.name
     common = ["--fasta", str(src / "mouse.fasta"), "--fasta-date", "2014-01-31", "--provenance", "derived",
               "--note", f"seeded sample of {n_proteins} mouse proteins (test)"]
     release("add", str(archive), "--id", "2014-09-29", "--gaf", str(src / "goa_mouse_2014-09-29.sample.gaf"),
@@ -96,7 +127,7 @@ def build_mouse_archive(root: Path, n_proteins: int = N_PROTEINS) -> Path:
 def test_mouse_archive_through_one_window(tmp_path, monkeypatch):
     cache = tmp_path / "cache"  # materialise_archive's cache folder, for the tempo commands too
     monkeypatch.setenv(CACHE_VARIABLE, str(cache))
-    archive = build_mouse_archive(tmp_path)
+    archive = build_mouse_archive(tmp_path, prune_go=True)
     window = "2014-09-29__2016-01-15__2017-06-15__2019-01-14"
     # through the window's TEST score (the benchmark step, whose baselines other tests cover on data/, is left out)
     graph = materialise_archive(tmp_path, archive, target="window", key=window, exclude=("benchmark",))
