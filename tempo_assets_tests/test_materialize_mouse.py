@@ -7,10 +7,10 @@ keeps it fast: the FASTA and both GAFs are cut to those proteins, and each GO fi
 ``data/``'s are (``scripts/build_demo_archive.py``'s ``prune_obo``: the is_a/part_of ancestor closure
 of the terms the sample's rows name, alt_ids and obsolete terms' replacements kept), so the two GO
 versions still differ where the sample's terms do. The window's time went with GO's size, not the
-sample's (83 -> 46 CPU s pruned, docs/performance.md); whole GO files are parsed, closed and staged
-in the real-data tests (``core/test_real_growth.py``, ``core/test_warehouse.py``, ``core/test_audits.py``)
-and the full mouse archive is measured end to end by ``benchmarks/bench_jobs.py``. No code is specific
-to it. The four ``tempo release`` commands run in this test process (``cli_here.tempo_here``: the
+sample's (75 to 86 CPU s on whole GO, 50 to 53 pruned: docs/performance.md); whole GO files are parsed,
+closed and staged in the real-data tests (``core/test_real_growth.py``, ``core/test_warehouse.py``,
+``core/test_audits.py``) and the full mouse archive is measured end to end by ``benchmarks/bench_jobs.py``.
+No code is specific to it. The four ``tempo release`` commands run in this test process (``cli_here.tempo_here``: the
 command's own code, output and exit status, without a new interpreter each; the console script runs
 ``tempo release`` in test_ui_staleness.py and cli/test_bad_input.py). Every parse of a GO file (each
 ``tempo release``, each release's ``ontology``) goes through the parsed-GO cache in the graph's cache
