@@ -21,8 +21,8 @@ ratio Tempo / peer, and peak RSS (of this process, and of the child for DIAMOND)
 - LightGBM: ``train_reranker`` on the labelled candidate frame vs ``lightgbm.train`` alone on the
   same float64 matrix and labels, same parameters (one thread, deterministic);
 - evaluation: the scoring stage's cell loop (``evaluation_cells`` / ``cell_curve``) vs the
-  evaluator's core call ``evaluate_frames`` on the same per-cell frames (cafaeval itself is far
-  slower: ``bench_eval.py`` compares them);
+  evaluator's core call ``evaluate_frames`` on the same per-cell frames, each side setting up its own
+  ground truths (cafaeval itself is far slower: ``bench_eval.py`` compares them);
 - DIAMOND: ``diamond_hits`` (``run_blastp``: FASTA writing, makedb, blastp; then parsing) vs
   ``diamond makedb`` + ``diamond blastp`` alone on FASTA files already written, same flags.
 
@@ -589,7 +589,10 @@ def stage_evaluation(window: Window, work: Path, state: dict) -> Measured:
         return {key: cell_curve(ontology, cell.aspect, cell.truth, fresh.of("knn", key), known=cell.known)
                 for key, cell in fresh.cells.items()}
 
+    # each side sets up its ground truths itself: a setup cached by the first would be read by the second
+    ontology.caches.clear()
     raw, peer = measure(raw_eval)
+    ontology.caches.clear()
     curves, tempo = measure(tempo_eval)
     fmax = {f"{m}/{a}": round(float(c["f"].max()), 3) for (m, a), c in curves.items() if len(c)}
     return Measured(tempo, peer, f"{len(cells)} cells, {window.targets['protein'].nunique():,} targets; "

@@ -112,6 +112,62 @@ def test_blast_term_scores_rejects_bad_frames():
 # the diamond binary
 
 
+def _diamond_lines(rng: np.random.Generator) -> list[str]:
+    """Tabular hits as DIAMOND writes them: each query's together, queries in sorted order; some pairs
+    with several HSPs (apart, ties of bitscore broken by pident then evalue), self hits, and a query whose
+    only hit is itself."""
+    lines = []
+    for q in [f"Q{i:02d}" for i in range(12)]:
+        hits = [(q, q, 100.0, 900.0, 1e-200)] if q in ("Q03", "Q07") else []
+        if q != "Q07":
+            for s in rng.choice([f"S{j}" for j in range(9)], size=int(rng.integers(1, 7)), replace=False):
+                for _ in range(int(rng.integers(1, 4))):  # HSPs of the pair
+                    bits = float(rng.choice([150.0, 300.0, 301.0]))
+                    hits.append((q, s, float(rng.choice([40.0, 55.5, 97.1])), bits, float(rng.choice([1e-30, 2e-30]))))
+        order = rng.permutation(len(hits))
+        lines += ["\t".join([a, b, f"{p:g}", f"{bits:g}", f"{e:.3g}"]) for a, b, p, bits, e in (hits[i] for i in order)]
+    return lines
+
+
+def _best_hsps_by_loop(lines: list[str]) -> pd.DataFrame:
+    """Each pair's best HSP (bitscore, then pident, then the lower evalue), self hits dropped, by a loop."""
+    best: dict = {}
+    for line in lines:
+        q, s, p, bits, e = line.split("\t")
+        if q != s and ((q, s) not in best or (float(bits), float(p), -float(e)) > best[(q, s)][0]):
+            best[(q, s)] = ((float(bits), float(p), -float(e)), (float(p), float(bits), float(e)))
+    rows = sorted(((q, s, *values) for (q, s), (_, values) in best.items()), key=lambda r: (r[0], -r[3], r[1]))
+    return pd.DataFrame(rows, columns=HIT_COLUMNS)
+
+
+@pytest.mark.parametrize("piece_lines", [1, 2, 7, 1000])
+@pytest.mark.parametrize("order", ["diamond", "shuffled"])
+def test_diamond_output_read_in_pieces_keeps_each_pair_s_best_hsp(tmp_path, monkeypatch, piece_lines, order):
+    """``best_hsps`` reads the output a piece at a time: the pairs' best HSPs equal a loop's, whatever the
+    piece size, with DIAMOND's order (a query's hits together: the pieces joined as they are) and without
+    it (reduced again as one frame)."""
+    joined = []
+    monkeypatch.setattr(blast, "_joined", lambda *a, real=blast._joined: joined.append(1) or real(*a))
+    rng = np.random.default_rng(4)
+    lines = _diamond_lines(rng)
+    if order == "shuffled":
+        lines = [lines[i] for i in rng.permutation(len(lines))]
+    output = tmp_path / "hits.tsv"
+    output.write_text("\n".join(lines) + "\n")
+    got = blast.best_hsps(output, HIT_COLUMNS, piece_lines=piece_lines)
+    pd.testing.assert_frame_equal(got, _best_hsps_by_loop(lines), check_exact=True)
+    assert joined == ([1] if order == "diamond" else [])
+    pd.testing.assert_frame_equal(got, blast.best_hsps(output, HIT_COLUMNS, piece_lines=len(lines)), check_exact=True)
+    only_self = tmp_path / "self.tsv"
+    only_self.write_text("A\tA\t100\t50\t1e-10\nB\tB\t100\t60\t1e-12\n")
+    assert blast.best_hsps(only_self, HIT_COLUMNS, piece_lines=piece_lines).empty
+    lines[6] = lines[6].replace("\t", "\tx", 2).replace("\tx", "\t", 1)  # line 7: a non-numeric pident
+    output.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DiamondError, match="non-numeric pident") as info:
+        blast.best_hsps(output, HIT_COLUMNS, piece_lines=piece_lines)
+    assert info.value.line == 7
+
+
 def test_missing_diamond_raises_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: nothing to find
     with pytest.raises(MissingToolError, match="apt-get install diamond-aligner") as info:

@@ -269,32 +269,75 @@ def test_frames_cut_from_other_predictions_are_refused(toy):
                            frames=frames, taus=taus)
 
 
-@pytest.mark.parametrize("ambiguous", [False, True])
-def test_cell_frames_cut_what_comparing_each_row_with_the_cells_targets_cuts(ambiguous):
-    """A cell's predictions are its aspect's rows whose protein is one of its targets, in row order
-    (found by codes; by string comparison when a protein is a target of two cells of one aspect)."""
-    rng = np.random.default_rng(11)
-    proteins = [f"P{i}" for i in range(40)]
+def _targets(rng, proteins, ambiguous: bool) -> pd.DataFrame:
     targets = pd.DataFrame([(p, a, ["NK", "LK", "PK"][int(rng.integers(0, 3))]) for p in proteins[:30]
                             for a in ("BP", "MF") if rng.random() < 0.7], columns=["protein", "aspect", "mode"])
     if ambiguous:  # one protein a target of two modes of one aspect
         first = targets.iloc[0]
         other = next(m for m in ("NK", "LK", "PK") if m != first["mode"])
         targets = pd.concat([targets, pd.DataFrame([{**first.to_dict(), "mode": other}])], ignore_index=True)
+    return targets
+
+
+@pytest.mark.parametrize("others", [0, 4000])
+@pytest.mark.parametrize("ambiguous", [False, True])
+def test_cell_frames_cut_what_comparing_each_row_with_the_cells_targets_cuts(ambiguous, others):
+    """A cell's predictions are its aspect's rows whose protein is one of its targets, in row order
+    (found by codes; by string comparison when a protein is a target of two cells of one aspect); with
+    ``others`` rows of proteins that are no target, the targets' rows are cut out first (CC is predicted
+    for those only in method ``c``; MF not at all in method ``b``)."""
+    rng = np.random.default_rng(11)
+    proteins = [f"P{i}" for i in range(40)]
+    targets = _targets(rng, proteins, ambiguous)
     truth = targets[["protein", "aspect"]].assign(term="GO:1")
     n = 500
     predictions = pd.DataFrame({"protein": rng.choice(proteins, n), "term": rng.choice(["GO:1", "GO:2", "GO:3"], n),
-                                "aspect": rng.choice(["BP", "MF", "CC"], n), "score": rng.random(n).round(2)},
-                               index=rng.permutation(n) + 1000)
+                                "aspect": rng.choice(["BP", "MF", "CC"], n), "score": rng.random(n).round(2)})
+    outside = pd.DataFrame({"protein": rng.choice([f"X{i}" for i in range(300)], others),
+                            "term": "GO:9", "aspect": rng.choice(["BP", "MF", "CC"], others), "score": 0.5})
+    predictions = pd.concat([predictions, outside]).sample(frac=1.0, random_state=3)
+    predictions.index = rng.permutation(len(predictions)) + 1000
     no_mf = predictions[predictions["aspect"] != "MF"]
-    frames = cells.CellFrames((targets, truth, None), {"a": predictions, "b": no_mf})
-    for name, frame in (("a", predictions), ("b", no_mf)):
-        for (mode, aspect), cell in frames.cells.items():
-            got = frames.of(name, (mode, aspect))
+    cc_outside = predictions[(predictions["aspect"] != "CC") | ~predictions["protein"].isin(targets["protein"])]
+    frames = cells.CellFrames((targets, truth, None), {"a": predictions, "b": no_mf, "c": cc_outside})
+    cells_with_cc = {**frames.cells, ("NK", "CC"): cells.Cell("NK", "CC", targets.assign(aspect="CC"), truth, None)}
+    for name, frame in (("a", predictions), ("b", no_mf), ("c", cc_outside)):
+        where = cells.method_rows(frame, cells_with_cc)
+        assert (where.kept is not None) == (others > 0 and not ambiguous)
+        for position, ((mode, aspect), cell) in enumerate(cells_with_cc.items()):
+            got = cells.cell_predictions(frame, where, cell, position)
             if aspect not in set(frame["aspect"]):
                 pd.testing.assert_frame_equal(got, pd.DataFrame(columns=["protein", "term", "score"]))
                 continue
             by_aspect = frame[frame["aspect"] == aspect]
             want = by_aspect[["protein", "term", "score"]][by_aspect["protein"].isin(cell.proteins)]
             pd.testing.assert_frame_equal(got, want)
+            if (mode, aspect) in frames.cells:
+                pd.testing.assert_frame_equal(frames.of(name, (mode, aspect)), want)
     assert (cells.method_rows(predictions, frames.cells).cell is None) == ambiguous
+
+
+@pytest.mark.parametrize("ambiguous", [False, True])
+def test_a_cell_s_truth_and_known_terms_are_its_targets_rows_in_their_order(ambiguous):
+    """Each cell's truth: the ground truth's rows of its targets in its aspect, in order, index from 0; its
+    known terms (PK): the known rows of its targets in its aspect, their own index (a loop reference)."""
+    rng = np.random.default_rng(5)
+    proteins = [f"P{i}" for i in range(40)]
+    targets = _targets(rng, proteins, ambiguous)
+
+    def rows(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"protein": rng.choice(proteins, n), "term": [f"GO:{i}" for i in rng.integers(0, 9, n)],
+                             "aspect": rng.choice(["BP", "MF", "CC"], n)}, index=rng.permutation(n) + 100)
+    ground_truth, known = rows(600), rows(400)
+    made = cells.evaluation_cells(targets, ground_truth, known)
+    for (mode, aspect), cell in made.items():
+        ours = set(targets.loc[(targets["mode"] == mode) & (targets["aspect"] == aspect), "protein"])
+
+        def of_cell(frame: pd.DataFrame) -> list[int]:
+            return [i for i, (p, a) in enumerate(zip(frame["protein"], frame["aspect"])) if p in ours and a == aspect]
+        pd.testing.assert_frame_equal(cell.truth, ground_truth[["protein", "term"]].iloc[of_cell(ground_truth)]
+                                      .reset_index(drop=True))
+        if mode != "PK":
+            assert cell.known is None
+            continue
+        pd.testing.assert_frame_equal(cell.known, known[["protein", "term"]].iloc[of_cell(known)])

@@ -13,6 +13,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES
@@ -65,6 +67,10 @@ def evaluation_cells(targets: pd.DataFrame, ground_truth: pd.DataFrame, known: p
                      keep_empty: bool = False) -> dict[tuple[str, str], Cell]:
     """Per (mode, aspect) with targets (all of them with ``keep_empty``): its :class:`Cell`.
 
+    A cell's truth is the ground truth's rows of its targets' (protein, aspect), in their order (index from
+    0); its known terms (PK) those of its targets in its aspect (their own index). Each row's cell is
+    looked up once by integer codes (:func:`row_cells`), not by a merge per cell.
+
     Parameters
     ----------
     targets : DataFrame ``protein, aspect, mode``
@@ -73,54 +79,120 @@ def evaluation_cells(targets: pd.DataFrame, ground_truth: pd.DataFrame, known: p
     """
     require_columns(targets, ("protein", "aspect", "mode"), "targets")
     require_columns(ground_truth, ("protein", "term", "aspect"), "ground truth")
-    out = {}
+    chosen = {}
     for mode in modes:
         for aspect in aspects:
             cell = targets[(targets["mode"] == mode) & (targets["aspect"] == aspect)]
-            if cell.empty and not keep_empty:
-                continue
+            if not cell.empty or keep_empty:
+                chosen[(mode, aspect)] = cell
+    truth_cells = row_cells(ground_truth, [(aspect, cell["protein"]) for (_, aspect), cell in chosen.items()])
+    pk = [key for key in chosen if key[0] == "PK"] if known is not None else []
+    known_cells = row_cells(known, [(key[1], chosen[key]["protein"]) for key in pk]) if pk else None
+    out = {}
+    for position, ((mode, aspect), cell) in enumerate(chosen.items()):
+        if truth_cells is None:  # a protein a target of two cells of one aspect: each cell its own merge
             keys = cell[["protein", "aspect"]].drop_duplicates()
             truth = ground_truth.merge(keys, on=["protein", "aspect"])[["protein", "term"]]
-            kn = None
-            if mode == "PK" and known is not None:
-                kn = known[known["protein"].isin(cell["protein"]) & (known["aspect"] == aspect)][["protein", "term"]]
-            out[(mode, aspect)] = Cell(mode, aspect, cell, truth, kn)
+        else:
+            truth = ground_truth[["protein", "term"]].iloc[np.flatnonzero(truth_cells == position)]
+            truth = truth.reset_index(drop=True)
+        kn = None
+        if (mode, aspect) in pk:
+            kn = known[["protein", "term"]].iloc[np.flatnonzero(known_cells == pk.index((mode, aspect)))]
+        out[(mode, aspect)] = Cell(mode, aspect, cell, truth, kn)
     return out
+
+
+def _cell_table(aspect_codes: Mapping[str, int], proteins: pd.Index,
+                cells: Iterable[tuple[str, pd.Series]]) -> np.ndarray | None:
+    """(n_aspects, n_proteins) each (aspect, protein) code's position among ``cells`` ((aspect, target
+    proteins), -1: in none); None when a protein is a target of two cells of one aspect."""
+    table = np.full((len(aspect_codes), len(proteins)), -1, dtype=np.int64)
+    for position, (aspect, targets) in enumerate(cells):
+        a = aspect_codes.get(aspect)
+        if a is None:
+            continue
+        found = proteins.get_indexer(pd.unique(targets))
+        found = found[found >= 0]
+        if (table[a, found] >= 0).any():
+            return None
+        table[a, found] = position
+    return table
+
+
+def row_cells(frame: pd.DataFrame, cells: list[tuple[str, pd.Series]]) -> np.ndarray | None:
+    """(n_rows,) each row's (``protein, aspect``) position among ``cells`` ((aspect, target proteins), -1:
+    in none), by integer codes; None when a protein is a target of two cells of one aspect."""
+    a_codes, a_uniques = pd.factorize(frame["aspect"])
+    p_codes, p_uniques = pd.factorize(frame["protein"])
+    table = _cell_table({a: i for i, a in enumerate(a_uniques)}, pd.Index(p_uniques), cells)
+    if table is None:
+        return None
+    rows = np.full(len(frame), -1, dtype=np.int64)
+    both = (a_codes >= 0) & (p_codes >= 0)
+    rows[both] = table[a_codes[both], p_codes[both]]
+    return rows
+
+
+# a method's rows of the cells' targets cut out once (and each cell from them) when they are at most this
+# share of its rows: every cut of a many-chunked Arrow column by positions costs a pass over all of it
+_KEPT_SHARE = 0.25
 
 
 @dataclass(frozen=True)
 class MethodRows:
     """Where one method's prediction rows fall among the cells of a growth (:func:`method_rows`).
 
-    ``cell`` (n_rows,) each row's position in the cells (-1: in none), or None when a protein is a target
-    of two cells of one aspect (then each cell compares its own proteins); ``aspects`` the aspects the
-    method predicts in."""
+    ``kept`` the rows whose protein is a target of some cell (``protein, term, score``) when they are at most
+    :data:`_KEPT_SHARE` of the predictions, else None; ``cell`` each row's position among the cells (-1: in
+    none), of ``kept``'s rows or (``kept`` None) of every prediction row, or None when a protein is a target
+    of two cells of one aspect (then each cell compares its own proteins); ``aspects`` the aspects the method
+    predicts in (all of them, or those of ``kept`` when these hold every cell's aspect)."""
 
     cell: np.ndarray | None
     aspects: frozenset
+    kept: pd.DataFrame | None = None
+
+
+def _is_in(column: pd.Series, values) -> np.ndarray:
+    """(n,) bool: whether each value of ``column`` is one of ``values``; an Arrow-held string column asks
+    Arrow itself (half the time of pandas' ``isin`` on millions of rows)."""
+    arrow = column.array.__arrow_array__() if hasattr(column.array, "__arrow_array__") else None
+    if arrow is not None and (pa.types.is_string(arrow.type) or pa.types.is_large_string(arrow.type)):
+        try:
+            wanted = pa.array(np.asarray(values, dtype=object), type=arrow.type, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a value that is no string: pandas compares
+            wanted = None
+        if wanted is not None:
+            return pc.is_in(arrow, value_set=wanted).to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    return column.isin(values).to_numpy(dtype=bool)
 
 
 def method_rows(predictions: pd.DataFrame, cells: Mapping[tuple[str, str], Cell]) -> MethodRows:
-    """Each prediction row's cell, by integer codes: the proteins and aspects factorised once, each cell's
+    """Each prediction row's cell, by integer codes: the rows of the cells' targets found in one pass,
+    then their proteins and aspects factorised once (only theirs when they are few) and each cell's
     targets looked up among the distinct proteins (not every row compared with every cell's strings)."""
-    a_codes, a_uniques = pd.factorize(predictions["aspect"])
-    aspects = frozenset(a_uniques)
-    p_codes, p_uniques = pd.factorize(predictions["protein"])
-    proteins, code_of_aspect = pd.Index(p_uniques), {a: i for i, a in enumerate(a_uniques)}
-    table = np.full((len(a_uniques), len(p_uniques)), -1, dtype=np.int64)
-    for position, cell in enumerate(cells.values()):
-        a = code_of_aspect.get(cell.aspect)
-        if a is None:
-            continue
-        found = proteins.get_indexer(pd.unique(cell.proteins))
-        found = found[found >= 0]
-        if (table[a, found] >= 0).any():
-            return MethodRows(None, aspects)
-        table[a, found] = position
-    rows = np.full(len(predictions), -1, dtype=np.int64)
+    targets = pd.unique(pd.concat([cell.proteins for cell in cells.values()], ignore_index=True)) if cells else []
+    of_targets = _is_in(predictions["protein"], targets)
+    few = np.count_nonzero(of_targets) <= _KEPT_SHARE * len(predictions)
+    rows = None if few else np.flatnonzero(of_targets)
+    if few:
+        kept = _masked(predictions, of_targets, ("protein", "term", "score", "aspect"))
+        (p_codes, p_uniques), (a_codes, a_uniques) = (pd.factorize(kept[c]) for c in ("protein", "aspect"))
+        kept, aspects = kept[["protein", "term", "score"]], set(a_uniques)
+        if {cell.aspect for cell in cells.values()} - aspects:  # an aspect of no target's row: any other row's?
+            aspects |= set(pd.factorize(predictions["aspect"])[1])
+    else:
+        (p_codes, p_uniques), (a_codes, a_uniques) = (pd.factorize(predictions[c]) for c in ("protein", "aspect"))
+        p_codes, a_codes, kept, aspects = p_codes[rows], a_codes[rows], None, set(a_uniques)
+    table = _cell_table({a: i for i, a in enumerate(a_uniques)}, pd.Index(p_uniques),
+                        [(cell.aspect, cell.proteins) for cell in cells.values()])
+    if table is None:
+        return MethodRows(None, frozenset(aspects))
+    cell_of = np.full(len(kept) if few else len(predictions), -1, dtype=np.int64)
     both = (a_codes >= 0) & (p_codes >= 0)
-    rows[both] = table[a_codes[both], p_codes[both]]
-    return MethodRows(rows, aspects)
+    cell_of[both if few else rows[both]] = table[a_codes[both], p_codes[both]]
+    return MethodRows(cell_of, frozenset(aspects), kept)
 
 
 def cell_predictions(predictions: pd.DataFrame, where: MethodRows, cell: Cell, position: int) -> pd.DataFrame:
@@ -131,10 +203,16 @@ def cell_predictions(predictions: pd.DataFrame, where: MethodRows, cell: Cell, p
         return pd.DataFrame(columns=["protein", "term", "score"])
     if where.cell is None:
         keep = (predictions["aspect"] == cell.aspect) & predictions["protein"].isin(cell.proteins)
-        rows = np.flatnonzero(keep.to_numpy(dtype=bool))
-    else:
-        rows = np.flatnonzero(where.cell == position)
-    return predictions[["protein", "term", "score"]].iloc[rows]
+        return predictions[["protein", "term", "score"]].iloc[np.flatnonzero(keep.to_numpy(dtype=bool))]
+    if where.kept is not None:
+        return _masked(where.kept, where.cell == position, ("protein", "term", "score"))
+    return predictions[["protein", "term", "score"]].iloc[np.flatnonzero(where.cell == position)]
+
+
+def _masked(frame: pd.DataFrame, mask: np.ndarray, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``frame[list(columns)]``'s rows where ``mask``, column by column: an Arrow column is filtered chunk by
+    chunk, where a cut by positions first joins its chunks (a pass over all of it)."""
+    return pd.DataFrame({c: frame[c].array[mask] for c in columns}, index=frame.index[mask], copy=False)
 
 
 class CellFrames:
@@ -148,7 +226,8 @@ class CellFrames:
     every cut frame (about the methods' predictions of the targets) until it is dropped, and one
     method's row cells at a time: the summary cuts every cell of a method before the next. A pass
     alone holds what it held when it cut its own: ``keep_frames=False`` holds no cut frame,
-    ``keep_splits=True`` every method's row cells (one integer per prediction row).
+    ``keep_splits=True`` every method's row cells (one integer per prediction row, or per row of a cell's
+    target with those rows themselves where they are at most a quarter of them: :class:`MethodRows`).
     """
 
     def __init__(self, growth: tuple, methods: Mapping[str, pd.DataFrame], keep_frames: bool = True,

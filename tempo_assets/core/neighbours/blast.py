@@ -123,29 +123,82 @@ def _empty_frame(names: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=object if c in ("query", "subject") else np.float64) for c in names})
 
 
-def best_hsps(output: Path | None, names: Sequence[str]) -> pd.DataFrame:
+# lines of DIAMOND's output parsed at a time: bounds the parser's transient strings to a piece's
+_PIECE_LINES = 1_000_000
+
+
+def best_hsps(output: Path | None, names: Sequence[str], piece_lines: int = _PIECE_LINES) -> pd.DataFrame:
     """DIAMOND's tabular ``output`` (columns ``names``: query, subject, then numeric ones) as one row per
     (query, subject) pair, self hits dropped: the pair's best HSP by bitscore (then pident, then
     evalue where present), sorted by query, bitscore descending, subject. ``None`` or an empty file
-    gives an empty frame; a non-numeric value raises :class:`DiamondError` naming file and line."""
+    gives an empty frame; a non-numeric value raises :class:`DiamondError` naming file and line.
+
+    The file is read ``piece_lines`` lines at a time. DIAMOND writes each query's hits together, in
+    the order of the (sorted) query FASTA, so a piece that holds whole queries is reduced on its own
+    (the last query of a piece waits for the next one) and the pieces are joined without copying their
+    strings; output in any other order is reduced again as one frame, to the same result.
+    """
     names = list(names)
     if output is None or output.stat().st_size == 0:
         return _empty_frame(names)
-    frame = pd.read_csv(output, sep="\t", header=None, names=names, dtype={"query": str, "subject": str},
-                        keep_default_na=False, engine="c")
+    pieces, held = [], None
+    with pd.read_csv(output, sep="\t", header=None, names=names, dtype={"query": str, "subject": str},
+                     keep_default_na=False, engine="c", chunksize=int(piece_lines)) as reader:
+        for chunk in reader:
+            chunk = _numeric(chunk, names, output)
+            if held is not None:
+                chunk = pd.concat([held, chunk])
+            waits = (chunk["query"] == chunk["query"].iloc[-1]).to_numpy()
+            held = chunk[waits]
+            pieces.append(_columns(_reduced(chunk[~waits], names)))
+    if held is None:  # no line to read
+        return _empty_frame(names)
+    last = _reduced(held, names)
+    pieces = [piece for piece in [*pieces, _columns(last)] if len(piece["query"])]
+    if not pieces:
+        return last
+    if any(before["query"].iloc[-1] >= after["query"].iloc[0] for before, after in zip(pieces, pieces[1:])):
+        # not grouped by query in order: reduced again as one frame
+        return _reduced(pd.concat([pd.DataFrame(piece, copy=False) for piece in pieces]), names)
+    return _joined(pieces, names)
+
+
+def _numeric(frame: pd.DataFrame, names: list[str], output: Path) -> pd.DataFrame:
     for column in names[2:]:
         values = pd.to_numeric(frame[column], errors="coerce")
         if values.isna().any():
-            line = int(np.flatnonzero(values.isna().to_numpy())[0]) + 1
+            at = int(np.flatnonzero(values.isna().to_numpy())[0])
             raise DiamondError(f"diamond output has a non-numeric {column} "
-                               f"{frame[column].iloc[line - 1]!r}", path=output, line=line)
+                               f"{frame[column].iloc[at]!r}", path=output, line=int(frame.index[at]) + 1)
         frame[column] = values.astype(np.float64)
+    return frame
+
+
+def _reduced(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """``frame``'s rows without self hits, one per (query, subject) (its best HSP), sorted."""
     frame = frame[frame["query"] != frame["subject"]]
     ties = ["bitscore", "pident"] + (["evalue"] if "evalue" in names else [])
     frame = frame.sort_values(["query", "subject", *ties], ascending=[True, True, False, False, True][:2 + len(ties)],
                               kind="mergesort").drop_duplicates(["query", "subject"], keep="first")
     frame = frame.sort_values(["query", "bitscore", "subject"], ascending=[True, False, True], kind="mergesort")
     return frame[names].reset_index(drop=True)
+
+
+def _columns(frame: pd.DataFrame) -> dict:
+    """``frame``'s columns apart (each numeric one copied out of the frame's block, so it can be let go alone)."""
+    return {name: frame[name] if name in ("query", "subject") else frame[name].to_numpy(copy=True)
+            for name in frame.columns}
+
+
+def _joined(pieces: list[dict], names: list[str]) -> pd.DataFrame:
+    """The pieces one after the other: the id columns' Arrow strings are chained, not copied; each numeric
+    column is joined and its pieces let go before the next (the numbers are held twice one column at a time)."""
+    columns = {}
+    for name in names:
+        parts = [piece.pop(name) for piece in pieces]
+        columns[name] = pd.concat(parts, ignore_index=True) if name in ("query", "subject") else np.concatenate(parts)
+        del parts
+    return pd.DataFrame(columns, copy=False)
 
 
 @dataclass(frozen=True)
