@@ -524,4 +524,3 @@ def test_facet_plot_hands_each_method_its_own_rows(monkeypatch):
     assert sorted(drawn.index) == sorted(results.index)
     assert all((rows["method"] == method).all() for color, rows in seen
                for method in [m for m, c in colors.items() if c == color])
-    assert all(list(rows.index) == [i for i in results.index if i in set(rows.index)] for _, rows in seen)
