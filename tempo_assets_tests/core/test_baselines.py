@@ -112,3 +112,45 @@ def test_naive_leave_one_out_matches_reference(seed, min_frequency):
     expected = reference_naive_leave_one_out(ann, targets, min_frequency)
     assert got[["protein", "term", "aspect"]].values.tolist() == expected[["protein", "term", "aspect"]].values.tolist()
     np.testing.assert_allclose(got["score"], expected["score"], rtol=0, atol=1e-15)
+
+
+def joined_and_sorted(ann, targets, min_frequency, leave_one_out):
+    """The naive scores as a join of the targets with the term frequencies, then a sort of every row (the
+    frame ``naive_term_scores`` builds without sorting): the same values, dtypes and index."""
+    from tempo_assets.core.recipe import baselines
+
+    freq = baselines.term_frequencies(ann)
+    freq = freq[freq["frequency"] >= min_frequency]
+    tgt = targets[["protein", "aspect"]].drop_duplicates()
+    out = tgt.merge(freq, on="aspect", how="inner").rename(columns={"frequency": "score"})
+    if leave_one_out:  # the recount, row by row, on the joined rows
+        out = out.reset_index(drop=True)
+        for i, (protein, term, aspect) in enumerate(zip(out["protein"], out["term"], out["aspect"])):
+            sub = ann[ann["aspect"] == aspect].drop_duplicates()
+            own = set(sub.loc[sub["protein"] == protein, "term"])
+            if own:
+                denom = sub["protein"].nunique() - 1
+                count = sub.loc[sub["term"] == term, "protein"].nunique() - (term in own)
+                out.loc[i, "score"] = count / denom if denom > 0 else 0.0
+        out = out[out["score"] > 0]
+    out = out.sort_values(["protein", "aspect", "score", "term"], ascending=[True, True, False, True], kind="mergesort")
+    return out[["protein", "term", "aspect", "score"]].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("leave_one_out", [False, True])
+@pytest.mark.parametrize("as_object", [False, True])
+@pytest.mark.parametrize("seed", [3, 4])
+def test_naive_rows_come_in_the_order_a_full_sort_gives(seed, as_object, leave_one_out):
+    """Terms of equal frequency (ordered by id), ids whose string order is not their code order, shuffled
+    and duplicate targets, an aspect no corpus row has, targets in and outside the corpus: the frame equals,
+    dtypes and index included, the one a join and a sort of every row give."""
+    rng = np.random.default_rng(seed)
+    proteins = [f"P{i}" for i in (10, 2, 33, 4, 5, 61, 7, 8, 9, 1)]
+    terms = [f"GO:{i:07d}" for i in (90, 3, 12, 7, 45, 6, 21, 8)]
+    ann = pd.DataFrame({"protein": rng.choice(proteins[:7], 50), "term": rng.choice(terms, 50),
+                        "aspect": rng.choice(["BP", "MF"], 50)})
+    targets = pd.DataFrame({"protein": rng.choice(proteins, 25), "aspect": rng.choice(["BP", "MF", "CC"], 25)})
+    if as_object:
+        ann, targets = ann.astype(object), targets.astype(object)
+    got = naive_term_scores(ann, targets, min_frequency=0.0, leave_one_out=leave_one_out)
+    pd.testing.assert_frame_equal(got, joined_and_sorted(ann, targets, 0.0, leave_one_out), check_exact=True)

@@ -453,3 +453,74 @@ def test_identity_strata_plot_and_markdown():
     assert "0.900 (n=1)" in text and "| <30 " in text and "60-90" not in text.split("Each cell")[0]
     with pytest.raises(ReportInputError):
         plots.plot_identity_strata(strata.drop(columns=["n_targets"]))
+
+
+def _reference_window_line(ax, rows, color, metric, x_of):
+    """The facet plots' per-method drawing as it was: pandas sorting, a line and two marker lines each."""
+    if rows.empty:
+        return
+    rows = rows.assign(x=rows["window"].map(x_of)).sort_values("x")
+    x, y = rows["x"].to_numpy(float), rows[metric].to_numpy(float)
+    low, high = f"{metric}_low", f"{metric}_high"
+    if low in rows.columns and high in rows.columns:
+        lo, hi = rows[low].to_numpy(float), rows[high].to_numpy(float)
+        ok = np.isfinite(lo) & np.isfinite(hi)
+        ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, lw=0)
+        ax.vlines(x[ok], lo[ok], hi[ok], color=color, lw=1, alpha=0.7)
+    ax.plot(x, y, "-", color=color, lw=1.6)
+    derived = rows["derived"].to_numpy(bool)
+    ax.plot(x[~derived], y[~derived], "o", color=color, ms=6)
+    ax.plot(x[derived], y[derived], "o", mfc="white", mec=color, mew=1.6, ms=7)
+
+
+def _reference_strata_draw(x_of):
+    def draw(ax, rows, color):
+        rows = rows.assign(x=rows["identity_stratum"].map(x_of)).dropna(subset=["x"]).sort_values("x")
+        if not rows.empty:
+            ax.plot(rows["x"], rows["f_at_valid_tau"].astype(float), "o-", color=color, lw=1.5, ms=5)
+    return draw
+
+
+@pytest.mark.parametrize("derived_window", [None, WINDOWS[1], "every"])
+def test_facet_plots_are_the_pixels_of_the_reference_drawing(monkeypatch, derived_window):
+    """The longitudinal and identity-strata figures' bytes equal those of the reference drawing (pandas
+    per method, a markers line beside each line, empty marker lines drawn): lines with no derived point,
+    some, all; bands missing for some rows; rows in shuffled order; a stratum outside the plot's x."""
+    results = make_results(derived_window=None if derived_window == "every" else derived_window)
+    results = results.assign(derived=True) if derived_window == "every" else results
+    results.loc[results.index[::7], "f_at_valid_tau_low"] = np.nan
+    results = results.sample(frac=1, random_state=3)
+    strata = pd.DataFrame([dict(method=method, mode=mode, aspect=aspect, identity_stratum=stratum, n_targets=n,
+                                f_at_valid_tau=f + 0.01 * i)
+                           for i, method in enumerate(METHODS) for mode in ("NK", "PK") for aspect in ("BP", "MF")
+                           for stratum, n, f in ((">=90", 1, 0.9), ("<30", 10, 0.2), ("none", 2, 0.5),
+                                                 ("30-60", 5, 0.4))]).sample(frac=1, random_state=4)
+    fast = [plot_longitudinal(results, metric) for metric in ("f_at_valid_tau", "fmax_oracle", "smin")]
+    fast.append(plots.plot_identity_strata(strata))
+    monkeypatch.setattr(plots, "_draw_window_line", _reference_window_line)
+    original = plots._facet_plot
+
+    def reference_facets(frame, facets, draw, path):
+        if "identity_stratum" in frame.columns:
+            draw = _reference_strata_draw({label: i for i, label in enumerate(plots.IDENTITY_STRATA)})
+        return original(frame, facets, draw, path)
+
+    monkeypatch.setattr(plots, "_facet_plot", reference_facets)
+    reference = [plot_longitudinal(results, metric) for metric in ("f_at_valid_tau", "fmax_oracle", "smin")]
+    reference.append(plots.plot_identity_strata(strata))
+    assert len(set(reference)) == len(reference)
+    assert fast == reference
+
+
+def test_facet_plot_hands_each_method_its_own_rows(monkeypatch):
+    """Every row of a panel reaches the drawing once, with its own method (a split by method, not a mask each)."""
+    results = make_results().sample(frac=1, random_state=5)
+    seen = []
+    monkeypatch.setattr(plots, "_draw_window_line",
+                        lambda ax, rows, color, metric, x_of: seen.append((color, rows)))
+    plot_longitudinal(results, "fmax_oracle")
+    colors = plots._method_colors(sorted(METHODS))
+    drawn = pd.concat([rows for _, rows in seen])
+    assert sorted(drawn.index) == sorted(results.index)
+    assert all((rows["method"] == method).all() for color, rows in seen
+               for method in [m for m, c in colors.items() if c == color])

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from tempo_assets.core.base.arrays import rows_in
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import atomic_write, sha256_file
 from tempo_assets.core.base.dates import date_to_int
@@ -344,15 +345,16 @@ def log_evaluation(log: RemovalLog, growth: Any, methods: Mapping[str, pd.DataFr
         log._declare(reason)
     targets = growth.targets[["protein", "aspect"]].astype(str).drop_duplicates()
     known = growth.known[["protein", "term", "aspect"]].astype(str).drop_duplicates()
+    # the rows a join with the targets misses and the rows a join with the known terms finds (ids as strings:
+    # no missing key), found on integer codes of the ids: the records are counted per id, so their order is free
     for method in sorted(methods):
         preds = methods[method][["protein", "term", "aspect"]].astype(str)
-        flagged = preds.merge(targets.assign(_target=True), on=["protein", "aspect"], how="left")
-        outside = flagged[flagged["_target"].isna()].assign(method=method)
+        outside = preds[~rows_in(preds, targets, ["protein", "aspect"])].assign(method=method)
         log.add_frame(outside, ["method", "protein", "aspect"], "prediction", REASON_NOT_TARGET)
-        masked = preds.merge(known, on=["protein", "term", "aspect"]).assign(method=method)
+        masked = preds[rows_in(preds, known, ["protein", "term", "aspect"])].assign(method=method)
         log.add_frame(masked, ["method", "protein", "term"], "prediction", REASON_KNOWN_PREDICTED)
     truth = growth.ground_truth[["protein", "term", "aspect"]].astype(str)
-    log.add_frame(truth.merge(known, on=["protein", "term", "aspect"]), ["protein", "term", "aspect"],
+    log.add_frame(truth[rows_in(truth, known, ["protein", "term", "aspect"])], ["protein", "term", "aspect"],
                   "ground_truth", REASON_KNOWN_TRUTH)
 
 

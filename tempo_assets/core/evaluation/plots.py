@@ -339,8 +339,10 @@ def _facet_plot(frame: pd.DataFrame, facets: _Facets, draw: Callable, path: str 
             for c, aspect in enumerate(aspects):
                 ax = axes[r][c]
                 cell = frame[(frame["mode"] == mode) & (frame["aspect"] == aspect)]
+                # each method's rows in frame order, split once (a mask per method was most of a small plot)
+                by_method = dict(tuple(cell.groupby("method", sort=False))) if len(cell) else {}
                 for method in methods:
-                    draw(ax, cell[cell["method"] == method], colors[method])
+                    draw(ax, by_method.get(method, cell.iloc[:0]), colors[method])
                 text, size = facets.cell_title(mode, aspect, cell)
                 ax.set_title(text, fontsize=size)
                 ax.grid(alpha=0.3)
@@ -366,21 +368,43 @@ def _facet_plot(frame: pd.DataFrame, facets: _Facets, draw: Callable, path: str 
         return _emit(_png_bytes(figure), path)
 
 
+def _positions(labels: list, x_of: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(each label's x position, the order of the rows whose label is in ``x_of``, by x): what
+    ``assign(x=labels.map(x_of)).dropna(subset=["x"]).sort_values("x")`` gave, on a few rows without
+    pandas' per-call cost. The positions are int64 as ``map`` makes them, float64 when a label is
+    missing, and sorted by numpy's quicksort argsort of that dtype, as ``sort_values`` sorts them."""
+    found = [x_of.get(label) for label in labels]
+    if all(position is not None for position in found):
+        x = np.array(found, dtype=np.int64)
+        return x, np.argsort(x, kind="quicksort")
+    x = np.array([np.nan if position is None else position for position in found], dtype=np.float64)
+    kept = np.flatnonzero(~np.isnan(x))
+    return x, kept[np.argsort(x[kept], kind="quicksort")]
+
+
 def _draw_window_line(ax, rows: pd.DataFrame, color: str, metric: str, x_of: Mapping[str, int]) -> None:
-    """One method's metric across windows: band and whiskers when CI columns exist, hollow derived points."""
+    """One method's metric across windows: band and whiskers when CI columns exist, hollow derived points.
+
+    The rows in window order (:func:`_positions`). A line with no derived point carries its own filled
+    markers (a line's markers are drawn right after its path: the pixels of a line, then of a
+    markers-only line); an empty set of points is not drawn (it adds nothing to the figure)."""
     if rows.empty:
         return
-    rows = rows.assign(x=rows["window"].map(x_of)).sort_values("x")
-    x, y = rows["x"].to_numpy(float), rows[metric].to_numpy(float)
+    codes, order = _positions(rows["window"].tolist(), x_of)
+    x, y = codes[order].astype(float), rows[metric].to_numpy(float)[order]
     low, high = f"{metric}_low", f"{metric}_high"
     if low in rows.columns and high in rows.columns:
-        lo, hi = rows[low].to_numpy(float), rows[high].to_numpy(float)
+        lo, hi = rows[low].to_numpy(float)[order], rows[high].to_numpy(float)[order]
         ok = np.isfinite(lo) & np.isfinite(hi)
         ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, lw=0)
         ax.vlines(x[ok], lo[ok], hi[ok], color=color, lw=1, alpha=0.7)
+    derived = rows["derived"].to_numpy(bool)[order]
+    if not derived.any():
+        ax.plot(x, y, "o-", color=color, lw=1.6, ms=6)
+        return
     ax.plot(x, y, "-", color=color, lw=1.6)
-    derived = rows["derived"].to_numpy(bool)
-    ax.plot(x[~derived], y[~derived], "o", color=color, ms=6)
+    if not derived.all():
+        ax.plot(x[~derived], y[~derived], "o", color=color, ms=6)
     ax.plot(x[derived], y[derived], "o", mfc="white", mec=color, mew=1.6, ms=7)
 
 
@@ -446,9 +470,9 @@ def plot_identity_strata(strata: pd.DataFrame, path: str | Path | None = None) -
     x_of = {label: i for i, label in enumerate(IDENTITY_STRATA)}
 
     def draw(ax, rows: pd.DataFrame, color: str) -> None:
-        rows = rows.assign(x=rows["identity_stratum"].map(x_of)).dropna(subset=["x"]).sort_values("x")
-        if not rows.empty:
-            ax.plot(rows["x"], rows["f_at_valid_tau"].astype(float), "o-", color=color, lw=1.5, ms=5)
+        x, order = _positions(rows["identity_stratum"].tolist(), x_of)
+        if len(order):
+            ax.plot(x[order], rows["f_at_valid_tau"].to_numpy(float)[order], "o-", color=color, lw=1.5, ms=5)
 
     facets = _Facets(
         x_labels=[f"{label} %" for label in IDENTITY_STRATA], x_fontsize=8, x_pad=0.3,

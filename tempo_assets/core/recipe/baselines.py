@@ -1,11 +1,13 @@
 """The two CAFA reference baselines: naive term frequency and non-experimental GOA terms."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from tempo_assets.core.labels.annotations import require_columns
-from tempo_assets.core.base.arrays import positions_in
+from tempo_assets.core.base.arrays import concat_ranges, positions_in
 from tempo_assets.core.base.errors import TempoInputError
 
 from tempo_assets.core.base.vocabulary import ASPECTS  # noqa: E402
@@ -74,25 +76,80 @@ def naive_term_scores(
     freq = freq[freq["frequency"] >= float(min_frequency)]
     if max_terms is not None:
         freq = freq.groupby("aspect", observed=True, sort=False).head(int(max_terms))
-    tgt = targets[["protein", "aspect"]].drop_duplicates()
-    out = tgt.merge(freq, on="aspect", how="inner").rename(columns={"frequency": "score"})
+    tgt = targets[["protein", "aspect"]].drop_duplicates().sort_values(["protein", "aspect"], kind="mergesort")
+    rows = _AspectTerms.of(tgt, freq.reset_index(drop=True))
+    out = rows.frame()
     if leave_one_out:
-        out = _without_own_labels(out, corpus_annotations)
-    out = out.sort_values(
-        ["protein", "aspect", "score", "term"], ascending=[True, True, False, True], kind="mergesort"
-    )
+        naive = out["score"].to_numpy(dtype=np.float64)
+        out = _without_own_labels(out, corpus_annotations, rows)
+        out = out.iloc[_recounted_order(rows, out.index.to_numpy(), naive, out["score"].to_numpy(dtype=np.float64))]
     return out[SCORE_COLUMNS].reset_index(drop=True)
 
 
-def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame) -> pd.DataFrame:
-    """Naive ``scores`` recounted, per target in the corpus, without that target's own labels."""
+def _recounted_order(rows: "_AspectTerms", kept: np.ndarray, naive: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """The order of the ``kept`` rows (positions in ``rows.frame()``, ascending) by target, score desc, then term
+    (ranked as pandas sorts the ids): a target whose scores the recount moved is sorted again, the others keep
+    ``rows``' order, which is that order already for the naive scores."""
+    block = rows.block[kept]
+    moved = np.zeros(len(rows.targets), dtype=bool)
+    moved[block[score != naive[kept]]] = True
+    again = np.flatnonzero(moved[block])  # whole targets, each one's rows together
+    order = np.arange(len(kept))
+    if len(again):
+        term_rank = pd.factorize(rows.freq["term"], sort=True)[0][rows.pos[kept[again]]]
+        order[again] = again[np.lexsort((term_rank, -score[again], block[again]))]
+    return order
+
+
+@dataclass(frozen=True)
+class _AspectTerms:
+    """``targets`` (distinct ``protein, aspect``, in the order wanted) each with every term of ``freq``
+    (``term_frequencies``' rows, an aspect's rows together) in its aspect: the inner join on the aspect, each
+    target's terms in ``freq``'s order (frequency desc, then term: the naive baseline's order, so the rows
+    need no sort). ``block``: each row's target (its position in ``targets``); ``pos``: its row of ``freq``."""
+
+    targets: pd.DataFrame
+    freq: pd.DataFrame
+    block: np.ndarray
+    pos: np.ndarray
+
+    @classmethod
+    def of(cls, targets: pd.DataFrame, freq: pd.DataFrame) -> "_AspectTerms":
+        aspects = freq["aspect"].to_numpy(dtype=object)
+        first = {a: i for i, a in reversed(list(enumerate(aspects)))}
+        size = pd.Series(aspects).value_counts(sort=False).to_dict()
+        wanted = targets["aspect"].to_numpy(dtype=object)
+        starts = np.array([first.get(a, 0) for a in wanted], dtype=np.int64)
+        counts = np.array([size.get(a, 0) for a in wanted], dtype=np.int64)
+        return cls(targets, freq, np.repeat(np.arange(len(targets), dtype=np.int64), counts),
+                   concat_ranges(starts, counts))
+
+    def frame(self) -> pd.DataFrame:
+        """``protein, aspect, term, score`` (each column of its source's dtype, as the join keeps it), RangeIndex."""
+        def taken(column: pd.Series, rows: np.ndarray) -> pd.Series:
+            return column.take(rows).reset_index(drop=True)
+
+        return pd.DataFrame({"protein": taken(self.targets["protein"], self.block),
+                             "aspect": taken(self.targets["aspect"], self.block),
+                             "term": taken(self.freq["term"], self.pos), "score": taken(self.freq["frequency"], self.pos)})
+
+    def codes(self, ids: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's protein, term and aspect as positions in ``ids`` (-1: absent), looked up once per
+        target and per term of ``freq``, not once per row."""
+        return (positions_in(self.targets["protein"], ids["protein"])[self.block],
+                positions_in(self.freq["term"], ids["term"])[self.pos],
+                positions_in(self.targets["aspect"], ids["aspect"])[self.block])
+
+
+def _without_own_labels(scores: pd.DataFrame, corpus_annotations: pd.DataFrame, rows: _AspectTerms) -> pd.DataFrame:
+    """Naive ``scores`` (``rows.frame()``) recounted, per target in the corpus, without that target's own labels."""
     if scores.empty:
         return scores
     ann = corpus_annotations[["protein", "term", "aspect"]].drop_duplicates()
     # integer codes of the corpus' proteins, terms and aspects (-1: not in the corpus), so the
     # per-row lookups below are array lookups, not merges on millions of string keys
     codes = {c: pd.factorize(ann[c]) for c in ("protein", "term", "aspect")}
-    row_p, row_t, row_a = (positions_in(scores[c], codes[c][1]) for c in ("protein", "term", "aspect"))
+    row_p, row_t, row_a = rows.codes({c: uniques for c, (_, uniques) in codes.items()})
     if not (row_p >= 0).any():  # no target in the corpus
         return scores
     n_terms, n_aspects = len(codes["term"][1]), len(codes["aspect"][1])
