@@ -13,6 +13,12 @@ progress lines while it runs), the closing summary in plan order.
 Memory: the full human archive's ``window_job`` peaks near 12 GB, so window runs are also capped by
 :func:`max_parallel_windows`: ``$TEMPO_MAX_PARALLEL_WINDOWS`` when set, else as many as the memory
 available now holds at :func:`window_memory_mb` each.
+
+Light runs (:data:`LIGHT_JOBS`: a method's bundle and its run) have one more place beside the ``N`` slots
+(:func:`has_place`), when the memory available holds it (:func:`light_place_fits`): so the method runs a
+window reads run beside the cutoff runs, and those only the submission and the catalog read beside the
+windows, instead of waiting for a slot and holding up what comes after them. ``--jobs 1`` stays one run
+at a time.
 """
 from __future__ import annotations
 
@@ -47,6 +53,11 @@ WINDOW_BASE_MB, WINDOW_MB_PER_ARCHIVE_MB = 500.0, 200.0
 STOP_GRACE_S = 20.0
 # how often the launcher looks whether a submission's frozen recipe is ready while its window's run goes on
 RECIPE_POLL_S = 3.0
+# runs that may take the place beside the slots (:func:`has_place`): on `data/` a bundle 0.7-0.9 s, a method run
+# 2-6 s (its own process 1.3-2.3 CPU s, a blast-transfer run's DIAMOND in the fence about 4.7 CPU s more, unseen
+# by its CPU tag), each peaking at 350-500 MB, where the windows beside them leave about 30% of each core idle
+LIGHT_JOBS = frozenset({"method_bundle_job", "method_job"})
+LIGHT_RUN_MB = 500.0  # a light run's peak RSS before this instance has measured one; a measured peak replaces it
 # a run's expected wall seconds by job: `data/`'s main job (CI18: idle, two runs at once). Only their ratios
 # matter, to try first the step the longest chain of runs waits for (:func:`launch_order`); on the full human
 # archive the windows are 8x longer, the other runs 4x-25x
@@ -156,13 +167,30 @@ def launch_order(steps: list[tuple[str, str | None]], depends: list[set[int]]) -
     return sorted(range(len(steps)), key=lambda i: (-chain[i], i))
 
 
+def has_place(job: str, running: list[str], jobs: int, light_place: bool) -> bool:
+    """Whether a run of ``job`` may start beside the runs under way (``running``: their jobs): ``jobs`` slots,
+    each for any run, and with ``light_place`` one more for a light run (:data:`LIGHT_JOBS`) -- at most
+    ``jobs + 1`` runs at once, at most ``jobs`` of them not light. Which run holds that place is not fixed:
+    two light runs in the slots leave room for one run of any job."""
+    after = len(running) + 1
+    heavy_after = sum(1 for j in [*running, job] if j not in LIGHT_JOBS)
+    return after <= jobs or (light_place and after == jobs + 1 and heavy_after <= jobs)
+
+
+def recorded_peak_mb(instance, jobs: tuple[str, ...]) -> float | None:
+    """The largest peak RSS (``step_process.PEAK_RSS_TAG``) the latest runs of ``jobs`` in this instance
+    recorded, or ``None`` before one has."""
+    runs = [r for job in jobs for r in instance.get_runs(filters=dg.RunsFilter(job_name=job), limit=20)]
+    measured = [float(r.tags[PEAK_RSS_TAG]) for r in runs if PEAK_RSS_TAG in r.tags]
+    return max(measured) if measured else None
+
+
 def window_memory_mb(instance, archive_root: Path) -> float:
     """The memory one ``window_job`` run is expected to peak at: the largest peak a window run of
-    this instance recorded (``step_process.PEAK_RSS_TAG``), else an estimate from the archive's size."""
-    runs = instance.get_runs(filters=dg.RunsFilter(job_name="window_job"), limit=20)
-    measured = [float(r.tags[PEAK_RSS_TAG]) for r in runs if PEAK_RSS_TAG in r.tags]
-    if measured:
-        return max(measured)
+    this instance recorded (:func:`recorded_peak_mb`), else an estimate from the archive's size."""
+    measured = recorded_peak_mb(instance, ("window_job",))
+    if measured is not None:
+        return measured
     size = sum(f.stat().st_size for f in Path(archive_root).rglob("*") if f.is_file()) / 2 ** 20
     return WINDOW_BASE_MB + WINDOW_MB_PER_ARCHIVE_MB * size
 
@@ -176,6 +204,18 @@ def max_parallel_windows(instance, archive_root: Path) -> int:
         return int(given)
     available_mb = psutil.virtual_memory().available / 2 ** 20
     return max(1, int(available_mb // window_memory_mb(instance, archive_root)))
+
+
+def light_place_fits(instance, archive_root: Path, jobs: int, windows: int) -> bool:
+    """Whether the launch has the place for a light run beside its ``jobs`` slots (:func:`has_place`): not
+    with ``jobs`` 1 (one run at a time), else when the memory available now holds the window runs that
+    may run at once (``jobs`` and ``windows`` the cap) at :func:`window_memory_mb` each and one light run at
+    the largest peak a light run of this instance recorded (else :data:`LIGHT_RUN_MB`)."""
+    if jobs < 2:
+        return False
+    light_mb = recorded_peak_mb(instance, tuple(sorted(LIGHT_JOBS)))
+    needed_mb = min(jobs, windows) * window_memory_mb(instance, archive_root) + (light_mb or LIGHT_RUN_MB)
+    return psutil.virtual_memory().available / 2 ** 20 >= needed_mb
 
 
 @dataclass
@@ -193,11 +233,14 @@ class Running:
 
 
 class ConcurrentSteps:
-    """Run ``steps`` with ``runner`` (a ``graph_cmd.StepRunner``), ``jobs`` at once, at most
-    ``windows`` of them ``window_job`` runs; :meth:`run` returns the report in plan order."""
+    """Run ``steps`` with ``runner`` (a ``graph_cmd.StepRunner``), ``jobs`` at once (and with ``light_place``
+    a light run beside them, :func:`has_place`), at most ``windows`` of them ``window_job`` runs;
+    :meth:`run` returns the report in plan order."""
 
-    def __init__(self, runner, steps: list[tuple[str, str | None]], jobs: int, windows: int):
+    def __init__(self, runner, steps: list[tuple[str, str | None]], jobs: int, windows: int,
+                 light_place: bool = False):
         self.runner, self.steps, self.jobs, self.windows = runner, steps, jobs, windows
+        self.light_place = light_place
         state = runner.graph_state()
         self.graph = StepGraph.of(runner, state)
         self.depends = step_dependencies(steps, self.graph)
@@ -215,14 +258,9 @@ class ConcurrentSteps:
         pending = launch_order(self.steps, self.depends)
         try:
             while pending or self.running:
-                for index in list(pending):
-                    if len(self.running) >= self.jobs:
-                        break
-                    if self.can_start(index):
-                        pending.remove(index)
-                        self.start(index)
+                self.start_startable(pending)
                 if self.running:
-                    polls = len(self.running) < self.jobs and any(self.waits_on_recipe(i) for i in pending)
+                    polls = any(self.waits_on_recipe(i) and self.has_place(i) for i in pending)
                     ended = wait([r.process.sentinel for r in self.running.values()],
                                  RECIPE_POLL_S if polls else None)
                     for run in [r for r in list(self.running.values()) if r.process.sentinel in ended]:
@@ -236,6 +274,19 @@ class ConcurrentSteps:
             self.stop_all()
             raise
         return [self.report[i] for i in range(len(self.steps))]
+
+    def start_startable(self, pending: list[int]) -> None:
+        """Start each step of ``pending`` (in launch order) that has a place (:meth:`has_place`) and can start
+        (:meth:`can_start`) now, taking it off."""
+        for index in list(pending):
+            if self.has_place(index) and self.can_start(index):
+                pending.remove(index)
+                self.start(index)
+
+    def has_place(self, index: int) -> bool:
+        """Whether step ``index``'s run has a place beside the runs under way (:func:`has_place`)."""
+        running = [self.steps[i][0] for i in self.running]
+        return has_place(self.steps[index][0], running, self.jobs, self.light_place)
 
     def can_start(self, index: int) -> bool:
         if not self.depends[index] <= set(self.report) and not self.recipe_ready(index):

@@ -132,14 +132,16 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     share (PostgreSQL) and the artefact store an object store.
 
     ``jobs`` > 1 (``concurrent_steps.py``): steps that do not depend on one another run at once, at most
-    ``jobs`` (and windows as many as the free memory holds), each in a process of its own; else in this one.
+    ``jobs`` and a method's bundle or run beside them (windows as many as the free memory holds), each in a
+    process of its own; else in this one.
     """
     runner = StepRunner(instance, resources, echo, exclude, log_level)
     if jobs > 1 and len(steps) > 1 and not runner.distributed and not instance.is_ephemeral:
-        from tempo_assets.cli.concurrent_steps import ConcurrentSteps, max_parallel_windows
+        from tempo_assets.cli.concurrent_steps import ConcurrentSteps, light_place_fits, max_parallel_windows
 
         windows = max_parallel_windows(instance, runner.archive.root)
-        report = ConcurrentSteps(runner, steps, jobs, windows).run()
+        light_place = light_place_fits(instance, runner.archive.root, jobs, windows)
+        report = ConcurrentSteps(runner, steps, jobs, windows, light_place).run()
     else:
         report = [runner.run_one(number, len(steps), job, key) for number, (job, key) in enumerate(steps, start=1)]
     runner.summarise(report)
@@ -560,7 +562,7 @@ def register(subparsers) -> None:
     parser.add_argument("--jobs", type=int, metavar="N",
                         help="run at most N independent steps at once, each in a process of its own (default: "
                              "the cores, under TEMPO_EXECUTOR=multiprocess, the default; 1: one after the other, "
-                             "in this process); window runs also no more than the free memory holds "
+                             "in this process), and a method's bundle or run beside them; window runs also no more than the free memory holds "
                              "($TEMPO_MAX_PARALLEL_WINDOWS caps them)")
     parser.set_defaults(func=_materialize)
     parser = subparsers.add_parser(

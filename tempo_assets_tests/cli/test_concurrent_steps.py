@@ -15,7 +15,8 @@ import psutil
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from tempo_assets.cli.concurrent_steps import (MAX_WINDOWS_VARIABLE, ConcurrentSteps, StepGraph, launch_order,
+from tempo_assets.cli.concurrent_steps import (EXPECTED_RUN_S, LIGHT_JOBS, LIGHT_RUN_MB, MAX_WINDOWS_VARIABLE,
+                                               ConcurrentSteps, StepGraph, launch_order, light_place_fits,
                                                max_parallel_windows, step_dependencies, window_memory_mb)
 from tempo_assets.cli.graph_cmd import StepRunner, plan_steps, run_steps
 from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG
@@ -143,6 +144,78 @@ def test_the_launch_tries_first_what_the_longest_chain_of_runs_waits_for(data_st
         ("method_job", f"{plan.cutoffs[-1]}|{k}") for k in plan.methods]
     assert min(place[s] for s in only_the_submissions) > place[w1]
     assert max(place[s] for s in steps if at[s] in depends[at[w2]]) < place[w2]
+
+
+def simulated_launch(data_steps, jobs: int, light_place: bool) -> tuple[dict, list]:
+    """``data/``'s steps launched by ``ConcurrentSteps``' own rule (``start_startable``: launch order, places,
+    waits), each run lasting its job's ``EXPECTED_RUN_S`` and no submission started before its window ends:
+    each step's (start, end) and the jobs under way just after each start."""
+    steps = data_steps.steps
+    launch = object.__new__(ConcurrentSteps)  # no forkserver, no runs: only the launch rule is under test
+    launch.steps, launch.graph, launch.jobs, launch.windows = steps, data_steps.graph, jobs, 2
+    launch.light_place, launch.depends = light_place, step_dependencies(steps, data_steps.graph)
+    launch.runner = SimpleNamespace(store=SimpleNamespace(exists=lambda asset, key: False))  # no recipe stored early
+    launch.report, launch.running, times, together, clock = {}, {}, {}, [], [0.0]
+
+    def start(index):
+        launch.running[index] = SimpleNamespace(index=index)
+        times[index] = (clock[0], clock[0] + EXPECTED_RUN_S[steps[index][0]])
+        together.append([steps[i][0] for i in launch.running])
+
+    launch.start = start
+    pending = launch_order(steps, launch.depends)
+    while pending or launch.running:
+        launch.start_startable(pending)
+        ended = min(launch.running, key=lambda i: (times[i][1], i))
+        clock[0] = times[ended][1]
+        del launch.running[ended]
+        launch.report[ended] = ()
+    return times, together
+
+
+def test_method_runs_take_a_place_beside_the_two_slots(data_steps):
+    """With the light place, a method's bundle or run starts beside two runs: the method runs at the last
+    cutoff, which only the submission and the catalog read, run beside the windows, so the catalog starts as
+    soon as the last window ends, not after those runs; never more than one run beyond the slots, never a
+    run of another job in that place, never a step before one it waits for."""
+    steps, at, plan = data_steps.steps, data_steps.index, data_steps.plan
+    catalog = at[("catalog_job", None)]
+    windows = [at[("window_job", w)] for w in plan.windows]
+    last_methods = [at[("method_bundle_job", plan.cutoffs[-1])]] + [
+        at[("method_job", f"{plan.cutoffs[-1]}|{k}")] for k in plan.methods]
+    depends = step_dependencies(steps, data_steps.graph)
+    for light_place in (True, False):
+        times, together = simulated_launch(data_steps, 2, light_place)
+        assert sorted(times) == list(range(len(steps)))
+        assert all(times[j][1] <= times[i][0] for i in range(len(steps)) for j in depends[i])
+        assert max(len(jobs) for jobs in together) == (3 if light_place else 2)
+        assert all(sum(job not in LIGHT_JOBS for job in jobs) <= 2 for jobs in together)
+        last_window_end = max(times[w][1] for w in windows)
+        if light_place:
+            assert all(times[m][1] < last_window_end for m in last_methods)
+            assert times[catalog][0] == last_window_end
+        else:  # in a slot only once a window has ended: the catalog waits for them
+            assert times[catalog][0] > last_window_end
+    times, together = simulated_launch(data_steps, 1, False)
+    assert max(len(jobs) for jobs in together) == 1
+
+
+def test_the_light_place_is_given_when_the_memory_holds_it_and_never_with_one_job(tmp_path, monkeypatch):
+    available_mb = [0.0]
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=available_mb[0] * 2 ** 20))
+    with dg.DagsterInstance.ephemeral() as instance:
+        archive = tmp_path / "archive"
+        archive.mkdir()
+        (archive / "release.gaf").write_bytes(b"x" * 2 ** 20)  # 1 MB: a window run estimated at 700 MB
+        available_mb[0] = 2 * 700 + LIGHT_RUN_MB  # two windows at once and a light run
+        assert light_place_fits(instance, archive, 2, 2) and not light_place_fits(instance, archive, 1, 2)
+        available_mb[0] -= 1
+        assert not light_place_fits(instance, archive, 2, 2)
+        assert light_place_fits(instance, archive, 2, 1)  # one window at once: 700 + 500
+        # a method run measured its peak: it replaces the estimate
+        instance.add_run(dg.DagsterRun(job_name="method_job", run_id="1" * 8 + "-0000-4000-8000-" + "0" * 12,
+                                       tags={PEAK_RSS_TAG: str(LIGHT_RUN_MB - 100)}))
+        assert light_place_fits(instance, archive, 2, 2)
 
 
 def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe_is_ready(data_steps):
