@@ -202,9 +202,8 @@ def build_demo(folder: Path) -> Path:
 # The tiny archive (assets/tiny_archive.py: four releases a year apart, one window), materialised
 # once per test run in two stages: ``unscored`` (everything its window's frozen_recipe needs, and
 # the recipe; TEST never read) and ``scored`` (a copy of it continued through test_growth,
-# test_score, benchmark, the latest submission and the catalog, one step at a time in the build's process:
-# ``--jobs 2`` would start the step forkserver, which imports the code location and its libraries once more,
-# for an overlap the busy cores of a test run do not give back). Tests work on copies (tiny_copy).
+# test_score, benchmark, the latest submission and the catalog, with ``--jobs 2``: the submission starts
+# once the stored recipe is ready, while the window's run goes on). Tests work on copies (tiny_copy).
 TEST_ASSETS = ("test_growth", "test_score")
 TINY_STAGES = ("unscored", "scored")
 
@@ -243,7 +242,8 @@ def build_tiny(folder: Path) -> Path:
                                       encoding="utf-8")
         scored = graph_from(unscored, build / "scored", benchmark_config=tiny_benchmark_config())
         started = time.perf_counter()
-        report = run_steps(plan_steps(scored.plan, "all"), scored.instance, scored.resources, echo=lambda *_: None)
+        report = run_steps(plan_steps(scored.plan, "all"), scored.instance, scored.resources, echo=lambda *_: None,
+                           jobs=2)
         scored.instance.dispose()
         if any(r[2] not in ("ok", "skipped") for r in report):
             raise RuntimeError(f"the tiny archive did not materialise through its TEST score: {report}")
