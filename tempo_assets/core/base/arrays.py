@@ -6,6 +6,7 @@ import functools
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from threadpoolctl import ThreadpoolController
 
 
@@ -52,6 +53,20 @@ def positions_in(values: pd.Series, ids) -> np.ndarray:
         return np.full(len(values), -1, dtype=np.int64)
     found = pd.Index(ids).get_indexer(distinct).astype(np.int64)
     return np.where(row_codes >= 0, found[row_codes], -1)
+
+
+def values_in(column: pd.Series, values) -> np.ndarray:
+    """(n,) bool: whether each value of ``column`` is one of ``values``; an Arrow-held string column asks
+    Arrow itself (half the time of pandas' ``isin`` on millions of rows)."""
+    arrow = column.array.__arrow_array__() if hasattr(column.array, "__arrow_array__") else None
+    if arrow is not None and (pa.types.is_string(arrow.type) or pa.types.is_large_string(arrow.type)):
+        try:
+            wanted = pa.array(np.asarray(values, dtype=object), type=arrow.type, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a value that is no string: pandas compares
+            wanted = None
+        if wanted is not None:
+            return pc.is_in(arrow, value_set=wanted).to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    return column.isin(values).to_numpy(dtype=bool)
 
 
 _CODES_LIMIT = 2 ** 62  # the combined codes of ``rows_in`` stay below it (int64)

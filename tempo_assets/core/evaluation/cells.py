@@ -13,9 +13,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from tempo_assets.core.base.arrays import values_in
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES
 from tempo_assets.core.evaluation.metrics import PREDICTION_KEY_COLUMNS, content_key
@@ -154,26 +153,12 @@ class MethodRows:
     kept: pd.DataFrame | None = None
 
 
-def _is_in(column: pd.Series, values) -> np.ndarray:
-    """(n,) bool: whether each value of ``column`` is one of ``values``; an Arrow-held string column asks
-    Arrow itself (half the time of pandas' ``isin`` on millions of rows)."""
-    arrow = column.array.__arrow_array__() if hasattr(column.array, "__arrow_array__") else None
-    if arrow is not None and (pa.types.is_string(arrow.type) or pa.types.is_large_string(arrow.type)):
-        try:
-            wanted = pa.array(np.asarray(values, dtype=object), type=arrow.type, from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a value that is no string: pandas compares
-            wanted = None
-        if wanted is not None:
-            return pc.is_in(arrow, value_set=wanted).to_numpy(zero_copy_only=False).astype(bool, copy=False)
-    return column.isin(values).to_numpy(dtype=bool)
-
-
 def method_rows(predictions: pd.DataFrame, cells: Mapping[tuple[str, str], Cell]) -> MethodRows:
     """Each prediction row's cell, by integer codes: the rows of the cells' targets found in one pass,
     then their proteins and aspects factorised once (only theirs when they are few) and each cell's
     targets looked up among the distinct proteins (not every row compared with every cell's strings)."""
     targets = pd.unique(pd.concat([cell.proteins for cell in cells.values()], ignore_index=True)) if cells else []
-    of_targets = _is_in(predictions["protein"], targets)
+    of_targets = values_in(predictions["protein"], targets)
     few = np.count_nonzero(of_targets) <= _KEPT_SHARE * len(predictions)
     rows = None if few else np.flatnonzero(of_targets)
     if few:
