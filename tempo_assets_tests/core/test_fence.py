@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import socket
 from datetime import date
@@ -139,6 +140,36 @@ def test_timeout_kills_the_whole_sandbox(tmp_path, bundle):
     assert limits.timeout_s <= result.seconds < 60  # killed at its limit, not when the sleeps ended
     # the pid namespace goes down with its init: every process in it is killed, none is left behind
     wait_until(lambda: sandbox_processes(b"299.173") == [], "the sandbox's processes gone after the timeout")
+
+
+# burns CPU until its own process has used 0.25 s, then prints what it used
+BURNER = """
+import time
+while time.process_time() < 0.25:
+    pass
+print(time.process_time())
+"""
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@needs_bwrap
+def test_the_sandboxs_cpu_reaches_the_process_that_ran_the_fence(tmp_path, bundle):
+    """The CPU of the fenced command and of the processes it waited for is charged to the process
+    that ran the fence (its ``RUSAGE_CHILDREN``, which a step's ``tempo/cpu_s`` counts)."""
+    folder = method(tmp_path, BURNER)
+    out = tmp_path / "out"
+    out.mkdir()
+    before = children_cpu()
+    result = run_fenced(FenceSpec("python3 run.py & python3 run.py; wait", folder, bundle, out), SMALL)
+    charged = children_cpu() - before
+    assert result.returncode == 0 and len(result.stdout_tail) == 2, result
+    burnt = sum(float(line) for line in result.stdout_tail)  # the two burners' own CPU, 0.5 s or more
+    assert charged >= 0.9 * burnt, (charged, burnt)
 
 
 # Each command then waits far past its time limit: only the output limit can stop it before the

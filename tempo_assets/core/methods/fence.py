@@ -18,6 +18,12 @@ in new user, pid, ipc, uts and cgroup namespaces as an unprivileged uid, in a ne
 dies with its parent. Limits: wall time (the process group is killed), address space
 (``RLIMIT_AS``), file size (``RLIMIT_FSIZE``) plus a watcher that kills the run when the output
 folder grows past its limit, and the ``/tmp`` tmpfs size.
+
+The command (``/bin/sh -c``) is the pid namespace's first process itself (``--as-pid-1``, no bwrap
+init above it), so bwrap waits for it: its CPU, and that of every process it waited for, reaches the
+``RUSAGE_CHILDREN`` of the process that ran the fence (a step's ``tempo/cpu_s``). With bwrap's init,
+bwrap exits on the init's report of the command's exit without waiting for the init, and no waiting
+parent was ever charged with the sandbox's CPU.
 """
 from __future__ import annotations
 
@@ -140,8 +146,8 @@ def fence_command(spec: FenceSpec, etc_dir: Path, limits: FenceLimits, env: Mapp
     limits_args = [f"--as={int(limits.memory_bytes)}", f"--fsize={int(limits.output_bytes) + 1}"]
     if prlimit:  # util-linux; without it run_fenced sets the same limits in the child before exec
         argv += [prlimit, *limits_args, "--"]
-    argv += [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-             "--hostname", "tempo-fence", "--die-with-parent", "--new-session", "--clearenv",
+    argv += [bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--uid", str(SANDBOX_UID),
+             "--gid", str(SANDBOX_UID), "--hostname", "tempo-fence", "--die-with-parent", "--new-session", "--clearenv",
              "--ro-bind", "/usr", "/usr"]
     argv += _system_binds(etc_dir)
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(int(limits.tmp_bytes)), "--tmpfs", "/tmp",
