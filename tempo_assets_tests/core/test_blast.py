@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import gzip
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from tempo_assets.core.neighbours.blast import (
     find_diamond,
 )
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.liveness import OWNER_FILE, owned_temporary_folder
 from tempo_assets.core.inputs.fasta import read_fasta
 from tempo_assets_tests.toolkit import GOA_ARCHIVE, needs_diamond, shared
 
@@ -351,3 +354,55 @@ def test_the_private_database_folder_goes_when_a_step_process_exits(method):
     child.join(timeout=60)
     assert child.exitcode == 0
     assert folder.name.startswith("tempo_diamond_db_") and not folder.exists()
+
+
+def _hold_private_database_folder(answer) -> None:
+    answer.put(str(blast.DATABASES.folder))
+    time.sleep(120)  # until it is killed (in no lock: one it held, a queue's too, would stay held)
+
+
+def test_the_private_database_folder_of_a_killed_process_is_swept_by_the_next(tmp_path, monkeypatch):
+    """A process killed by SIGKILL runs no exit function, so its private folder stays (25+ were left in
+    /tmp); the next process that makes one removes it, but never the folder of a process still alive
+    (this one's), nor one that names no owner (not Tempo's, or being made)."""
+    import multiprocessing
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the spawned children's temporary folder
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this process's
+    context = multiprocessing.get_context("spawn")
+    unowned = tmp_path / f"{blast.PRIVATE_PREFIX}unowned"
+    unowned.mkdir()
+    with owned_temporary_folder(blast.PRIVATE_PREFIX) as living:
+        answer = context.Queue()
+        killed = context.Process(target=_hold_private_database_folder, args=(answer,))
+        killed.start()
+        dead_folder = Path(answer.get(timeout=60))
+        killed.kill()
+        killed.join(timeout=60)
+        assert dead_folder.parent == tmp_path and (dead_folder / OWNER_FILE).is_file()  # left behind
+        answer = context.Queue()  # not the killed process's: it may hold its lock
+        next_user = context.Process(target=_private_database_folder, args=(answer,))
+        next_user.start()
+        next_folder = Path(answer.get(timeout=60))
+        next_user.join(timeout=60)
+        assert not dead_folder.exists()
+        assert Path(living).is_dir() and unowned.is_dir()
+    assert next_user.exitcode == 0 and not next_folder.exists()  # removed at its exit
+
+
+def test_a_forked_child_makes_its_own_private_database_folder(tmp_path, monkeypatch):
+    """A private folder names the process that made it: a forked child makes its own rather than use its
+    parent's, which goes when the parent exits (or is swept once the parent is killed)."""
+    import multiprocessing
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(blast, "DATABASES", blast.DiamondDatabases())
+    parents = blast.DATABASES.folder
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_private_database_folder, args=(answer,))
+    child.start()
+    childs = Path(answer.get(timeout=60))
+    child.join(timeout=60)
+    assert child.exitcode == 0 and childs.parent == parents.parent == tmp_path
+    assert childs != parents and not childs.exists() and parents.is_dir()  # the child's went at its exit

@@ -33,7 +33,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.liveness import owned_temporary_folder
 
 INPUT, OUTPUT, METHOD = "/input", "/output", "/method"
 SANDBOX_UID = 65534  # nobody
@@ -249,7 +249,7 @@ def run_fenced(spec: FenceSpec, limits: FenceLimits = FenceLimits(), env: Mappin
     if any(output_dir.iterdir()):
         raise TempoInputError("output folder must start empty", path=output_dir)
     resolved = FenceSpec(spec.command, method_dir, bundle_dir, output_dir)
-    with tempfile.TemporaryDirectory(prefix="tempo_fence_etc_") as etc:
+    with owned_temporary_folder("tempo_fence_etc_") as etc:  # a killed run's is swept by the next run
         argv = fence_command(resolved, Path(etc), limits, env)
         started = time.monotonic()
         preexec = None if argv[0].endswith("prlimit") else _rlimits(limits)

@@ -16,7 +16,6 @@ import multiprocessing.util
 import os
 import re
 import shutil
-import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.io import atomic_write, sha256_file
+from tempo_assets.core.base.liveness import owned_temporary_folder
 from tempo_assets.core.base.progress import run_reporting
 
 __all__ = [
@@ -51,6 +51,8 @@ _ASPECTS = ("BP", "MF", "CC")
 # DIAMOND reads the first word of a header as the id; an id must survive that unchanged.
 _ID_OK = re.compile(r"^[^\s>]+$")
 _STDERR_TAIL = 4000
+# the private database folders' names start so (a folder of a killed process is swept by this prefix)
+PRIVATE_PREFIX = "tempo_diamond_db_"
 
 
 class MissingToolError(TempoInputError):
@@ -230,25 +232,28 @@ class DiamondDatabases:
 
     A database is built under a temporary name and renamed into place, so a search never reads a
     half-built one; two processes may build the same one at once (the later rename wins, the bytes
-    are the same). ``folder`` ``None``: a private temporary folder, removed when the process exits
-    (a multiprocessing child's exit included).
+    are the same). ``folder`` ``None``: a private temporary folder of this process (a forked child
+    makes its own), removed when the process exits (a multiprocessing child's exit included) or, when
+    it was killed without its exit functions (SIGKILL), by the next process that makes one
+    (:func:`~tempo_assets.core.base.liveness.owned_temporary_folder`).
     """
 
     def __init__(self, folder: str | Path | None = None):
         self._folder = Path(folder) if folder is not None else None
+        self._private_of = None  # the pid whose private folder ``_folder`` is
         self._lock = threading.Lock()
 
     @property
     def folder(self) -> Path:
         with self._lock:
-            if self._folder is None:
-                made = tempfile.TemporaryDirectory(prefix="tempo_diamond_db_")
+            if self._folder is None or self._private_of not in (None, os.getpid()):
+                made = owned_temporary_folder(PRIVATE_PREFIX)
                 # removed at exit by multiprocessing's exit function: it runs at a normal exit of this
                 # interpreter (it is an atexit handler) and also in a multiprocessing child (a step process),
                 # which ends with os._exit and so never runs atexit handlers (hundreds of folders were left in /tmp)
                 self._made = made
                 multiprocessing.util.Finalize(made, made.cleanup, exitpriority=0)
-                self._folder = Path(made.name)
+                self._folder, self._private_of = Path(made.name), os.getpid()
             self._folder.mkdir(parents=True, exist_ok=True)
             return self._folder
 
