@@ -85,8 +85,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
     annotations per evidence group are the recipe's other candidate sources. Nothing of
     ``release`` itself is read.
     """
-    import tempfile
-
+    from tempo_assets.core.base.liveness import owned_temporary_folder
     from tempo_assets.core.neighbours.blast import homology_hits
     from tempo_assets.core.recipe.candidates import HIT_TOP, nonexp_groups
     import numpy as np
@@ -122,7 +121,7 @@ def archive_feature_inputs(archive_root: str, release: str, sample: int, seed: i
     k = int(k or 25)
     neighbours = KnnIndex.build(ids, matrix).search(queries, matrix[picks], k, exclude_self=True)
     depth = {t: float(ontology.depth(t)) for t in corpus["term"].unique()}
-    with tempfile.TemporaryDirectory(prefix="tempo_audit_") as workdir:
+    with owned_temporary_folder("tempo_audit_") as workdir:
         hits = homology_hits({p: sequences[p] for p in queries}, {p: sequences[p] for p in ids}, workdir,
                              threads=1, top=HIT_TOP)
     nonexp_cleaned, _ = clean_annotations(non_experimental, ontology)

@@ -3,11 +3,11 @@ embedding, the neighbours of proteins, and the DIAMOND hits the recipe's homolog
 """
 from __future__ import annotations
 
-import tempfile
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from tempo_assets.core.base.liveness import owned_temporary_folder
 from tempo_assets.core.neighbours.blast import homology_hits
 from tempo_assets.core.recipe.candidates import HIT_TOP
 from tempo_assets.core.neighbours.knn import KnnIndex
@@ -60,7 +60,7 @@ def recipe_hits(proteins: Iterable[str], query_sequences: Mapping[str, str], cor
         chosen = [p for p in chosen if p in set(wanted)]
         seen.update(chosen)
         if chosen or not parts:
-            with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
+            with owned_temporary_folder("tempo_homology_") as workdir:
                 parts.append(homology_hits({p: query_sequences[p] for p in chosen}, subjects, workdir,
                                            threads=HOMOLOGY_THREADS, top=HIT_TOP))
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)

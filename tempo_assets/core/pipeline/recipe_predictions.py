@@ -3,7 +3,6 @@ the BLAST baseline's (``blast_predictions``).
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -11,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tempo_assets.core.base.errors import TempoInputError
+from tempo_assets.core.base.liveness import owned_temporary_folder
 from tempo_assets.core.recipe.baselines import naive_term_scores
 from tempo_assets.core.neighbours.blast import blast_term_scores, diamond_hits
 from tempo_assets.core.recipe.candidates import CandidateSource
@@ -94,6 +94,6 @@ def blast_predictions(query: Mapping[str, str], corpus: Mapping[str, str], annot
                       threads: int, sensitivity: str | None) -> pd.DataFrame:
     """The BLAST baseline: DIAMOND hits of ``query`` in ``corpus``, terms scored by max pident/100."""
 
-    with tempfile.TemporaryDirectory(prefix="tempo_blast_") as workdir:
+    with owned_temporary_folder("tempo_blast_") as workdir:
         hits = diamond_hits(query, corpus, workdir, threads=threads, sensitivity=sensitivity or None)
     return blast_term_scores(hits, annotations)

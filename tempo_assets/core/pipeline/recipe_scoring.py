@@ -5,12 +5,12 @@ The assets take the claims, read their inputs and call these; nothing here knows
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from tempo_assets.core.audits.removals import RemovalLog, log_evaluation, log_growth, log_submission
+from tempo_assets.core.base.liveness import owned_temporary_folder
 from tempo_assets.core.evaluation import EvalOntology
 from tempo_assets.core.evaluation.scoring import ORACLE_LABEL
 from tempo_assets.core.labels.ia import ia_series
@@ -125,7 +125,7 @@ def submission_text(recipe: Mapping[str, Any], release: CandidateRelease, embedd
     source = candidate_source(release, Queries(embedded), embedded["ids"], max(ks))
     removals = RemovalLog()
     chunks = recipe_chunks(recipe, source, labels, embedded["ids"], ontology=release.ontology)
-    with tempfile.TemporaryDirectory() as tmp:
+    with owned_temporary_folder("tempo_submission_") as tmp:
         path = Path(tmp) / "submission.tsv"
         stats = write_cafa_submission(_logged(chunks, removals), path, author="Tempo", model=1,
                                       keywords=["k-nearest neighbors"])

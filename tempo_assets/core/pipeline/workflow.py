@@ -5,12 +5,12 @@ nothing here knows Dagster. Every (mode, aspect) cell is scored by ``core/evalua
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from tempo_assets.core.base.liveness import owned_temporary_folder
 from tempo_assets.core.storage.artefact_types import (
     Benchmark, Embeddings, EvaluationSet, FrozenRecipe, KnnCorpus, ReleaseAnnotations, Scores, ValidSelection,
 )
@@ -383,7 +383,7 @@ def window_homology(targets: pd.DataFrame, target_sequences: Mapping[str, str], 
     in_corpus = set(corpus["ids"])
     sequences = {p: s for p, s in zip(corpus_sequences["protein"], corpus_sequences["sequence"]) if p in in_corpus}
     keys = targets[["protein", "aspect", "mode"]].drop_duplicates().reset_index(drop=True)
-    with tempfile.TemporaryDirectory(prefix="tempo_homology_") as workdir:
+    with owned_temporary_folder("tempo_homology_") as workdir:
         clusters, identity = target_homology(keys, target_sequences, sequences,
                                              corpus["annotations"][["protein", "aspect"]], workdir, threads=threads)
     info = {"min_identity": MIN_IDENTITY, "min_coverage": MIN_COVERAGE, "n_proteins": int(len(clusters)),
