@@ -12,7 +12,8 @@ progress lines while it runs), the closing summary in plan order.
 
 Memory: the full human archive's ``window_job`` peaks near 12 GB, so window runs are also capped by
 :func:`max_parallel_windows`: ``$TEMPO_MAX_PARALLEL_WINDOWS`` when set, else as many as the memory
-available now holds at :func:`window_memory_mb` each.
+available now holds at :func:`window_memory_mb` each (computed once per launch: before a window run has
+recorded its peak, a walk of the archive's files).
 
 Light runs (:data:`LIGHT_JOBS`: a method's bundle and its run) have one more place beside the ``N`` slots
 (:func:`has_place`), when the memory available holds it (:func:`light_place_fits`): so the method runs a
@@ -195,26 +196,28 @@ def window_memory_mb(instance, archive_root: Path) -> float:
     return WINDOW_BASE_MB + WINDOW_MB_PER_ARCHIVE_MB * size
 
 
-def max_parallel_windows(instance, archive_root: Path) -> int:
-    """How many ``window_job`` runs may execute at once (at least 1)."""
+def max_parallel_windows(window_mb: float) -> int:
+    """How many ``window_job`` runs may execute at once (at least 1), each expected to peak at ``window_mb``
+    (:func:`window_memory_mb`)."""
     given = os.environ.get(MAX_WINDOWS_VARIABLE, "").strip()
     if given:
         if not given.isdigit() or int(given) < 1:
             raise TempoInputError(f"{MAX_WINDOWS_VARIABLE}={given!r} is not a whole number of at least 1")
         return int(given)
     available_mb = psutil.virtual_memory().available / 2 ** 20
-    return max(1, int(available_mb // window_memory_mb(instance, archive_root)))
+    return max(1, int(available_mb // window_mb))
 
 
-def light_place_fits(instance, archive_root: Path, jobs: int, windows: int) -> bool:
+def light_place_fits(instance, jobs: int, windows: int, window_mb: float) -> bool:
     """Whether the launch has the place for a light run beside its ``jobs`` slots (:func:`has_place`): not
     with ``jobs`` 1 (one run at a time), else when the memory available now holds the window runs that
-    may run at once (``jobs`` and ``windows`` the cap) at :func:`window_memory_mb` each and one light run at
-    the largest peak a light run of this instance recorded (else :data:`LIGHT_RUN_MB`)."""
+    may run at once (``jobs`` and ``windows`` the cap) at ``window_mb`` each (:func:`window_memory_mb`, the
+    one the cap was computed with) and one light run at the largest peak a light run of this instance
+    recorded (else :data:`LIGHT_RUN_MB`)."""
     if jobs < 2:
         return False
     light_mb = recorded_peak_mb(instance, tuple(sorted(LIGHT_JOBS)))
-    needed_mb = min(jobs, windows) * window_memory_mb(instance, archive_root) + (light_mb or LIGHT_RUN_MB)
+    needed_mb = min(jobs, windows) * window_mb + (light_mb or LIGHT_RUN_MB)
     return psutil.virtual_memory().available / 2 ** 20 >= needed_mb
 
 

@@ -137,10 +137,12 @@ def run_steps(steps, instance, resources=None, echo=print, exclude=(),
     """
     runner = StepRunner(instance, resources, echo, exclude, log_level)
     if jobs > 1 and len(steps) > 1 and not runner.distributed and not instance.is_ephemeral:
-        from tempo_assets.cli.concurrent_steps import ConcurrentSteps, light_place_fits, max_parallel_windows
+        from tempo_assets.cli.concurrent_steps import (ConcurrentSteps, light_place_fits, max_parallel_windows,
+                                                       window_memory_mb)
 
-        windows = max_parallel_windows(instance, runner.archive.root)
-        light_place = light_place_fits(instance, runner.archive.root, jobs, windows)
+        window_mb = window_memory_mb(instance, runner.archive.root)
+        windows = max_parallel_windows(window_mb)
+        light_place = light_place_fits(instance, jobs, windows, window_mb)
         report = ConcurrentSteps(runner, steps, jobs, windows, light_place).run()
     else:
         report = [runner.run_one(number, len(steps), job, key) for number, (job, key) in enumerate(steps, start=1)]

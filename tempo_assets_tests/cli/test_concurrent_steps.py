@@ -56,17 +56,17 @@ def test_window_runs_at_once_are_capped_by_free_memory(tmp_path, monkeypatch):
         (tmp_path / "archive").mkdir()
         (tmp_path / "archive" / "release.gaf").write_bytes(b"x" * 2 ** 20)  # 1 MB: an estimate of 700 MB
         assert window_memory_mb(instance, tmp_path / "archive") == 700
-        assert max_parallel_windows(instance, tmp_path / "archive") == 32
+        assert max_parallel_windows(700) == 32
         # a window run measured its peak: the full human archive's, near 12 GB
         instance.add_run(dg.DagsterRun(job_name="window_job", run_id="0" * 8 + "-0000-4000-8000-" + "0" * 12,
                                        tags={PEAK_RSS_TAG: "11640"}))
         assert window_memory_mb(instance, tmp_path / "archive") == 11640
-        assert max_parallel_windows(instance, tmp_path / "archive") == 1
+        assert max_parallel_windows(11640) == 1
         monkeypatch.setenv(MAX_WINDOWS_VARIABLE, "3")
-        assert max_parallel_windows(instance, tmp_path / "archive") == 3
+        assert max_parallel_windows(11640) == 3
         monkeypatch.setenv(MAX_WINDOWS_VARIABLE, "0")
         with pytest.raises(TempoInputError, match=MAX_WINDOWS_VARIABLE):
-            max_parallel_windows(instance, tmp_path / "archive")
+            max_parallel_windows(11640)
 
 
 def test_steps_wait_only_for_what_they_read(data_steps):
@@ -207,15 +207,16 @@ def test_the_light_place_is_given_when_the_memory_holds_it_and_never_with_one_jo
         archive = tmp_path / "archive"
         archive.mkdir()
         (archive / "release.gaf").write_bytes(b"x" * 2 ** 20)  # 1 MB: a window run estimated at 700 MB
+        window_mb = window_memory_mb(instance, archive)
         available_mb[0] = 2 * 700 + LIGHT_RUN_MB  # two windows at once and a light run
-        assert light_place_fits(instance, archive, 2, 2) and not light_place_fits(instance, archive, 1, 2)
+        assert light_place_fits(instance, 2, 2, window_mb) and not light_place_fits(instance, 1, 2, window_mb)
         available_mb[0] -= 1
-        assert not light_place_fits(instance, archive, 2, 2)
-        assert light_place_fits(instance, archive, 2, 1)  # one window at once: 700 + 500
+        assert not light_place_fits(instance, 2, 2, window_mb)
+        assert light_place_fits(instance, 2, 1, window_mb)  # one window at once: 700 + 500
         # a method run measured its peak: it replaces the estimate
         instance.add_run(dg.DagsterRun(job_name="method_job", run_id="1" * 8 + "-0000-4000-8000-" + "0" * 12,
                                        tags={PEAK_RSS_TAG: str(LIGHT_RUN_MB - 100)}))
-        assert light_place_fits(instance, archive, 2, 2)
+        assert light_place_fits(instance, 2, 2, window_mb)
 
 
 def test_the_submission_waits_for_its_windows_run_only_until_that_windows_recipe_is_ready(data_steps):
