@@ -2,7 +2,8 @@
 
 For each setting, in the same run: the whole job's wall time, every step's run (release, cutoff,
 method, window, submission, catalog) with its wall seconds (the run's start to end in the instance)
-and CPU seconds (``tempo/cpu_s``, user + system of the process that executed it), the peak RSS of
+and CPU seconds (``tempo/cpu_s``, user + system of the process that executed it; ``tempo/children_cpu_s``,
+of the processes it started and waited for: DIAMOND, a fenced method), the peak RSS of
 each run's process (``tempo/peak_rss_mb``; under ``--jobs 1`` every run shares the launching
 process, so that is its peak so far) and of the whole process tree (sampled every 0.5 s), and the
 CAFA submission's sha256. Printed last: the ratio ``--jobs 1`` / ``--jobs 2`` of the wall times.
@@ -28,7 +29,7 @@ from dagster._core.instance.ref import InstanceRef
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos import fresh_copy  # noqa: E402  (benchmarks/ is not a package)
 
-from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG  # noqa: E402
+from tempo_assets.cli.step_process import CHILDREN_CPU_TAG, CPU_TAG, PEAK_RSS_TAG  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,7 +85,8 @@ def materialise(archive: Path, folder: Path, jobs: int) -> dict:
             tags = record.dagster_run.tags
             runs.append({"step": f"{record.dagster_run.job_name} {tags.get('dagster/partition', '')}".strip(),
                          "start": record.start_time, "wall": (record.end_time or 0) - (record.start_time or 0),
-                         "cpu": float(tags.get(CPU_TAG, "nan")), "rss": float(tags.get(PEAK_RSS_TAG, "nan"))})
+                         "cpu": float(tags.get(CPU_TAG, "nan")), "children": float(tags.get(CHILDREN_CPU_TAG, "nan")),
+                         "rss": float(tags.get(PEAK_RSS_TAG, "nan"))})
     return {"wall": wall, "runs": sorted(runs, key=lambda r: r["start"]), "tree_peak": tree_peak, "sha": sha}
 
 
@@ -100,11 +102,12 @@ def main() -> None:
         r = results[jobs]
         print(f"\n--jobs {jobs}: whole job {r['wall']:.1f} s wall, process tree peak {r['tree_peak']:.0f} MB, "
               f"submission sha256 {r['sha']}")
-        print(f"{'step run':<44}{'wall s':>9}{'CPU s':>9}{'peak RSS MB':>13}")
+        print(f"{'step run':<44}{'wall s':>9}{'CPU s':>9}{'children':>10}{'peak RSS MB':>13}")
         for run in r["runs"]:
-            print(f"{run['step']:<44}{run['wall']:>9.1f}{run['cpu']:>9.1f}{run['rss']:>13.0f}")
+            print(f"{run['step']:<44}{run['wall']:>9.1f}{run['cpu']:>9.1f}{run['children']:>10.1f}{run['rss']:>13.0f}")
         walls, cpus = sum(x["wall"] for x in r["runs"]), sum(x["cpu"] for x in r["runs"])
-        print(f"{'sum':<44}{walls:>9.1f}{cpus:>9.1f}", flush=True)
+        children = sum(x["children"] for x in r["runs"])
+        print(f"{'sum':<44}{walls:>9.1f}{cpus:>9.1f}{children:>10.1f}", flush=True)
     if 1 in results and len(results) > 1:
         for jobs, r in results.items():
             if jobs != 1:

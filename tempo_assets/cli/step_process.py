@@ -11,7 +11,9 @@ import time. The child
   marks it failed (``runs.fail_dead_runs``);
 - names itself in the run's tags (``runs.launch_tags``: the process that executes the run);
 - records its CPU seconds and peak RSS on the run (:data:`CPU_TAG`, :data:`PEAK_RSS_TAG`), which
-  the memory estimate for concurrent window runs and ``benchmarks/bench_graph.py`` read back.
+  the memory estimate for concurrent window runs and ``benchmarks/bench_graph.py`` read back, and
+  the CPU seconds of the processes the run started and waited for (:data:`CHILDREN_CPU_TAG`: DIAMOND,
+  a fenced method's sandbox), which its own CPU leaves out.
 
 Resources given in code (a test's ``GridResource(bootstrap_samples=20)``) travel to the child as
 their class and field values (:func:`encode_resources`): Dagster's resources do not pickle.
@@ -43,6 +45,7 @@ from tempo_assets.runs import launch_tags
 from tempo_assets.sensors import JOBS
 
 CPU_TAG, PEAK_RSS_TAG = "tempo/cpu_s", "tempo/peak_rss_mb"
+CHILDREN_CPU_TAG = "tempo/children_cpu_s"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 LAUNCHER_POLL_S = 1.0
 
@@ -74,15 +77,18 @@ class EndedRun:
 
 @dataclass(frozen=True)
 class Usage:
-    """CPU seconds (user + system, every thread) and peak RSS of this process so far."""
+    """CPU seconds (user + system, every thread) and peak RSS of this process so far, and the CPU seconds
+    of its children that ended and were waited for (a child's own waited children included)."""
 
     cpu_s: float
     peak_rss_mb: float
+    children_cpu_s: float
 
     @classmethod
     def now(cls) -> "Usage":
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        return cls(own.ru_utime + own.ru_stime, own.ru_maxrss / 1024.0)  # Linux: KiB
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return cls(own.ru_utime + own.ru_stime, own.ru_maxrss / 1024.0,  # Linux: KiB
+                   children.ru_utime + children.ru_stime)
 
 
 def defs_state_of(instance):
@@ -104,7 +110,8 @@ def execute_order(defs: dg.Definitions, instance, order: RunOrder):
             run_id=order.run_id, asset_selection=[dg.AssetKey(n) for n in order.selection], tags=launch_tags())
     after = Usage.now()
     instance.add_run_tags(order.run_id, {CPU_TAG: f"{after.cpu_s - before.cpu_s:.2f}",
-                                         PEAK_RSS_TAG: f"{after.peak_rss_mb:.0f}"})
+                                         PEAK_RSS_TAG: f"{after.peak_rss_mb:.0f}",
+                                         CHILDREN_CPU_TAG: f"{after.children_cpu_s - before.children_cpu_s:.2f}"})
     if was_interrupted(result):  # Ctrl-C or SIGTERM: whoever asked for the run stops too, starting nothing more
         raise KeyboardInterrupt(f"run {order.run_id} ({order.job} {order.key or ''}) was interrupted and is failed; "
                                 "`tempo materialize` again builds what is missing")

@@ -19,7 +19,7 @@ from tempo_assets.cli.concurrent_steps import (EXPECTED_RUN_S, LIGHT_JOBS, LIGHT
                                                ConcurrentSteps, StepGraph, launch_order, light_place_fits,
                                                max_parallel_windows, step_dependencies, window_memory_mb)
 from tempo_assets.cli.graph_cmd import StepRunner, plan_steps, run_steps
-from tempo_assets.cli.step_process import CPU_TAG, PEAK_RSS_TAG
+from tempo_assets.cli.step_process import CHILDREN_CPU_TAG, CPU_TAG, PEAK_RSS_TAG, Usage
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.definitions import build_resources, defs
 from tempo_assets.graph_state import JOB_ASSETS, DefinedGraph, GraphState
@@ -296,6 +296,7 @@ def test_jobs_2_overlaps_independent_runs_and_jobs_1_does_not(tiny):
     pids = {runs[first].tags[PID_TAG], runs[second].tags[PID_TAG]}
     assert len(pids) == 2 and str(os.getpid()) not in pids
     assert all(CPU_TAG in runs[k].tags and PEAK_RSS_TAG in runs[k].tags for k in (first, second))
+    assert all(float(runs[k].tags[CHILDREN_CPU_TAG]) >= 0 for k in (first, second))
     # both started before either ended; each one's closing line names its run
     started = [i for i, line in enumerate(lines) if ": started run " in line]
     ended = [i for i, line in enumerate(lines) if " ok in " in line]
@@ -382,3 +383,14 @@ def test_step_processes_start_with_the_libraries_step_runs_import_and_the_launch
     child, launcher = seen_in_a_step_process(tmp_path, f"[m for m in {USED_BY_STEP_RUNS!r} if m in sys.modules]")
     assert child == USED_BY_STEP_RUNS, f"a step process starts without {sorted(set(USED_BY_STEP_RUNS) - set(child))}"
     assert launcher == [], f"importing concurrent_steps imports {launcher}"
+
+
+def test_a_run_s_usage_counts_apart_the_cpu_of_the_children_it_waited_for():
+    """A run's own CPU (``tempo/cpu_s``) leaves out the processes it starts and waits for (DIAMOND, a fenced
+    method's sandbox); ``tempo/children_cpu_s`` counts them."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4:\n    pass\n"
+    before = Usage.now()
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    after = Usage.now()
+    assert after.children_cpu_s - before.children_cpu_s >= 0.35
+    assert after.cpu_s - before.cpu_s < 0.35

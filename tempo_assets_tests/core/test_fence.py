@@ -160,7 +160,7 @@ def children_cpu() -> float:
 @needs_bwrap
 def test_the_sandboxs_cpu_reaches_the_process_that_ran_the_fence(tmp_path, bundle):
     """The CPU of the fenced command and of the processes it waited for is charged to the process
-    that ran the fence (its ``RUSAGE_CHILDREN``, which a step's ``tempo/cpu_s`` counts)."""
+    that ran the fence (its ``RUSAGE_CHILDREN``, which a step's ``tempo/children_cpu_s`` counts)."""
     folder = method(tmp_path, BURNER)
     out = tmp_path / "out"
     out.mkdir()

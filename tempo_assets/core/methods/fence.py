@@ -21,7 +21,7 @@ folder grows past its limit, and the ``/tmp`` tmpfs size.
 
 The command (``/bin/sh -c``) is the pid namespace's first process itself (``--as-pid-1``, no bwrap
 init above it), so bwrap waits for it: its CPU, and that of every process it waited for, reaches the
-``RUSAGE_CHILDREN`` of the process that ran the fence (a step's ``tempo/cpu_s``). With bwrap's init,
+``RUSAGE_CHILDREN`` of the process that ran the fence (a step's ``tempo/children_cpu_s``). With bwrap's init,
 bwrap exits on the init's report of the command's exit without waiting for the init, and no waiting
 parent was ever charged with the sandbox's CPU.
 """
