@@ -260,3 +260,30 @@ def test_missing_bubblewrap_names_the_package(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(MissingBubblewrap, match="apt-get install bubblewrap"):
         find_bwrap()
+
+
+def test_a_method_run_s_output_folder_is_inside_a_folder_that_names_its_owner(tmp_path, bundle, monkeypatch):
+    """With no ``scratch`` a method run's output folder lies in an owned temporary folder (owner.json: this
+    process), so a run killed before removing it is swept by the next; both are gone after the run."""
+    import tempfile
+
+    from tempo_assets.core.base.liveness import OWNER_FILE
+    from tempo_assets.core.methods import run as run_module
+    from tempo_assets.core.methods.fence import FenceResult
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = {}
+
+    def fake_fence(spec, limits, env=None, on_line=None):
+        seen["output"] = spec.output_dir
+        seen["owner"] = json.loads((spec.output_dir.parent / OWNER_FILE).read_text(encoding="utf-8"))
+        seen["empty"] = not any(spec.output_dir.iterdir())
+        return FenceResult(returncode=1, seconds=0.0, output=spec.output_dir)
+
+    monkeypatch.setattr(run_module, "run_fenced", fake_fence)
+    spec = MethodSpec(name="owned", kind="command", dir=str(method(tmp_path, "")), command="true", timeout_s=60)
+    outcome = run_method(spec, call_on(bundle), SMALL)
+    assert outcome.status == "failed"
+    assert seen["output"].parent.parent == tmp_path and seen["output"].parent.name.startswith("tempo_method_out_")
+    assert seen["owner"]["pid"] == os.getpid() and seen["empty"]
+    assert not seen["output"].parent.exists()

@@ -7,6 +7,7 @@ failure is stored like a success, so it never silently disappears from a window.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import shutil
@@ -22,6 +23,7 @@ from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.methods.fence import FenceLimits, FenceSpec, run_fenced
 from tempo_assets.core.methods.output import PREDICTION_COLUMNS, PredictionCheck, RejectedPredictions, validate_predictions
 from tempo_assets.core.base.io import sha256_file
+from tempo_assets.core.base.liveness import owned_temporary_folder
 
 PREDICTIONS_FILE = "predictions.tsv"
 # provenance that says where a method's code or file lives: recorded beside the value, not in it
@@ -95,17 +97,28 @@ def run_method(spec: Any, call: MethodCall, limits: FenceLimits | None = None, *
     method's fault.
 
     ``limits`` default to the spec's timeout and memory; ``scratch`` is where the empty output
-    folder is made (system temp by default), removed afterwards.
+    folder is made, removed afterwards; by default it is made in an owned temporary folder
+    (:func:`~tempo_assets.core.base.liveness.owned_temporary_folder`), which the next run sweeps when this
+    process was killed before removing it.
     """
     if spec.kind == "precomputed":
         return _read_precomputed(spec, call, max_invalid_fraction)
     if spec.kind != "command":
         raise TempoInputError(f"method {spec.key!r}: unknown kind {spec.kind!r}")
-    method, cutoff_key = spec.key, call.cutoff_key
     limits = limits or FenceLimits()
     limits = dataclasses.replace(limits, timeout_s=spec.timeout_s, memory_bytes=int(spec.memory_gb * (1 << 30)))
+    with contextlib.ExitStack() as stack:
+        if scratch is None:
+            scratch = stack.enter_context(owned_temporary_folder("tempo_method_out_"))
+        return _run_command(spec, call, limits, Path(tempfile.mkdtemp(prefix="output_", dir=scratch)),
+                            on_line, max_invalid_fraction)
+
+
+def _run_command(spec: Any, call: MethodCall, limits: FenceLimits, output: Path,
+                 on_line: Callable[[str, str], None] | None, max_invalid_fraction: float) -> MethodOutcome:
+    """Run a command method's fence with ``output`` its (empty) output folder, removed afterwards."""
+    method, cutoff_key = spec.key, call.cutoff_key
     provenance = {"method_dir": spec.dir, "command": spec.command, "method_sha256": folder_digest(spec.dir)}
-    output = Path(tempfile.mkdtemp(prefix="tempo_method_out_", dir=scratch))
     try:
         result = run_fenced(FenceSpec(spec.command, spec.dir, call.bundle, output), limits,
                             env={"TEMPO_CUTOFF": call.cutoff.isoformat(), "TEMPO_METHOD": method}, on_line=on_line)
