@@ -72,6 +72,20 @@ def values_in(column: pd.Series, values) -> np.ndarray:
 _CODES_LIMIT = 2 ** 62  # the combined codes of ``rows_in`` stay below it (int64)
 
 
+def grouped_order(group_of: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, bounds)``: the positions of the rows in some group, grouped by group, each group's in their
+    order, and (n_groups + 1,) ``bounds``: group ``i``'s rows are ``order[bounds[i]:bounds[i + 1]]``, so the
+    rows cut once in this order give each group as a slice (no copy, where a cut per group is a pass over
+    every row).
+
+    ``group_of`` (n_rows,) each row's group in ``[0, n_groups)``, -1 in none; the stable sort of small
+    integer codes is a radix sort."""
+    small = group_of.astype(np.int16) if n_groups < np.iinfo(np.int16).max else group_of
+    order = np.argsort(small, kind="stable")
+    counts = np.bincount(group_of + 1, minlength=n_groups + 1)
+    return order[counts[0]:], np.concatenate([[0], np.cumsum(counts[1:])])
+
+
 def rows_in(frame: pd.DataFrame, other: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """Whether each row of ``frame[keys]`` is a row of ``other[keys]``: bool, shape ``(len(frame),)``.
 

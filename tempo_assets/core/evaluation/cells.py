@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from tempo_assets.core.base.arrays import values_in
+from tempo_assets.core.base.arrays import grouped_order, values_in
 from tempo_assets.core.base.errors import TempoInputError
 from tempo_assets.core.base.vocabulary import ASPECTS, MODES
 from tempo_assets.core.evaluation.metrics import PREDICTION_KEY_COLUMNS, content_key
@@ -88,10 +88,10 @@ def evaluation_cells(targets: pd.DataFrame, ground_truth: pd.DataFrame, known: p
     pk = [key for key in chosen if key[0] == "PK"] if known is not None else []
     known_cells = row_cells(known, [(key[1], chosen[key]["protein"]) for key in pk]) if pk else None
     if truth_cells is not None:  # the cells' rows cut once, grouped by cell: each cell's a slice of them
-        order, truth_bounds = cell_order(truth_cells, len(chosen))
+        order, truth_bounds = grouped_order(truth_cells, len(chosen))
         truth_rows = ground_truth[["protein", "term"]].iloc[order]
     if known_cells is not None:
-        order, known_bounds = cell_order(known_cells, len(pk))
+        order, known_bounds = grouped_order(known_cells, len(pk))
         known_rows = known[["protein", "term"]].iloc[order]
     out = {}
     for position, ((mode, aspect), cell) in enumerate(chosen.items()):
@@ -106,19 +106,6 @@ def evaluation_cells(targets: pd.DataFrame, ground_truth: pd.DataFrame, known: p
             kn = known_rows.iloc[known_bounds[at]:known_bounds[at + 1]]
         out[(mode, aspect)] = Cell(mode, aspect, cell, truth, kn)
     return out
-
-
-def cell_order(cell_of: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(order, bounds)``: the positions of the rows in some cell grouped by cell, each cell's in their order,
-    and (n_cells + 1,) ``bounds``: cell ``i``'s rows are ``order[bounds[i]:bounds[i + 1]]``, so the rows cut
-    once in this order give each cell as a slice (no copy, where a cut per cell is a pass over every row).
-
-    ``cell_of`` (n_rows,) each row's cell in ``[0, n_cells)``, -1 in none; the stable sort of small integer
-    codes is a radix sort."""
-    small = cell_of.astype(np.int16) if n_cells < np.iinfo(np.int16).max else cell_of
-    order = np.argsort(small, kind="stable")
-    counts = np.bincount(cell_of + 1, minlength=n_cells + 1)
-    return order[counts[0]:], np.concatenate([[0], np.cumsum(counts[1:])])
 
 
 def _cell_table(aspect_codes: Mapping[str, int], proteins: pd.Index,
